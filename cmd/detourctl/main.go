@@ -1,0 +1,327 @@
+// Command detourctl sends messages through detour's producer runtime with a static route, so a
+// fault policy can be tried against real brokers without a cluster:
+//
+//	detourctl send --broker broker-a=127.0.0.1:10911 --broker broker-b=127.0.0.1:10921 \
+//	    --topic TopicTest --queues 4 --count 100 --preset RocketMQ5 --output json
+//
+// With --output json every send prints one JSON object (msgId, broker, queueId, queueOffset,
+// attempts, brokersTried, latencyMillis, error) and a final summary object; --output text prints
+// the same as aligned text. The exit status is 1 when any send failed, 2 on bad usage.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/detourmq/detour/pkg/fault"
+	"github.com/detourmq/detour/pkg/producer"
+	"github.com/detourmq/detour/pkg/remoting"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+const usage = `usage: detourctl <command> [flags]
+
+commands:
+  send    send messages through the producer runtime with a static route
+`
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	switch args[0] {
+	case "send":
+		return runSend(ctx, args[1:], stdout, stderr)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "detourctl: unknown command %q\n%s", args[0], usage)
+		return 2
+	}
+}
+
+// brokerFlags collects repeated --broker name=host:port values.
+type brokerFlags []producer.Broker
+
+func (b *brokerFlags) String() string {
+	parts := make([]string, len(*b))
+	for i, br := range *b {
+		parts[i] = br.Name + "=" + br.Addr
+	}
+	return strings.Join(parts, ",")
+}
+
+func (b *brokerFlags) Set(v string) error {
+	name, addr, ok := strings.Cut(v, "=")
+	if !ok || name == "" || addr == "" {
+		return fmt.Errorf("want name=host:port, got %q", v)
+	}
+	if slices.ContainsFunc(*b, func(x producer.Broker) bool { return x.Name == name }) {
+		return fmt.Errorf("broker %s given twice", name)
+	}
+	*b = append(*b, producer.Broker{Name: name, Addr: addr, Ready: true})
+	return nil
+}
+
+type sendConfig struct {
+	brokers           brokerFlags
+	topic             string
+	queues            int
+	count             int
+	preset            string
+	output            string
+	body              string
+	size              int
+	tags, keys        string
+	attempts          int
+	sendTimeout       time.Duration
+	perAttemptTimeout time.Duration
+	probe             bool
+	probeInterval     time.Duration
+	probeTimeout      time.Duration
+	interval          time.Duration
+	createTopic       bool
+	group             string
+}
+
+// sendLine is one send's outcome as printed with --output json.
+type sendLine struct {
+	MsgID         string   `json:"msgId"`
+	Broker        string   `json:"broker"`
+	QueueID       int      `json:"queueId"`
+	QueueOffset   int64    `json:"queueOffset"`
+	Attempts      int      `json:"attempts"`
+	BrokersTried  []string `json:"brokersTried"`
+	LatencyMillis float64  `json:"latencyMillis"`
+	Error         string   `json:"error"`
+}
+
+// summary is the closing line.
+type summary struct {
+	Sent          int            `json:"sent"`
+	Failed        int            `json:"failed"`
+	Retried       int            `json:"retried"`
+	PerBroker     map[string]int `json:"perBroker"`
+	P50Millis     float64        `json:"p50Millis"`
+	P99Millis     float64        `json:"p99Millis"`
+	MaxMillis     float64        `json:"maxMillis"`
+	ElapsedMillis float64        `json:"elapsedMillis"`
+	Isolated      []string       `json:"isolated"`
+}
+
+func parseSend(args []string, stderr io.Writer) (*sendConfig, error) {
+	c := &sendConfig{}
+	fs := flag.NewFlagSet("detourctl send", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Var(&c.brokers, "broker", "broker `name=host:port` (repeat for each broker master)")
+	fs.StringVar(&c.topic, "topic", "TopicTest", "topic to send to")
+	fs.IntVar(&c.queues, "queues", 4, "write queues per broker")
+	fs.IntVar(&c.count, "count", 10, "number of messages")
+	fs.StringVar(&c.preset, "preset", "RocketMQ5", "fault table preset: RocketMQ5 or RocketMQ4")
+	fs.StringVar(&c.output, "output", "text", "output format: json or text")
+	fs.StringVar(&c.body, "body", "", "message body (default: a generated body of --size bytes)")
+	fs.IntVar(&c.size, "size", 128, "generated body size in bytes")
+	fs.StringVar(&c.tags, "tags", "", "message tags")
+	fs.StringVar(&c.keys, "keys", "", "message keys")
+	fs.IntVar(&c.attempts, "attempts", producer.DefaultAttempts, "attempts per message (1 + retries)")
+	fs.DurationVar(&c.sendTimeout, "send-timeout", producer.DefaultSendTimeout, "time budget of one message, all attempts")
+	fs.DurationVar(&c.perAttemptTimeout, "per-attempt-timeout", 0, "cap of every attempt but the last (0 = none)")
+	fs.BoolVar(&c.probe, "probe", false, "probe isolated brokers and let them back only on a good probe")
+	fs.DurationVar(&c.probeInterval, "probe-interval", producer.DefaultProbeInterval, "probe interval")
+	fs.DurationVar(&c.probeTimeout, "probe-timeout", producer.DefaultProbeTimeout, "probe timeout")
+	fs.DurationVar(&c.interval, "interval", 0, "pause between messages")
+	fs.BoolVar(&c.createTopic, "create-topic", false, "create the topic on every broker first (UPDATE_AND_CREATE_TOPIC)")
+	fs.StringVar(&c.group, "group", producer.DefaultProducerGroup, "producer group")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	switch {
+	case fs.NArg() > 0:
+		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	case len(c.brokers) == 0:
+		return nil, errors.New("at least one --broker is required")
+	case c.queues < 1:
+		return nil, errors.New("--queues must be at least 1")
+	case c.count < 0:
+		return nil, errors.New("--count must not be negative")
+	case c.output != "json" && c.output != "text":
+		return nil, fmt.Errorf("--output must be json or text, got %q", c.output)
+	case c.body == "" && c.size < 1:
+		return nil, errors.New("--size must be at least 1")
+	}
+	if err := producer.CheckSendTopic(c.topic); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	c, err := parseSend(args, stderr)
+	if err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintf(stderr, "detourctl send: %v\n", err)
+		}
+		return 2
+	}
+	table, err := fault.PresetTable(c.preset)
+	if err != nil {
+		fmt.Fprintf(stderr, "detourctl send: %v\n", err)
+		return 2
+	}
+	pol := producer.DefaultPolicy("detourctl")
+	pol.Table = table
+	pol.Retry.Attempts = c.attempts
+	pol.Retry.SendTimeout = c.sendTimeout
+	pol.Retry.PerAttemptTimeout = c.perAttemptTimeout
+	pol.Probe = producer.ProbePolicy{Enabled: c.probe, Interval: c.probeInterval, Timeout: c.probeTimeout}
+
+	rt := producer.New(producer.Options{ProducerGroup: c.group})
+	defer rt.Close()
+	if err := rt.SetPolicy(pol); err != nil {
+		fmt.Fprintf(stderr, "detourctl send: %v\n", err)
+		return 2
+	}
+	route := producer.Route{Topic: c.topic, Policy: pol.Name}
+	for _, b := range c.brokers {
+		rt.SetBroker(b)
+		route.Brokers = append(route.Brokers, producer.BrokerQueues{Broker: b.Name, WriteQueues: c.queues})
+	}
+	if err := rt.SetRoute(route); err != nil {
+		fmt.Fprintf(stderr, "detourctl send: %v\n", err)
+		return 2
+	}
+	if c.createTopic {
+		for _, b := range c.brokers {
+			cctx, cancel := context.WithTimeout(ctx, c.sendTimeout)
+			err := rt.CreateTopic(cctx, b.Addr, c.topic, c.queues, c.queues, int(remoting.PermReadWrite))
+			cancel()
+			if err != nil {
+				fmt.Fprintf(stderr, "detourctl send: create topic on %s: %v\n", b.Name, err)
+				return 1
+			}
+		}
+	}
+
+	body := []byte(c.body)
+	if c.body == "" {
+		body = make([]byte, c.size)
+		for i := range body {
+			body[i] = 'a' + byte(i%26)
+		}
+	}
+	out := newPrinter(c.output, stdout)
+	sum := summary{PerBroker: map[string]int{}}
+	var latencies []time.Duration
+	begin := time.Now()
+	for i := 0; i < c.count && ctx.Err() == nil; i++ {
+		if i > 0 && c.interval > 0 {
+			select {
+			case <-ctx.Done():
+			case <-time.After(c.interval):
+			}
+		}
+		start := time.Now()
+		res, err := rt.Send(ctx, &producer.Message{Topic: c.topic, Tags: c.tags, Keys: c.keys, Body: body})
+		lat := time.Since(start)
+		latencies = append(latencies, lat)
+		line := sendLine{LatencyMillis: millis(lat), BrokersTried: []string{}}
+		if err != nil {
+			sum.Failed++
+			line.Error = err.Error()
+			var se *producer.SendError
+			if errors.As(err, &se) {
+				line.Attempts = se.Attempts
+				line.BrokersTried = se.BrokersTried
+			}
+		} else {
+			sum.Sent++
+			sum.PerBroker[res.Broker]++
+			line.MsgID, line.Broker, line.QueueID, line.QueueOffset = res.MsgID, res.Broker, res.QueueID, res.QueueOffset
+			line.Attempts, line.BrokersTried = res.Attempts, res.BrokersTried
+		}
+		if line.Attempts > 1 {
+			sum.Retried++
+		}
+		out.send(line)
+	}
+	sum.ElapsedMillis = millis(time.Since(begin))
+	slices.Sort(latencies)
+	if n := len(latencies); n > 0 {
+		sum.P50Millis = millis(latencies[(n-1)*50/100])
+		sum.P99Millis = millis(latencies[(n-1)*99/100])
+		sum.MaxMillis = millis(latencies[n-1])
+	}
+	sum.Isolated = []string{}
+	for _, it := range rt.Isolated(pol.Name) {
+		sum.Isolated = append(sum.Isolated, it.Broker)
+	}
+	out.summary(sum)
+	if sum.Failed > 0 {
+		return 1
+	}
+	return 0
+}
+
+func millis(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+type printer struct {
+	json bool
+	w    io.Writer
+	enc  *json.Encoder
+}
+
+func newPrinter(format string, w io.Writer) *printer {
+	return &printer{json: format == "json", w: w, enc: json.NewEncoder(w)}
+}
+
+func (p *printer) send(l sendLine) {
+	if p.json {
+		_ = p.enc.Encode(l)
+		return
+	}
+	if l.Error != "" {
+		fmt.Fprintf(p.w, "FAILED   attempts=%d brokersTried=%s latency=%.3fms error=%s\n",
+			l.Attempts, strings.Join(l.BrokersTried, ","), l.LatencyMillis, l.Error)
+		return
+	}
+	fmt.Fprintf(p.w, "SEND_OK  msgId=%s broker=%s queueId=%d queueOffset=%d attempts=%d brokersTried=%s latency=%.3fms\n",
+		l.MsgID, l.Broker, l.QueueID, l.QueueOffset, l.Attempts, strings.Join(l.BrokersTried, ","), l.LatencyMillis)
+}
+
+func (p *printer) summary(s summary) {
+	if p.json {
+		_ = p.enc.Encode(struct {
+			Summary summary `json:"summary"`
+		}{s})
+		return
+	}
+	names := make([]string, 0, len(s.PerBroker))
+	for n := range s.PerBroker {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	per := make([]string, len(names))
+	for i, n := range names {
+		per[i] = fmt.Sprintf("%s=%d", n, s.PerBroker[n])
+	}
+	fmt.Fprintf(p.w, "summary: sent=%d failed=%d retried=%d perBroker=[%s] p50=%.3fms p99=%.3fms max=%.3fms elapsed=%.3fms isolated=[%s]\n",
+		s.Sent, s.Failed, s.Retried, strings.Join(per, " "), s.P50Millis, s.P99Millis, s.MaxMillis, s.ElapsedMillis,
+		strings.Join(s.Isolated, " "))
+}

@@ -1,0 +1,69 @@
+package producer
+
+import (
+	"time"
+
+	"github.com/detourmq/detour/pkg/fault"
+)
+
+// SendMode says how a send was issued.
+type SendMode int
+
+// Send modes, as RocketMQ's CommunicationMode.
+const (
+	ModeSync SendMode = iota
+	ModeAsync
+	ModeOneway
+)
+
+func (m SendMode) String() string {
+	switch m {
+	case ModeSync:
+		return "sync"
+	case ModeAsync:
+		return "async"
+	case ModeOneway:
+		return "oneway"
+	default:
+		return "unknown"
+	}
+}
+
+// Metrics receives the runtime's measurements. The manager implements it with Prometheus
+// collectors; the runtime calls it on the send path, so implementations must be cheap, safe for
+// concurrent use and must not block. All string arguments come from the runtime's own state, so
+// label values stay bounded by the number of topics, brokers and policies.
+type Metrics interface {
+	// SendDone is called once per Send, SendAsync or SendOneway that passed validation, with the
+	// attempts made and the time from start to outcome; err is nil on success.
+	SendDone(topic string, mode SendMode, attempts int, elapsed time.Duration, err error)
+	// AttemptDone is called after every attempt with the broker it went to, that attempt's own
+	// latency and how the fault table classified its outcome.
+	AttemptDone(policy, broker string, latency time.Duration, outcome fault.Outcome)
+	// Retried is called when an attempt on broker failed and another attempt follows.
+	Retried(topic, broker string)
+	// IsolationChanged is called when a broker enters (isolated=true) or leaves isolation in a
+	// policy's fault table.
+	IsolationChanged(policy, broker string, isolated bool, reason fault.Reason)
+	// EventCoalesced is called when an isolation event replaced an undelivered one because the
+	// Events reader fell behind.
+	EventCoalesced(policy, broker string)
+}
+
+// NopMetrics discards everything; it is the default when Options.Metrics is nil.
+type NopMetrics struct{}
+
+// SendDone implements Metrics.
+func (NopMetrics) SendDone(string, SendMode, int, time.Duration, error) {}
+
+// AttemptDone implements Metrics.
+func (NopMetrics) AttemptDone(string, string, time.Duration, fault.Outcome) {}
+
+// Retried implements Metrics.
+func (NopMetrics) Retried(string, string) {}
+
+// IsolationChanged implements Metrics.
+func (NopMetrics) IsolationChanged(string, string, bool, fault.Reason) {}
+
+// EventCoalesced implements Metrics.
+func (NopMetrics) EventCoalesced(string, string) {}

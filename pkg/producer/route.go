@@ -1,0 +1,220 @@
+package producer
+
+import (
+	"cmp"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync/atomic"
+
+	"github.com/detourmq/detour/pkg/fault"
+)
+
+// Broker is a broker master as the controllers see it: its RocketMQ name, its address and the
+// state of its pod.
+type Broker struct {
+	// Name is the RocketMQ broker name; routes and fault tables key on it.
+	Name string
+	// Addr is host:port of the broker's main listener.
+	Addr string
+	// Ready mirrors the pod's Ready condition.
+	Ready bool
+	// Terminating is set once the pod has a deletion timestamp.
+	Terminating bool
+}
+
+// podState maps a broker's pod flags to the fault package's pod state; terminating wins over ready.
+func (b Broker) podState() fault.PodState {
+	switch {
+	case b.Terminating:
+		return fault.PodTerminating
+	case !b.Ready:
+		return fault.PodNotReady
+	default:
+		return fault.PodReady
+	}
+}
+
+// BrokerQueues says how many write queues a topic has on one broker.
+type BrokerQueues struct {
+	Broker      string
+	WriteQueues int
+}
+
+// Route is a topic's publishing route: write queues on brokers and the policy that governs them.
+type Route struct {
+	Topic   string
+	Brokers []BrokerQueues
+	// Policy names the fault policy; "" or a policy the runtime does not know means the default
+	// policy.
+	Policy string
+}
+
+// validate refuses routes that RocketMQ could not publish to as given.
+func (rt Route) validate() error {
+	if err := CheckTopic(rt.Topic); err != nil {
+		return fmt.Errorf("route: %w", err)
+	}
+	seen := make(map[string]bool, len(rt.Brokers))
+	for _, b := range rt.Brokers {
+		if b.Broker == "" {
+			return fmt.Errorf("route %s: empty broker name", rt.Topic)
+		}
+		if seen[b.Broker] {
+			return fmt.Errorf("route %s: broker %s listed twice", rt.Topic, b.Broker)
+		}
+		seen[b.Broker] = true
+		if b.WriteQueues < 0 {
+			return fmt.Errorf("route %s: broker %s has negative write queues %d", rt.Topic, b.Broker, b.WriteQueues)
+		}
+	}
+	return nil
+}
+
+// Queue names one write queue, as RocketMQ's MessageQueue does.
+type Queue struct {
+	Topic   string
+	Broker  string
+	QueueID int
+}
+
+// brokerSlot is one broker as a route sees it, frozen in an immutable snapshot.
+type brokerSlot struct {
+	name  string
+	addr  string
+	entry *fault.Entry
+	// podOK is false when the policy respects pod health and the pod is not ready or terminating.
+	podOK bool
+}
+
+// queueEntry is one write queue of a route.
+type queueEntry struct {
+	b  *brokerSlot
+	id int32
+}
+
+// rrCounter is a route's round-robin index, alone on its cache line so that counters of
+// different routes never share one.
+type rrCounter struct {
+	_ [64]byte
+	n atomic.Uint32
+	_ [60]byte
+}
+
+// route is the immutable, precomputed form of a Route that the send path reads without locks.
+type route struct {
+	topic  string
+	spec   Route
+	policy *policyState
+	queues []queueEntry
+	// podFiltered is true when some queue's pod is not OK; selection then needs the extra
+	// pod-agnostic pass.
+	podFiltered bool
+	next        *rrCounter
+}
+
+// buildRoute orders queues as RocketMQ's topicRouteData2TopicPublishInfo does: brokers sorted by
+// name, queue ids ascending. Brokers without a known address are left out, as RocketMQ leaves out
+// brokers without a master.
+func buildRoute(spec Route, pol *policyState, brokers map[string]Broker, next *rrCounter) *route {
+	bs := slices.Clone(spec.Brokers)
+	slices.SortFunc(bs, func(a, b BrokerQueues) int { return cmp.Compare(a.Broker, b.Broker) })
+	n := 0
+	for _, b := range bs {
+		if br, ok := brokers[b.Broker]; ok && br.Addr != "" {
+			n += b.WriteQueues
+		}
+	}
+	if next == nil {
+		next = new(rrCounter)
+		// RocketMQ starts each index at a random value so producers do not all hit queue 0 first.
+		next.n.Store(rand.Uint32())
+	}
+	r := &route{topic: spec.Topic, spec: spec, policy: pol, queues: make([]queueEntry, 0, n), next: next}
+	for _, b := range bs {
+		br, ok := brokers[b.Broker]
+		if !ok || br.Addr == "" || b.WriteQueues == 0 {
+			continue
+		}
+		slot := &brokerSlot{
+			name:  br.Name,
+			addr:  br.Addr,
+			entry: pol.tol.Entry(br.Name),
+			podOK: !pol.RespectPodHealth || (br.Ready && !br.Terminating),
+		}
+		if !slot.podOK {
+			r.podFiltered = true
+		}
+		for i := 0; i < b.WriteQueues; i++ {
+			r.queues = append(r.queues, queueEntry{b: slot, id: int32(i)})
+		}
+	}
+	return r
+}
+
+// Selection passes, in RocketMQ 5.x's order with pod health folded into the first three.
+const (
+	passAvailable = iota // pod OK, available, not the last broker
+	passReachable        // pod OK, reachable, not the last broker
+	passPodOK            // pod OK (RocketMQ's unfiltered pass, minus unhealthy pods)
+	passAny              // anything, only when every healthy pod is gone from the route
+)
+
+func (q *queueEntry) accept(pass int, last string) bool {
+	b := q.b
+	switch pass {
+	case passAvailable:
+		return b.podOK && b.name != last && b.entry.Available()
+	case passReachable:
+		return b.podOK && b.name != last && b.entry.Reachable()
+	case passPodOK:
+		return b.podOK
+	default:
+		return true
+	}
+}
+
+// pick selects a write queue as RocketMQ 5.x's MQFaultStrategy does. The first attempt of a send
+// advances the route's shared index; like RocketMQ's per-thread index, every probe of a pass
+// consumes one step, so queues behind an isolated broker do not absorb its share. Retries
+// (random=true) start at a random position instead: RocketMQ resets its per-thread index there, and
+// resetting a shared index would disturb every other sender's spread.
+//
+// pick takes no lock and allocates nothing; it returns nil only for a route without queues.
+func (r *route) pick(last string, random bool) *queueEntry {
+	qs := r.queues
+	n := uint32(len(qs))
+	if n == 0 {
+		return nil
+	}
+	passes := passPodOK + 1
+	if r.podFiltered {
+		passes = passAny + 1
+	}
+	for pass := 0; pass < passes; pass++ {
+		var start uint32
+		if random {
+			start = rand.Uint32()
+		} else {
+			start = r.next.n.Add(1)
+		}
+		i := start % n
+		for k := uint32(0); k < n; k++ {
+			q := &qs[i]
+			if q.accept(pass, last) {
+				if k > 0 && !random {
+					r.next.n.Add(k)
+				}
+				return q
+			}
+			i++
+			if i == n {
+				i = 0
+			}
+		}
+		if !random {
+			r.next.n.Add(n - 1)
+		}
+	}
+	return nil
+}

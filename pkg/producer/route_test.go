@@ -1,0 +1,284 @@
+package producer
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/detourmq/detour/pkg/fault"
+)
+
+// newSelectionRuntime returns a runtime with brokers a, b, c (addresses never dialled) and topic
+// T routed to them with n write queues each, under the default policy and a manual fault clock.
+func newSelectionRuntime(t testing.TB, n int, brokers ...string) (*Runtime, *fault.ManualClock) {
+	t.Helper()
+	clk := fault.NewManualClock(time.Unix(1_700_000_000, 0))
+	r := New(Options{Clock: clk})
+	t.Cleanup(func() { r.Close() })
+	rt := Route{Topic: "T"}
+	for i, b := range brokers {
+		r.SetBroker(Broker{Name: b, Addr: fmt.Sprintf("127.0.0.1:%d", 1+i), Ready: true})
+		rt.Brokers = append(rt.Brokers, BrokerQueues{Broker: b, WriteQueues: n})
+	}
+	if err := r.SetRoute(rt); err != nil {
+		t.Fatal(err)
+	}
+	return r, clk
+}
+
+func (r *Runtime) tolerance(policy string) *fault.Tolerance {
+	return r.state.Load().policies[policy].tol
+}
+
+func TestRouteOrdersBrokersByNameAndQueueIDs(t *testing.T) {
+	r := New(Options{})
+	defer r.Close()
+	for _, b := range []Broker{{Name: "broker-c", Addr: "c:1", Ready: true}, {Name: "broker-a", Addr: "a:1", Ready: true},
+		{Name: "broker-b", Addr: "b:1", Ready: true}, {Name: "broker-noaddr", Ready: true}} {
+		r.SetBroker(b)
+	}
+	err := r.SetRoute(Route{Topic: "T", Brokers: []BrokerQueues{
+		{Broker: "broker-c", WriteQueues: 1}, {Broker: "broker-unknown", WriteQueues: 3},
+		{Broker: "broker-a", WriteQueues: 2}, {Broker: "broker-b", WriteQueues: 0}, {Broker: "broker-noaddr", WriteQueues: 2},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, ok := r.RouteInfo("T")
+	if !ok {
+		t.Fatal("no route")
+	}
+	want := []Queue{{"T", "broker-a", 0}, {"T", "broker-a", 1}, {"T", "broker-c", 0}}
+	if fmt.Sprint(info.Queues) != fmt.Sprint(want) {
+		t.Fatalf("queues %v, want %v", info.Queues, want)
+	}
+	// A broker that appears later joins the route in its sorted place.
+	r.SetBroker(Broker{Name: "broker-unknown", Addr: "u:1", Ready: true})
+	info, _ = r.RouteInfo("T")
+	if got := len(info.Queues); got != 6 || info.Queues[3].Broker != "broker-unknown" || info.Queues[5].QueueID != 2 {
+		t.Fatalf("after SetBroker: %v", info.Queues)
+	}
+}
+
+func TestSetRouteRefusesInvalidRoutes(t *testing.T) {
+	r := New(Options{})
+	defer r.Close()
+	for name, rt := range map[string]Route{
+		"bad topic":       {Topic: "a b"},
+		"duplicate":       {Topic: "T", Brokers: []BrokerQueues{{"x", 1}, {"x", 2}}},
+		"negative queues": {Topic: "T", Brokers: []BrokerQueues{{"x", -1}}},
+		"empty broker":    {Topic: "T", Brokers: []BrokerQueues{{"", 1}}},
+	} {
+		if err := r.SetRoute(rt); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+		if _, ok := r.RouteInfo(rt.Topic); ok {
+			t.Errorf("%s: route installed", name)
+		}
+	}
+}
+
+func TestSelectionRoundRobinsEveryQueueOnce(t *testing.T) {
+	r, _ := newSelectionRuntime(t, 4, "a", "b", "c")
+	counts := map[Queue]int{}
+	for i := 0; i < 12*50; i++ {
+		q, ok := r.SelectQueue("T", "")
+		if !ok {
+			t.Fatal("no queue")
+		}
+		counts[q]++
+	}
+	if len(counts) != 12 {
+		t.Fatalf("%d queues used, want 12", len(counts))
+	}
+	for q, n := range counts {
+		if n != 50 {
+			t.Errorf("%v picked %d times, want 50", q, n)
+		}
+	}
+}
+
+func TestSelectionSkipsUnavailableBrokersAndKeepsSpreadEven(t *testing.T) {
+	r, _ := newSelectionRuntime(t, 4, "a", "b", "c")
+	r.tolerance("").Update("b", 0, fault.TransportError) // isolated, still reachable
+	counts := map[Queue]int{}
+	for i := 0; i < 8*100; i++ {
+		q, _ := r.SelectQueue("T", "")
+		counts[q]++
+	}
+	for q, n := range counts {
+		if q.Broker == "b" {
+			t.Fatalf("isolated broker chosen: %v", q)
+		}
+		// Each skipped probe consumes an index step, as RocketMQ's thread-local index does, so the
+		// queue after the isolated block does not absorb its share.
+		if n < 75 || n > 125 {
+			t.Errorf("%v picked %d times of 800 over 8 queues", q, n)
+		}
+	}
+}
+
+func TestSelectionPasses(t *testing.T) {
+	cases := []struct {
+		name   string
+		setup  func(tol *fault.Tolerance, r *Runtime)
+		last   string
+		allow  map[string]bool
+		trials int
+	}{
+		{"retry avoids the last broker", func(*fault.Tolerance, *Runtime) {}, "a", map[string]bool{"b": true, "c": true}, 50},
+		{"available and not last beats isolated", func(tol *fault.Tolerance, _ *Runtime) {
+			tol.Update("b", 0, fault.TransportError)
+		}, "a", map[string]bool{"c": true}, 50},
+		{"only the last broker available: reachable isolated broker beats last", func(tol *fault.Tolerance, _ *Runtime) {
+			tol.Update("b", 0, fault.TransportError) // reachable
+			tol.Update("c", 0, fault.BrokerError)    // unreachable
+		}, "a", map[string]bool{"b": true}, 50},
+		{"nothing reachable but last: any queue, last included", func(tol *fault.Tolerance, _ *Runtime) {
+			tol.Update("b", 0, fault.BrokerError)
+			tol.Update("c", 0, fault.BrokerError)
+		}, "a", map[string]bool{"a": true, "b": true, "c": true}, 50},
+		{"pod not ready is skipped", func(_ *fault.Tolerance, r *Runtime) {
+			r.SetBroker(Broker{Name: "b", Addr: "127.0.0.1:2", Ready: false})
+		}, "", map[string]bool{"a": true, "c": true}, 50},
+		{"pod terminating is skipped even when others are isolated", func(tol *fault.Tolerance, r *Runtime) {
+			r.SetBroker(Broker{Name: "b", Addr: "127.0.0.1:2", Ready: true, Terminating: true})
+			tol.Update("a", 0, fault.BrokerError)
+			tol.Update("c", 0, fault.BrokerError)
+		}, "", map[string]bool{"a": true, "c": true}, 50},
+		{"all pods unhealthy: still sends somewhere", func(_ *fault.Tolerance, r *Runtime) {
+			for i, b := range []string{"a", "b", "c"} {
+				r.SetBroker(Broker{Name: b, Addr: fmt.Sprintf("127.0.0.1:%d", i+1), Ready: false})
+			}
+		}, "", map[string]bool{"a": true, "b": true, "c": true}, 50},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r, _ := newSelectionRuntime(t, 2, "a", "b", "c")
+			tc.setup(r.tolerance(""), r)
+			seen := map[string]bool{}
+			for i := 0; i < tc.trials; i++ {
+				q, ok := r.SelectQueue("T", tc.last)
+				if !ok {
+					t.Fatal("no queue")
+				}
+				if !tc.allow[q.Broker] {
+					t.Fatalf("picked %v, allowed %v", q, tc.allow)
+				}
+				seen[q.Broker] = true
+			}
+			if len(seen) != len(tc.allow) {
+				t.Errorf("picked from %v, want every one of %v", seen, tc.allow)
+			}
+		})
+	}
+}
+
+func TestSelectionReturnsToBrokerWhenIsolationEnds(t *testing.T) {
+	r, clk := newSelectionRuntime(t, 1, "a", "b")
+	r.tolerance("").Update("a", 600*time.Millisecond, fault.Success) // RocketMQ5: >= 550ms isolates 2s
+	for i := 0; i < 10; i++ {
+		if q, _ := r.SelectQueue("T", ""); q.Broker != "b" {
+			t.Fatalf("picked %v while a is isolated", q)
+		}
+	}
+	clk.Advance(2 * time.Second)
+	seen := map[string]bool{}
+	for i := 0; i < 10; i++ {
+		q, _ := r.SelectQueue("T", "")
+		seen[q.Broker] = true
+	}
+	if !seen["a"] || !seen["b"] {
+		t.Fatalf("after isolation ended picked %v", seen)
+	}
+}
+
+func TestSelectionIgnoresPodStateWhenPolicySaysSo(t *testing.T) {
+	r, _ := newSelectionRuntime(t, 1, "a", "b")
+	p := DefaultPolicy("")
+	p.RespectPodHealth = false
+	if err := r.SetPolicy(p); err != nil {
+		t.Fatal(err)
+	}
+	r.SetBroker(Broker{Name: "a", Addr: "127.0.0.1:1", Ready: false})
+	seen := map[string]bool{}
+	for i := 0; i < 10; i++ {
+		q, _ := r.SelectQueue("T", "")
+		seen[q.Broker] = true
+	}
+	if !seen["a"] {
+		t.Fatalf("podHealth Ignore still skipped a: %v", seen)
+	}
+}
+
+func TestRoutesSharePolicyTablesAndFallBackToDefault(t *testing.T) {
+	r := New(Options{})
+	defer r.Close()
+	r.SetBroker(Broker{Name: "a", Addr: "127.0.0.1:1", Ready: true})
+	r.SetBroker(Broker{Name: "b", Addr: "127.0.0.1:2", Ready: true})
+	bq := []BrokerQueues{{"a", 1}, {"b", 1}}
+	for _, rt := range []Route{{Topic: "T1", Brokers: bq, Policy: "p"}, {Topic: "T2", Brokers: bq, Policy: "p"}, {Topic: "T3", Brokers: bq, Policy: "q"}} {
+		if err := r.SetRoute(rt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if info, _ := r.RouteInfo("T1"); info.Policy != "" {
+		t.Fatalf("unknown policy p: route uses %q, want the default", info.Policy)
+	}
+	if err := r.SetPolicy(DefaultPolicy("p")); err != nil {
+		t.Fatal(err)
+	}
+	if info, _ := r.RouteInfo("T1"); info.Policy != "p" {
+		t.Fatalf("route T1 uses %q after SetPolicy(p)", info.Policy)
+	}
+	r.tolerance("p").Update("a", 0, fault.BrokerError)
+	for i := 0; i < 10; i++ {
+		if q, _ := r.SelectQueue("T2", ""); q.Broker != "b" {
+			t.Fatalf("T2 shares policy p with T1 but picked %v", q)
+		}
+	}
+	seen := map[string]bool{}
+	for i := 0; i < 10; i++ {
+		q, _ := r.SelectQueue("T3", "")
+		seen[q.Broker] = true
+	}
+	if !seen["a"] {
+		t.Fatalf("T3 (default policy) must not see policy p's isolation: %v", seen)
+	}
+	if got := r.Isolated("p"); len(got) != 1 || got[0].Broker != "a" {
+		t.Fatalf("Isolated(p) = %v", got)
+	}
+	// Changing the policy keeps what its table learnt.
+	p := DefaultPolicy("p")
+	p.Retry.Attempts = 5
+	if err := r.SetPolicy(p); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.Isolated("p"); len(got) != 1 {
+		t.Fatalf("Isolated(p) after a policy change = %v", got)
+	}
+	r.RemovePolicy("p")
+	if info, _ := r.RouteInfo("T1"); info.Policy != "" {
+		t.Fatalf("after RemovePolicy route uses %q", info.Policy)
+	}
+}
+
+func TestPodStateReachesEveryPolicyTable(t *testing.T) {
+	r, _ := newSelectionRuntime(t, 1, "a", "b")
+	if err := r.SetPolicy(DefaultPolicy("p")); err != nil {
+		t.Fatal(err)
+	}
+	r.SetBroker(Broker{Name: "a", Addr: "127.0.0.1:1", Ready: true, Terminating: true})
+	for _, pol := range []string{"", "p"} {
+		got := r.Isolated(pol)
+		if len(got) != 1 || got[0].Broker != "a" || got[0].Reason != fault.ReasonPodTerminating {
+			t.Errorf("policy %q: Isolated = %+v", pol, got)
+		}
+	}
+	r.SetBroker(Broker{Name: "a", Addr: "127.0.0.1:1", Ready: true})
+	for _, pol := range []string{"", "p"} {
+		if got := r.Isolated(pol); len(got) != 0 {
+			t.Errorf("policy %q after Ready: Isolated = %+v", pol, got)
+		}
+	}
+}

@@ -1,0 +1,462 @@
+package producer
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"github.com/detourmq/detour/pkg/fault"
+	"github.com/detourmq/detour/pkg/remoting"
+)
+
+// DefaultProducerGroup is the producer group the runtime announces when Options.ProducerGroup is empty.
+const DefaultProducerGroup = "detour-producer"
+
+// DefaultMaxAsyncInFlight bounds SendAsync calls that have not completed yet.
+const DefaultMaxAsyncInFlight = 10000
+
+// Options configures a Runtime.
+type Options struct {
+	// Client is the remoting client used for every request; nil means a client with default
+	// options, owned (and closed) by the Runtime.
+	Client *remoting.Client
+	// Clock drives the fault tables' isolation timers; nil means real time. Send latencies and
+	// deadlines are always measured on the monotonic wall clock.
+	Clock fault.Clock
+	// Logger receives isolation changes and probe failures; the zero value discards.
+	Logger logr.Logger
+	// Metrics receives send, attempt and isolation measurements; nil means NopMetrics.
+	Metrics Metrics
+	// ProducerGroup is put into every send header; "" means DefaultProducerGroup.
+	ProducerGroup string
+	// MaxAsyncInFlight bounds SendAsync calls in flight; SendAsync waits for a slot (or for its
+	// context) beyond it. 0 means DefaultMaxAsyncInFlight.
+	MaxAsyncInFlight int
+	// ExpiryInterval is how often the runtime asks each fault table to expire isolations whose
+	// time ran out, so that "left isolation" events are emitted without a send touching the broker;
+	// 0 means 100ms.
+	ExpiryInterval time.Duration
+}
+
+// policyState is a policy's settings (immutable once published) and its long-lived fault table.
+type policyState struct {
+	Policy
+	tol *fault.Tolerance
+}
+
+// snapshot is the runtime state the send path reads. It is never modified after publication;
+// writers build a new one under Runtime.mu and swap the pointer.
+type snapshot struct {
+	brokers  map[string]Broker
+	policies map[string]*policyState // always holds the default policy under ""
+	specs    map[string]Route        // routes as pushed, for rebuilding
+	routes   map[string]*route       // compiled routes by topic
+}
+
+// Runtime is the embedded producer: it holds brokers, routes and policies pushed by the
+// controllers and sends messages with RocketMQ 5.x's selection, retry and fault semantics.
+type Runtime struct {
+	client     *remoting.Client
+	ownsClient bool
+	clock      fault.Clock
+	log        logr.Logger
+	metrics    Metrics
+	group      string
+	asyncSlots chan struct{}
+
+	state  atomic.Pointer[snapshot]
+	mu     sync.Mutex // serialises writers of state and owns probes and restores
+	probes map[string]*probeLoop
+	// restores holds items handed to Restore for a policy not pushed yet; SetPolicy applies them.
+	restores map[string][]fault.Item
+
+	events *eventQueue
+	stop   chan struct{}
+	wg     sync.WaitGroup
+	closed atomic.Bool
+}
+
+// New creates a Runtime with only the default policy and no brokers or routes.
+func New(opts Options) *Runtime {
+	r := &Runtime{
+		client:   opts.Client,
+		clock:    opts.Clock,
+		log:      opts.Logger,
+		metrics:  opts.Metrics,
+		group:    opts.ProducerGroup,
+		probes:   make(map[string]*probeLoop),
+		restores: make(map[string][]fault.Item),
+		stop:     make(chan struct{}),
+	}
+	if r.client == nil {
+		r.client = remoting.NewClient(remoting.ClientOptions{})
+		r.ownsClient = true
+	}
+	if r.metrics == nil {
+		r.metrics = NopMetrics{}
+	}
+	if r.group == "" {
+		r.group = DefaultProducerGroup
+	}
+	slots := opts.MaxAsyncInFlight
+	if slots <= 0 {
+		slots = DefaultMaxAsyncInFlight
+	}
+	r.asyncSlots = make(chan struct{}, slots)
+	r.events = newEventQueue(r.metrics)
+
+	def, err := DefaultPolicy("").normalize()
+	if err != nil {
+		// The default policy is built from constants and the RocketMQ5 preset; failing here is a
+		// programming error, not an input error.
+		panic(fmt.Sprintf("producer: default policy: %v", err))
+	}
+	r.state.Store(&snapshot{
+		brokers:  map[string]Broker{},
+		policies: map[string]*policyState{"": {Policy: def, tol: fault.New(r.faultOptions(def))}},
+		specs:    map[string]Route{},
+		routes:   map[string]*route{},
+	})
+
+	interval := opts.ExpiryInterval
+	if interval <= 0 {
+		interval = 100 * time.Millisecond
+	}
+	r.wg.Add(1)
+	go r.expireLoop(interval)
+	return r
+}
+
+// faultOptions translates a policy into fault-table options, tagging changes with the policy name.
+func (r *Runtime) faultOptions(p Policy) fault.Options {
+	name := p.Name
+	return fault.Options{
+		Table:              p.Table,
+		Clock:              r.clock,
+		Probing:            p.Probe.Enabled,
+		GrowOnRepeat:       p.GrowOnRepeat,
+		MaxIsolatedPercent: p.MaxIsolatedPercent,
+		RespectPodHealth:   p.RespectPodHealth,
+		OnChange:           func(c fault.Change) { r.onChange(name, c) },
+	}
+}
+
+func (r *Runtime) onChange(policy string, c fault.Change) {
+	r.metrics.IsolationChanged(policy, c.Broker, c.Isolated, c.Item.Reason)
+	if c.Isolated {
+		r.log.V(1).Info("broker isolated", "policy", policy, "broker", c.Broker, "reason", c.Item.Reason,
+			"latency", c.Item.Latency, "until", c.Item.Until, "reachable", c.Item.Reachable)
+	} else {
+		r.log.V(1).Info("broker left isolation", "policy", policy, "broker", c.Broker)
+	}
+	r.events.push(IsolationEvent{Policy: policy, Broker: c.Broker, Isolated: c.Isolated, Item: c.Item})
+}
+
+// update builds and publishes a new snapshot. fn receives a copy whose maps it may replace but must
+// not mutate in place (they are shared with the published snapshot); it returns the topics whose
+// compiled routes must be rebuilt, or all=true.
+func (r *Runtime) update(fn func(s *snapshot) (topics []string, all bool)) {
+	old := r.state.Load()
+	s := *old
+	topics, all := fn(&s)
+	if all || len(topics) > 0 {
+		routes := maps.Clone(old.routes)
+		rebuild := func(topic string) {
+			spec, ok := s.specs[topic]
+			if !ok {
+				delete(routes, topic)
+				return
+			}
+			var next *rrCounter
+			if prev := old.routes[topic]; prev != nil {
+				next = prev.next // keep the round-robin position across swaps
+			}
+			routes[topic] = buildRoute(spec, s.policyFor(spec.Policy), s.brokers, next)
+		}
+		if all {
+			for topic := range s.specs {
+				rebuild(topic)
+			}
+		} else {
+			for _, topic := range topics {
+				rebuild(topic)
+			}
+		}
+		s.routes = routes
+	}
+	r.state.Store(&s)
+}
+
+// policyFor resolves a route's policy name; unknown names use the default policy.
+func (s *snapshot) policyFor(name string) *policyState {
+	if p, ok := s.policies[name]; ok {
+		return p
+	}
+	return s.policies[""]
+}
+
+// topicsWhere lists the topics whose route spec satisfies match.
+func (s *snapshot) topicsWhere(match func(Route) bool) []string {
+	var out []string
+	for topic, spec := range s.specs {
+		if match(spec) {
+			out = append(out, topic)
+		}
+	}
+	return out
+}
+
+func routeUsesBroker(name string) func(Route) bool {
+	return func(rt Route) bool {
+		for _, b := range rt.Brokers {
+			if b.Broker == name {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// SetBroker adds or updates a broker. Its pod state is applied to every policy's fault table, and
+// routes that use it are rebuilt, so a pod turning NotReady leaves selection with the next send.
+func (r *Runtime) SetBroker(b Broker) {
+	if b.Name == "" {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var pols []*policyState
+	r.update(func(s *snapshot) ([]string, bool) {
+		s.brokers = maps.Clone(s.brokers)
+		s.brokers[b.Name] = b
+		for _, p := range s.policies {
+			pols = append(pols, p)
+		}
+		return s.topicsWhere(routeUsesBroker(b.Name)), false
+	})
+	for _, p := range pols {
+		p.tol.SetPodState(b.Name, b.podState())
+	}
+}
+
+// RemoveBroker forgets a broker (its pod is gone): routes drop its queues and every fault table
+// marks it gone.
+func (r *Runtime) RemoveBroker(name string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var pols []*policyState
+	found := false
+	r.update(func(s *snapshot) ([]string, bool) {
+		if _, found = s.brokers[name]; !found {
+			return nil, false
+		}
+		s.brokers = maps.Clone(s.brokers)
+		delete(s.brokers, name)
+		for _, p := range s.policies {
+			pols = append(pols, p)
+		}
+		return s.topicsWhere(routeUsesBroker(name)), false
+	})
+	for _, p := range pols {
+		p.tol.SetPodState(name, fault.PodGone)
+	}
+}
+
+// SetRoute adds or replaces a topic's route. It refuses invalid topics, duplicate brokers and
+// negative queue counts, leaving the previous route in force.
+func (r *Runtime) SetRoute(rt Route) error {
+	if err := rt.validate(); err != nil {
+		return err
+	}
+	rt.Brokers = append([]BrokerQueues(nil), rt.Brokers...)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.update(func(s *snapshot) ([]string, bool) {
+		s.specs = maps.Clone(s.specs)
+		s.specs[rt.Topic] = rt
+		return []string{rt.Topic}, false
+	})
+	return nil
+}
+
+// RemoveRoute forgets a topic's route; later sends to it fail with ErrNoRoute.
+func (r *Runtime) RemoveRoute(topic string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.update(func(s *snapshot) ([]string, bool) {
+		if _, ok := s.specs[topic]; !ok {
+			return nil, false
+		}
+		s.specs = maps.Clone(s.specs)
+		delete(s.specs, topic)
+		return []string{topic}, false
+	})
+}
+
+// SetPolicy adds or changes a policy. A changed policy keeps its fault table and everything it has
+// learnt; routes that reference it switch to the new settings with the next send. Setting the
+// policy named "" replaces the default policy's settings.
+func (r *Runtime) SetPolicy(p Policy) error {
+	np, err := p.normalize()
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var ps *policyState
+	r.update(func(s *snapshot) ([]string, bool) {
+		ps = &policyState{Policy: np}
+		if old, ok := s.policies[np.Name]; ok {
+			ps.tol = old.tol
+			ps.tol.Configure(r.faultOptions(np))
+		} else {
+			ps.tol = fault.New(r.faultOptions(np))
+			// A new table learns the pod state of every known broker.
+			for _, b := range s.brokers {
+				ps.tol.SetPodState(b.Name, b.podState())
+			}
+		}
+		s.policies = maps.Clone(s.policies)
+		s.policies[np.Name] = ps
+		// Routes naming this policy, and routes that fell back to the default while it was
+		// unknown, now compile against it.
+		return s.topicsWhere(func(rt Route) bool { return rt.Policy == np.Name }), false
+	})
+	if items, ok := r.restores[np.Name]; ok {
+		delete(r.restores, np.Name)
+		ps.tol.Restore(items)
+	}
+	r.syncProbe(ps)
+	return nil
+}
+
+// RemovePolicy forgets a policy and its fault table; routes that referenced it fall back to the
+// default policy. Removing "" resets the default policy to DefaultPolicy("") and keeps its table.
+func (r *Runtime) RemovePolicy(name string) {
+	if name == "" {
+		_ = r.SetPolicy(DefaultPolicy(""))
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.restores, name)
+	r.update(func(s *snapshot) ([]string, bool) {
+		if _, ok := s.policies[name]; !ok {
+			return nil, false
+		}
+		s.policies = maps.Clone(s.policies)
+		delete(s.policies, name)
+		return s.topicsWhere(func(rt Route) bool { return rt.Policy == name }), false
+	})
+	r.stopProbe(name)
+}
+
+// Policy returns a policy's effective settings (defaults filled in) and whether it is known.
+func (r *Runtime) Policy(name string) (Policy, bool) {
+	p, ok := r.state.Load().policies[name]
+	if !ok {
+		return Policy{}, false
+	}
+	return p.Policy, true
+}
+
+// Isolated lists the brokers a policy's fault table isolates now, sorted by name; nil for an
+// unknown policy.
+func (r *Runtime) Isolated(policy string) []fault.Item {
+	p, ok := r.state.Load().policies[policy]
+	if !ok {
+		return nil
+	}
+	return p.tol.Isolated()
+}
+
+// Brokers lists the brokers a policy's fault table knows.
+func (r *Runtime) Brokers(policy string) []string {
+	p, ok := r.state.Load().policies[policy]
+	if !ok {
+		return nil
+	}
+	return p.tol.Brokers()
+}
+
+// Restore re-applies isolations saved in status (unexpired ones only, as the fault table decides).
+// Items for a policy not pushed yet are kept and applied when SetPolicy brings it.
+func (r *Runtime) Restore(policy string, items []fault.Item) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if p, ok := r.state.Load().policies[policy]; ok {
+		p.tol.Restore(items)
+		return
+	}
+	r.restores[policy] = append(r.restores[policy], items...)
+}
+
+// RouteInfo describes a topic's compiled route: its queues in selection order and the policy in force.
+type RouteInfo struct {
+	Topic  string
+	Policy string
+	Queues []Queue
+}
+
+// RouteInfo returns the compiled route of a topic, as selection sees it.
+func (r *Runtime) RouteInfo(topic string) (RouteInfo, bool) {
+	rt, ok := r.state.Load().routes[topic]
+	if !ok {
+		return RouteInfo{}, false
+	}
+	info := RouteInfo{Topic: topic, Policy: rt.policy.Name, Queues: make([]Queue, len(rt.queues))}
+	for i, q := range rt.queues {
+		info.Queues[i] = Queue{Topic: topic, Broker: q.b.name, QueueID: int(q.id)}
+	}
+	return info, true
+}
+
+// SelectQueue picks the queue the next send to topic would use, avoiding lastBroker as a retry
+// would, without sending anything. It takes no lock and allocates nothing.
+func (r *Runtime) SelectQueue(topic, lastBroker string) (Queue, bool) {
+	rt, ok := r.state.Load().routes[topic]
+	if !ok {
+		return Queue{}, false
+	}
+	q := rt.pick(lastBroker, lastBroker != "")
+	if q == nil {
+		return Queue{}, false
+	}
+	return Queue{Topic: topic, Broker: q.b.name, QueueID: int(q.id)}, true
+}
+
+// Events delivers isolation changes of every policy. The channel is buffered (EventBuffer) and is
+// never allowed to block a sender: when the reader falls behind, waiting events of the same policy
+// and broker coalesce to the latest one (see EventsCoalesced). It is closed by Close.
+func (r *Runtime) Events() <-chan IsolationEvent { return r.events.out }
+
+// EventsCoalesced counts events replaced by a newer one for the same broker before delivery.
+func (r *Runtime) EventsCoalesced() uint64 { return r.events.coalesced.Load() }
+
+// ErrClosed is returned by sends on a closed Runtime.
+var ErrClosed = errors.New("producer: runtime closed")
+
+// Close stops probe and expiry loops, closes the Events channel and, when the Runtime created its
+// own client, closes it. Sends in flight finish with whatever the client returns.
+func (r *Runtime) Close() error {
+	if !r.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	r.mu.Lock()
+	for name := range r.probes {
+		r.stopProbe(name)
+	}
+	r.mu.Unlock()
+	close(r.stop)
+	r.wg.Wait()
+	r.events.close()
+	if r.ownsClient {
+		return r.client.Close()
+	}
+	return nil
+}

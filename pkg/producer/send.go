@@ -1,0 +1,371 @@
+package producer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/detourmq/detour/pkg/fault"
+	"github.com/detourmq/detour/pkg/remoting"
+)
+
+// Message is the message type the runtime sends.
+type Message = remoting.Message
+
+// Header values RocketMQ's Java producer puts into every send.
+const (
+	defaultTopicKey       = "TBW102"
+	defaultTopicQueueNums = 4
+)
+
+// Send statuses, as RocketMQ's SendStatus names them. All four mean the broker stored the message.
+const (
+	StatusSendOK            = "SEND_OK"
+	StatusFlushDiskTimeout  = "FLUSH_DISK_TIMEOUT"
+	StatusFlushSlaveTimeout = "FLUSH_SLAVE_TIMEOUT"
+	StatusSlaveNotAvailable = "SLAVE_NOT_AVAILABLE"
+)
+
+// SendResult describes a message the broker stored.
+type SendResult struct {
+	// MsgID is the message's UNIQ_KEY (RocketMQ's client msgId), the same on every attempt.
+	MsgID string
+	// OffsetMsgID is the broker's id of the stored message (store host and commit-log offset).
+	OffsetMsgID string
+	// Topic, Broker and QueueID name the queue that stored the message.
+	Topic   string
+	Broker  string
+	QueueID int
+	// QueueOffset is the message's logical offset in that queue.
+	QueueOffset int64
+	// Attempts counts the attempts made, this one included.
+	Attempts int
+	// BrokersTried lists the broker of every attempt, in order.
+	BrokersTried []string
+	// Latency is the time from the start of the send to this result.
+	Latency time.Duration
+	// Status is SEND_OK, or a "stored but" status (FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT,
+	// SLAVE_NOT_AVAILABLE) when the policy does not retry those.
+	Status string
+}
+
+// ErrNoRoute is wrapped by the error for a topic without a route or without any write queue.
+var ErrNoRoute = errors.New("no route")
+
+// NoRouteError reports a send to a topic the runtime has no queues for.
+type NoRouteError struct{ Topic string }
+
+func (e *NoRouteError) Error() string { return "No route info of this topic: " + e.Topic }
+
+// Is makes errors.Is(err, ErrNoRoute) true.
+func (e *NoRouteError) Is(target error) bool { return target == ErrNoRoute }
+
+// BrokerError is a broker's refusal: a response code other than success or the "stored but" codes.
+type BrokerError struct {
+	Code   int16
+	Remark string
+	Broker string
+	Addr   string
+}
+
+// Error has RocketMQ's MQBrokerException form.
+func (e *BrokerError) Error() string {
+	return fmt.Sprintf("CODE: %d  DESC: %s BROKER: %s", e.Code, e.Remark, e.Addr)
+}
+
+// ErrSendTimeout is matched (errors.Is) by a SendError whose time budget ran out.
+var ErrSendTimeout = errors.New("send timeout")
+
+// SendError is the final error of a send that no attempt completed. Its text is RocketMQ's
+// "Send [n] times, still failed, cost [x]ms, Topic: T, BrokersSent: [...]" followed by the last
+// cause, which it wraps, so errors.Is and errors.As reach remoting's transport errors, a
+// *BrokerError or the context's error.
+type SendError struct {
+	Topic string
+	// Attempts counts the attempts made; MaxAttempts is what the policy allowed.
+	Attempts, MaxAttempts int
+	// Elapsed is the time from the start of the send to the error.
+	Elapsed time.Duration
+	// BrokersTried lists the broker of every attempt, in order.
+	BrokersTried []string
+	// Timeout is set when the send's time budget (policy send timeout or context deadline) ran out.
+	Timeout bool
+	// Err is the last attempt's error (or the context's error, or ErrSendTimeout when the budget
+	// ran out before any attempt).
+	Err error
+}
+
+func (e *SendError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Send [%d] times, still failed, cost [%d]ms, Topic: %s, BrokersSent: [", e.Attempts, e.Elapsed.Milliseconds(), e.Topic)
+	// RocketMQ prints an array sized for every allowed attempt, unused slots as null.
+	n := max(e.MaxAttempts, len(e.BrokersTried))
+	for i := 0; i < n; i++ {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		if i < len(e.BrokersTried) {
+			b.WriteString(e.BrokersTried[i])
+		} else {
+			b.WriteString("null")
+		}
+	}
+	b.WriteString("]")
+	if e.Err != nil {
+		b.WriteString(": ")
+		b.WriteString(e.Err.Error())
+	}
+	return b.String()
+}
+
+// Unwrap returns the last cause.
+func (e *SendError) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, ErrSendTimeout) true when the budget ran out.
+func (e *SendError) Is(target error) bool { return target == ErrSendTimeout && e.Timeout }
+
+// Send sends m synchronously: up to the policy's attempts within one time budget (the earlier of
+// the context's deadline and the policy's send timeout), retrying on transport errors and the
+// policy's retry codes, each retry avoiding the previous broker. Every attempt carries the same
+// UNIQ_KEY (m's own if it has one) and feeds its own latency and outcome into the policy's fault
+// table. m is not modified.
+func (r *Runtime) Send(ctx context.Context, m *Message) (*SendResult, error) {
+	return r.send(ctx, m, ModeSync)
+}
+
+// SendAsync sends m like Send on another goroutine and calls cb exactly once with the outcome,
+// always on a goroutine other than the caller's. m must not be modified until cb runs. At most
+// Options.MaxAsyncInFlight async sends run at once; beyond that SendAsync waits for a slot or for
+// ctx to end.
+func (r *Runtime) SendAsync(ctx context.Context, m *Message, cb func(*SendResult, error)) {
+	if err := ValidateMessage(m); err != nil {
+		go cb(nil, err)
+		return
+	}
+	select {
+	case r.asyncSlots <- struct{}{}:
+	case <-ctx.Done():
+		err := ctx.Err()
+		go cb(nil, err)
+		return
+	}
+	go func() {
+		defer func() { <-r.asyncSlots }()
+		cb(r.send(ctx, m, ModeAsync))
+	}()
+}
+
+// SendOneway writes m to a broker without waiting for an answer. It retries, within the same
+// budget, only when the write itself fails; a broker's refusal is never seen.
+func (r *Runtime) SendOneway(ctx context.Context, m *Message) error {
+	_, err := r.send(ctx, m, ModeOneway)
+	return err
+}
+
+// sendProperties encodes m's properties for the wire with a UNIQ_KEY and RocketMQ's WAIT=true
+// default added when m lacks them, without touching m.
+func sendProperties(m *Message) (props, uniq string) {
+	buf := make([]byte, 0, 64+len(m.Tags)+len(m.Keys)+len(m.Properties)*32)
+	buf = m.AppendProperties(buf)
+	uniq = m.Properties[remoting.PropertyUniqKey]
+	if uniq == "" {
+		start := len(buf) + len(remoting.PropertyUniqKey) + 1
+		buf = append(buf, remoting.PropertyUniqKey...)
+		buf = append(buf, remoting.NameValueSeparator)
+		buf = remoting.AppendUniqID(buf)
+		end := len(buf)
+		buf = append(buf, remoting.PropertySeparator)
+		props = string(buf)
+		return props, props[start:end]
+	}
+	if m.Properties[remoting.PropertyWaitStoreMsgOK] == "" {
+		buf = append(buf, remoting.PropertyWaitStoreMsgOK...)
+		buf = append(buf, remoting.NameValueSeparator, 't', 'r', 'u', 'e', remoting.PropertySeparator)
+	}
+	return string(buf), uniq
+}
+
+// sendStatus maps a stored-class response code to RocketMQ's SendStatus name.
+func sendStatus(code int16) (string, bool) {
+	switch code {
+	case remoting.Success:
+		return StatusSendOK, true
+	case remoting.FlushDiskTimeout:
+		return StatusFlushDiskTimeout, true
+	case remoting.FlushSlaveTimeout:
+		return StatusFlushSlaveTimeout, true
+	case remoting.SlaveNotAvailable:
+		return StatusSlaveNotAvailable, true
+	}
+	return "", false
+}
+
+// send is the retry loop shared by all modes (RocketMQ's sendDefaultImpl, with the per-attempt
+// cap of 5.3.3 and the same retry rules for every mode).
+func (r *Runtime) send(ctx context.Context, m *Message, mode SendMode) (*SendResult, error) {
+	if err := ValidateMessage(m); err != nil {
+		return nil, err
+	}
+	if r.closed.Load() {
+		return nil, ErrClosed
+	}
+	begin := time.Now()
+	rt := r.state.Load().routes[m.Topic]
+	if rt == nil || len(rt.queues) == 0 {
+		err := &NoRouteError{Topic: m.Topic}
+		r.metrics.SendDone(m.Topic, mode, 0, time.Since(begin), err)
+		return nil, err
+	}
+	pol := &rt.policy.Policy
+	attempts := pol.Retry.Attempts
+	deadline := begin.Add(pol.Retry.SendTimeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	// One context carries the whole budget; attempts that need a tighter cap derive from it.
+	sendCtx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+
+	props, uniq := sendProperties(m)
+	header := remoting.SendHeader{
+		ProducerGroup:         r.group,
+		Topic:                 m.Topic,
+		DefaultTopic:          defaultTopicKey,
+		DefaultTopicQueueNums: defaultTopicQueueNums,
+		Flag:                  m.Flag,
+		Properties:            props,
+	}
+	tried := make([]string, 0, attempts)
+	var (
+		last    string
+		lastErr error
+		stored  *SendResult
+		timeout bool
+	)
+	for i := 0; i < attempts; i++ {
+		if err := ctx.Err(); err != nil {
+			lastErr = err
+			timeout = errors.Is(err, context.DeadlineExceeded)
+			break
+		}
+		now := time.Now()
+		remaining := deadline.Sub(now)
+		if remaining <= 0 {
+			timeout = true
+			break
+		}
+		if i > 0 {
+			// Retries see state pushed since the send began (a pod that just turned NotReady).
+			if cur := r.state.Load().routes[m.Topic]; cur != nil && len(cur.queues) > 0 {
+				rt = cur
+			}
+		}
+		q := rt.pick(last, i > 0)
+		b := q.b
+		tried = append(tried, b.name)
+		last = b.name
+
+		attemptCtx := sendCtx
+		var cancelAttempt context.CancelFunc
+		if cap := pol.Retry.PerAttemptTimeout; cap > 0 && i+1 < attempts && remaining > cap {
+			attemptCtx, cancelAttempt = context.WithTimeout(sendCtx, cap)
+		}
+		header.QueueID = q.id
+		header.BrokerName = b.name
+		header.BornTimestamp = now.UnixMilli()
+		req := remoting.NewSendRequest(&header, m.Body, true)
+
+		start := time.Now()
+		var (
+			resp *remoting.Command
+			err  error
+		)
+		if mode == ModeOneway {
+			err = r.client.InvokeOneway(attemptCtx, b.addr, req)
+		} else {
+			resp, err = r.client.Invoke(attemptCtx, b.addr, req)
+		}
+		latency := time.Since(start)
+		if cancelAttempt != nil {
+			cancelAttempt()
+		}
+
+		if err != nil {
+			if ctxErr := ctx.Err(); errors.Is(ctxErr, context.Canceled) {
+				// The caller gave up: the broker is not to blame beyond the latency it showed.
+				r.updateFault(rt, b, latency, fault.ClientError)
+				lastErr = fmt.Errorf("%w: %w", ctxErr, err)
+				break
+			}
+			r.updateFault(rt, b, latency, fault.TransportError)
+			lastErr = err
+			if i+1 < attempts {
+				r.metrics.Retried(m.Topic, b.name)
+			}
+			continue
+		}
+		if mode == ModeOneway {
+			r.updateFault(rt, b, latency, fault.Success)
+			res := &SendResult{MsgID: uniq, Topic: m.Topic, Broker: b.name, QueueID: int(q.id),
+				Attempts: i + 1, BrokersTried: tried, Latency: time.Since(begin)}
+			r.metrics.SendDone(m.Topic, mode, i+1, res.Latency, nil)
+			return res, nil
+		}
+		status, ok := sendStatus(resp.Code)
+		if !ok {
+			r.updateFault(rt, b, latency, fault.BrokerError)
+			lastErr = &BrokerError{Code: resp.Code, Remark: resp.Remark, Broker: b.name, Addr: b.addr}
+			if pol.retries(resp.Code) {
+				if i+1 < attempts {
+					r.metrics.Retried(m.Topic, b.name)
+				}
+				continue
+			}
+			break
+		}
+		sr, perr := remoting.ParseSendResponse(resp)
+		if perr != nil {
+			// A stored-class code with an unreadable header: the broker answered but broke the
+			// protocol. Treat it as a broken stream and try elsewhere; the UNIQ_KEY lets consumers
+			// drop a duplicate if it was stored after all.
+			r.updateFault(rt, b, latency, fault.TransportError)
+			lastErr = fmt.Errorf("%w: %w", remoting.ErrFrame, perr)
+			if i+1 < attempts {
+				r.metrics.Retried(m.Topic, b.name)
+			}
+			continue
+		}
+		r.updateFault(rt, b, latency, fault.Success)
+		stored = &SendResult{
+			MsgID: uniq, OffsetMsgID: sr.MsgID, Topic: m.Topic, Broker: b.name, QueueID: int(sr.QueueID),
+			QueueOffset: sr.QueueOffset, Attempts: i + 1, BrokersTried: tried, Latency: time.Since(begin),
+			Status: status,
+		}
+		if status == StatusSendOK || !pol.Retry.RetryAnotherBrokerWhenNotStoreOK {
+			break
+		}
+		if i+1 < attempts {
+			r.metrics.Retried(m.Topic, b.name)
+		}
+	}
+	if stored != nil {
+		r.metrics.SendDone(m.Topic, mode, stored.Attempts, stored.Latency, nil)
+		return stored, nil
+	}
+	if lastErr == nil {
+		lastErr = ErrSendTimeout
+	}
+	err := &SendError{Topic: m.Topic, Attempts: len(tried), MaxAttempts: attempts, Elapsed: time.Since(begin),
+		BrokersTried: tried, Timeout: timeout || errors.Is(lastErr, context.DeadlineExceeded), Err: lastErr}
+	r.metrics.SendDone(m.Topic, mode, len(tried), err.Elapsed, err)
+	return nil, err
+}
+
+// updateFault records one attempt in the route's policy table (RocketMQ's updateFaultItem after
+// every attempt, with that attempt's own latency).
+func (r *Runtime) updateFault(rt *route, b *brokerSlot, latency time.Duration, o fault.Outcome) {
+	rt.policy.tol.Update(b.name, latency, o)
+	r.metrics.AttemptDone(rt.policy.Name, b.name, latency, o)
+}
