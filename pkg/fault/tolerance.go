@@ -1,0 +1,495 @@
+package fault
+
+import (
+	"math"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Outcome is what became of one send attempt.
+type Outcome int
+
+const (
+	// Success: the broker answered (whatever the send status). Isolation from the measured
+	// latency; reachable.
+	Success Outcome = iota
+	// TransportError: connect, write or read failed or timed out. Isolation from the failure
+	// latency; reachable unless probing.
+	TransportError
+	// BrokerError: the broker answered with a non-success code. Isolation from the failure
+	// latency; unreachable.
+	BrokerError
+	// ClientError: the attempt failed on the client side. Isolation from the measured latency,
+	// as RocketMQ 5.x does; reachable (left alone when probing, as it proves nothing).
+	ClientError
+)
+
+// String returns the outcome's name.
+func (o Outcome) String() string {
+	switch o {
+	case Success:
+		return "Success"
+	case TransportError:
+		return "TransportError"
+	case BrokerError:
+		return "BrokerError"
+	case ClientError:
+		return "ClientError"
+	}
+	return "Outcome(" + strconv.Itoa(int(o)) + ")"
+}
+
+// Reason says why a broker is isolated. The values are the ones FaultPolicy status shows.
+type Reason string
+
+// Reasons a broker is isolated.
+const (
+	ReasonSlowSend       Reason = "SlowSend"
+	ReasonSendFailed     Reason = "SendFailed"
+	ReasonBrokerError    Reason = "BrokerError"
+	ReasonPodNotReady    Reason = "PodNotReady"
+	ReasonPodTerminating Reason = "PodTerminating"
+	ReasonProbeFailed    Reason = "ProbeFailed"
+)
+
+// PodState is what Kubernetes says about a broker's pod.
+type PodState int
+
+const (
+	// PodReady clears a pod mark.
+	PodReady PodState = iota
+	// PodNotReady makes the broker unavailable (when RespectPodHealth).
+	PodNotReady
+	// PodTerminating makes the broker unavailable (when RespectPodHealth).
+	PodTerminating
+	// PodGone removes the broker and everything learnt about it.
+	PodGone
+)
+
+// String returns the state's name.
+func (s PodState) String() string {
+	switch s {
+	case PodReady:
+		return "Ready"
+	case PodNotReady:
+		return "NotReady"
+	case PodTerminating:
+		return "Terminating"
+	case PodGone:
+		return "Gone"
+	}
+	return "PodState(" + strconv.Itoa(int(s)) + ")"
+}
+
+// MaxGrowthFactor bounds how much GrowOnRepeat multiplies a failure's isolation.
+const MaxGrowthFactor = 8
+
+// Options is a fault policy. The zero value behaves like RocketMQ 5.x with fault tolerance on.
+type Options struct {
+	// Table maps latency to isolation; nil means the RocketMQ5 preset.
+	Table *Table
+	// Clock is read for every decision; nil means RealClock. It is fixed by New: Configure
+	// ignores it, because times already learnt are measured against it.
+	Clock Clock
+	// Probing means recovery only on proof: transport errors mark a broker unreachable, an
+	// unreachable broker stays unavailable until a probe or send succeeds, and a successful
+	// probe ends its isolation.
+	Probing bool
+	// GrowOnRepeat doubles a failure's isolation for each consecutive failure before it, up to
+	// MaxGrowthFactor and the table's MaxIsolation.
+	GrowOnRepeat bool
+	// MaxIsolatedPercent caps the share of brokers unavailable at once. 0 or 100 (or anything
+	// outside 1..99) means no cap, as in RocketMQ.
+	MaxIsolatedPercent int
+	// RespectPodHealth lets pod marks (SetPodState) make brokers unavailable.
+	RespectPodHealth bool
+	// OnChange is called, outside any lock, when a broker becomes unavailable or available again.
+	OnChange func(Change)
+}
+
+// Change reports that a broker became unavailable (Isolated) or available again.
+type Change struct {
+	Broker   string
+	Isolated bool
+	// Released is set when MaxIsolatedPercent ended the isolation early.
+	Released bool
+	// Seq increases with every change of one Tolerance; callbacks of concurrent calls can run
+	// out of order, and the higher Seq is the later state.
+	Seq uint64
+	// Item is the broker's state right after the change.
+	Item Item
+}
+
+// Item is a snapshot of one broker's fault state, used for status and for restore after restart.
+type Item struct {
+	Broker  string
+	Reason  Reason
+	Latency time.Duration
+	// Since is when the broker last became unavailable; Until is when its timer isolation ends
+	// (zero if it never had one; in the past when it is held by a pod mark or awaits proof).
+	Since, Until        time.Time
+	Reachable           bool
+	ConsecutiveFailures int
+}
+
+// Tolerance is the fault table of one policy, keyed by broker name. It is safe for concurrent
+// use; see the package documentation for the rules it applies.
+type Tolerance struct {
+	clock     Clock
+	realClock bool
+	base      time.Time // ticks count nanoseconds from here
+
+	// entries maps broker names to entries. The map is never changed in place: writers copy it
+	// under mu and swap the pointer, so readers look names up without a lock.
+	entries atomic.Pointer[map[string]*Entry]
+	// table is the table in force, read by Update's lock-free fast path.
+	table atomic.Pointer[Table]
+
+	mu      sync.Mutex
+	opts    Options // under mu
+	present int     // brokers known and not removed, under mu
+	seq     uint64  // under mu
+}
+
+// Entry is a stable handle on one broker's fault item, for hot paths that check the same
+// brokers over and over. It stays valid for the life of its Tolerance.
+type Entry struct {
+	t    *Tolerance
+	name string
+
+	// Read without a lock.
+	gate      atomic.Int64 // 0: available; gateHeld: unavailable; else unavailable until this tick
+	reachable atomic.Bool
+	quiet     atomic.Bool  // a fast success would change nothing but the latency
+	latency   atomic.Int64 // last measured, nanoseconds
+
+	// Guarded by t.mu.
+	until    int64 // tick at which the timer isolation ends, 0 if none
+	since    int64 // tick at which the broker last became unavailable
+	holds    uint8 // holdProof | holdPod
+	failures int
+	reason   Reason
+	severity time.Duration // how bad the last update was, for the cap's "least bad"
+	pod      PodState
+	member   bool // unavailable as far as changes have reported
+	present  bool // false once removed: a tombstone, kept so handles stay valid
+}
+
+const (
+	holdProof uint8 = 1 << iota // probing and unreachable: needs proof to return
+	holdPod                     // pod not ready or terminating, and pod health respected
+)
+
+// gateHeld in Entry.gate means unavailable with no end in time.
+const gateHeld = math.MaxInt64
+
+// baseOffset puts the tick origin well before the clock's start, so that ticks stay positive
+// (0 is "no time") even if a manual clock is set back.
+const baseOffset = 10 * 365 * 24 * time.Hour
+
+// maxRestored bounds an isolation re-applied by Restore, so a corrupt snapshot cannot isolate a
+// broker for longer than any table with full growth could.
+const maxRestored = MaxGrowthFactor * time.Duration(MaxMillis) * time.Millisecond
+
+// New returns an empty fault table with the given policy.
+func New(opts Options) *Tolerance {
+	t := &Tolerance{clock: opts.Clock}
+	switch opts.Clock.(type) {
+	case nil, RealClock, *RealClock:
+		t.clock = RealClock{}
+		t.realClock = true
+	}
+	t.base = t.clock.Now().Add(-baseOffset)
+	m := map[string]*Entry{}
+	t.entries.Store(&m)
+	t.setOptions(opts)
+	return t
+}
+
+// setOptions stores opts with defaults filled in. Callers hold mu (or own t exclusively).
+func (t *Tolerance) setOptions(opts Options) {
+	if opts.Table == nil {
+		opts.Table, _ = PresetTable(PresetRocketMQ5)
+	}
+	opts.Clock = t.clock
+	t.opts = opts
+	t.table.Store(opts.Table)
+}
+
+// Options returns the policy in force, with defaults filled in.
+func (t *Tolerance) Options() Options {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.opts
+}
+
+// Configure replaces the policy at run time and keeps everything learnt: isolations keep their
+// end, reachable flags and failure counts stay. Holds are recomputed under the new policy (for
+// instance, turning probing on holds brokers that are unreachable now, and ignoring pod health
+// releases pod marks), and the new cap is enforced at once. opts.Clock is ignored.
+func (t *Tolerance) Configure(opts Options) {
+	ev := t.lock()
+	now := t.tick()
+	t.setOptions(opts)
+	ev.fn = opts.OnChange
+	for _, e := range *t.entries.Load() {
+		if e.present {
+			t.recomputeHolds(e)
+		}
+	}
+	t.enforceCap(now, &ev)
+	for _, e := range *t.entries.Load() {
+		if e.present {
+			t.settleGate(e, now)
+			t.sync(e, now, false, 0, &ev)
+		}
+	}
+	t.unlock(&ev)
+}
+
+// tick returns the clock's current time as nanoseconds since base, always at least 1.
+func (t *Tolerance) tick() int64 {
+	var d time.Duration
+	if t.realClock {
+		// time.Since reads only the monotonic clock when base carries a monotonic reading, which
+		// costs about half of time.Now.
+		d = time.Since(t.base)
+	} else {
+		d = t.clock.Now().Sub(t.base)
+	}
+	if d < 1 {
+		return 1
+	}
+	return int64(d)
+}
+
+// timeOf converts a tick to a time; 0 becomes the zero time.
+func (t *Tolerance) timeOf(tick int64) time.Time {
+	if tick == 0 {
+		return time.Time{}
+	}
+	return t.base.Add(time.Duration(tick)).Round(0)
+}
+
+// lookup finds a broker's entry without a lock; it may be a tombstone.
+func (t *Tolerance) lookup(broker string) *Entry {
+	return (*t.entries.Load())[broker]
+}
+
+// Available reports whether queue selection may pick broker: false while it is isolated, held
+// for proof of reachability or marked by its pod. Unknown brokers are available. It takes no
+// lock and allocates nothing.
+func (t *Tolerance) Available(broker string) bool {
+	e := t.lookup(broker)
+	return e == nil || e.Available()
+}
+
+// Reachable reports the broker's reachable flag; unknown brokers are reachable. It takes no lock
+// and allocates nothing.
+func (t *Tolerance) Reachable(broker string) bool {
+	e := t.lookup(broker)
+	return e == nil || e.reachable.Load()
+}
+
+// Entry returns the broker's handle, creating its item if the broker is unknown (or removed).
+func (t *Tolerance) Entry(broker string) *Entry {
+	if e := t.lookup(broker); e != nil && e.present {
+		return e
+	}
+	ev := t.lock()
+	now := t.tick()
+	e := t.obtain(broker, now)
+	t.sync(e, now, false, 0, &ev)
+	t.unlock(&ev)
+	return e
+}
+
+// Name returns the broker's name.
+func (e *Entry) Name() string { return e.name }
+
+// Available is Tolerance.Available for this broker, without the name lookup.
+func (e *Entry) Available() bool {
+	g := e.gate.Load()
+	if g == 0 {
+		return true
+	}
+	if g == gateHeld || e.t.tick() < g {
+		return false
+	}
+	// The isolation ran out: open the gate so later checks skip the clock. The swap fails
+	// harmlessly if a writer moved the gate meanwhile.
+	e.gate.CompareAndSwap(g, 0)
+	return true
+}
+
+// Reachable is Tolerance.Reachable for this broker, without the name lookup.
+func (e *Entry) Reachable() bool { return e.reachable.Load() }
+
+// Brokers returns the names of the known brokers, sorted.
+func (t *Tolerance) Brokers() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]string, 0, t.present)
+	for name, e := range *t.entries.Load() {
+		if e.present {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Lookup returns a snapshot of one broker's item, and false if the broker is unknown.
+func (t *Tolerance) Lookup(broker string) (Item, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := t.lookup(broker)
+	if e == nil || !e.present {
+		return Item{}, false
+	}
+	return t.item(e), true
+}
+
+// Remove forgets a broker. A removed broker is available and reachable again; if it was
+// unavailable, a Change reports that.
+func (t *Tolerance) Remove(broker string) {
+	ev := t.lock()
+	if e := t.lookup(broker); e != nil && e.present {
+		now := t.tick()
+		e.present = false
+		t.present--
+		t.reset(e)
+		t.sync(e, now, false, 0, &ev)
+		// Fewer brokers may mean a smaller cap.
+		t.enforceCap(now, &ev)
+	}
+	t.unlock(&ev)
+}
+
+// obtain returns the broker's entry, creating it or bringing a tombstone back. Callers hold mu.
+func (t *Tolerance) obtain(broker string, now int64) *Entry {
+	old := *t.entries.Load()
+	if e := old[broker]; e != nil {
+		if !e.present {
+			t.reset(e)
+			e.present = true
+			t.present++
+		}
+		return e
+	}
+	e := &Entry{t: t, name: broker, present: true}
+	t.reset(e)
+	m := make(map[string]*Entry, len(old)+1)
+	for k, v := range old {
+		m[k] = v
+	}
+	m[broker] = e
+	t.entries.Store(&m)
+	t.present++
+	return e
+}
+
+// reset clears everything learnt about e, leaving it available and reachable. Callers hold mu.
+func (t *Tolerance) reset(e *Entry) {
+	e.until, e.since, e.holds, e.failures = 0, 0, 0, 0
+	e.reason, e.severity, e.pod = "", 0, PodReady
+	e.latency.Store(0)
+	e.reachable.Store(true)
+	e.gate.Store(0)
+}
+
+// blocked reports whether e is unavailable at now. Callers hold mu.
+func blocked(e *Entry, now int64) bool {
+	return e.present && (e.holds != 0 || now < e.until)
+}
+
+// recomputeHolds derives e's holds from its facts and the policy. Callers hold mu.
+func (t *Tolerance) recomputeHolds(e *Entry) {
+	var h uint8
+	if t.opts.Probing && !e.reachable.Load() {
+		h |= holdProof
+	}
+	if t.opts.RespectPodHealth && (e.pod == PodNotReady || e.pod == PodTerminating) {
+		h |= holdPod
+	}
+	e.holds = h
+}
+
+// settleGate publishes e's state to the read path. Callers hold mu.
+func (t *Tolerance) settleGate(e *Entry, now int64) {
+	switch {
+	case !e.present:
+		e.gate.Store(0)
+	case e.holds != 0:
+		e.gate.Store(gateHeld)
+	case e.until > now:
+		e.gate.Store(e.until)
+	default:
+		e.gate.Store(0)
+	}
+}
+
+// sync records whether e is unavailable now and queues a Change if that differs from what was
+// last reported. since, if not 0, is used as the start of a new isolation instead of now.
+// Callers hold mu.
+func (t *Tolerance) sync(e *Entry, now int64, released bool, since int64, ev *events) {
+	m := blocked(e, now)
+	if m != e.member {
+		e.member = m
+		if m {
+			if since == 0 || since > now {
+				since = now
+			}
+			e.since = since
+		}
+		t.seq++
+		if ev.fn != nil {
+			ev.list = append(ev.list, Change{Broker: e.name, Isolated: m, Released: released, Seq: t.seq, Item: t.item(e)})
+		}
+	}
+	e.quiet.Store(e.present && !m && e.failures == 0 && e.reachable.Load())
+}
+
+// item snapshots e. Callers hold mu.
+func (t *Tolerance) item(e *Entry) Item {
+	reason := e.reason
+	if e.holds&holdPod != 0 {
+		if e.pod == PodTerminating {
+			reason = ReasonPodTerminating
+		} else {
+			reason = ReasonPodNotReady
+		}
+	}
+	return Item{
+		Broker:              e.name,
+		Reason:              reason,
+		Latency:             time.Duration(e.latency.Load()),
+		Since:               t.timeOf(e.since),
+		Until:               t.timeOf(e.until),
+		Reachable:           e.reachable.Load(),
+		ConsecutiveFailures: e.failures,
+	}
+}
+
+// events collects the changes of one call so they can be delivered after the lock is released.
+type events struct {
+	fn   func(Change)
+	list []Change
+}
+
+// lock takes mu and starts collecting changes for the current OnChange.
+func (t *Tolerance) lock() events {
+	t.mu.Lock()
+	return events{fn: t.opts.OnChange}
+}
+
+// unlock releases mu and then delivers the collected changes.
+func (t *Tolerance) unlock(ev *events) {
+	t.mu.Unlock()
+	for _, c := range ev.list {
+		ev.fn(c)
+	}
+}

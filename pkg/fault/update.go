@@ -1,0 +1,207 @@
+package fault
+
+import "time"
+
+// Update records the outcome of one send attempt to broker that took latency, with RocketMQ
+// 5.x's updateFaultItem semantics (see the package documentation). Unknown outcomes are ignored.
+//
+// A success that would change nothing but the latency (the common case: a healthy broker
+// answering fast) takes no lock.
+func (t *Tolerance) Update(broker string, latency time.Duration, outcome Outcome) {
+	if outcome < Success || outcome > ClientError {
+		return
+	}
+	if outcome == Success {
+		if e := t.lookup(broker); e != nil && e.quiet.Load() && t.table.Load().IsolationFor(latency) == 0 {
+			e.latency.Store(int64(latency))
+			return
+		}
+	}
+	ev := t.lock()
+	now := t.tick()
+	e := t.obtain(broker, now)
+	was := blocked(e, now)
+	tab := t.opts.Table
+	e.latency.Store(int64(latency))
+	switch outcome {
+	case Success:
+		e.failures = 0
+		e.reachable.Store(true)
+		e.severity = latency
+		if extend(e, now, tab.IsolationFor(latency)) {
+			e.reason = ReasonSlowSend
+		}
+	case ClientError:
+		// A client-side failure says nothing about the broker; RocketMQ 5.x still marks it
+		// reachable, which probing would take as proof, so probing leaves the flag alone.
+		if !t.opts.Probing {
+			e.reachable.Store(true)
+		}
+		e.severity = latency
+		if extend(e, now, tab.IsolationFor(latency)) {
+			e.reason = ReasonSlowSend
+		}
+	case TransportError, BrokerError:
+		e.failures++
+		e.severity = max(latency, tab.FailureLatency())
+		if outcome == TransportError {
+			e.reason = ReasonSendFailed
+			e.reachable.Store(!t.opts.Probing)
+		} else {
+			e.reason = ReasonBrokerError
+			e.reachable.Store(false)
+		}
+		extend(e, now, t.grow(tab, e.failures))
+	}
+	t.settle(e, now, was, &ev)
+	t.unlock(&ev)
+}
+
+// extend moves e's isolation end to now+d if that is later. Callers hold mu.
+func extend(e *Entry, now int64, d time.Duration) bool {
+	if d > 0 && now+int64(d) > e.until {
+		e.until = now + int64(d)
+		return true
+	}
+	return false
+}
+
+// grow returns the isolation of a failure that is the failures-th in a row.
+func (t *Tolerance) grow(tab *Table, failures int) time.Duration {
+	base := tab.FailureIsolation()
+	if !t.opts.GrowOnRepeat || failures <= 1 || base <= 0 {
+		return base
+	}
+	factor := time.Duration(MaxGrowthFactor)
+	if failures <= 3 {
+		factor = 1 << (failures - 1)
+	}
+	// The failure's isolation comes from the table, so it never exceeds the table's maximum.
+	limit := tab.MaxIsolation()
+	if base > limit/factor {
+		return limit
+	}
+	return base * factor
+}
+
+// settle publishes e after its facts changed: it recomputes holds, enforces the cap if e just
+// became unavailable, and queues changes. was is whether e was unavailable before. Callers hold
+// mu.
+func (t *Tolerance) settle(e *Entry, now int64, was bool, ev *events) {
+	t.recomputeHolds(e)
+	if !was && blocked(e, now) {
+		t.enforceCap(now, ev)
+	}
+	t.settleGate(e, now)
+	t.sync(e, now, false, 0, ev)
+}
+
+// ProbeResult records the outcome of a reachability probe of a known broker (unknown brokers
+// are ignored, so a probe that races with Remove does not bring the broker back). A successful
+// probe marks the broker reachable and, when probing, ends its isolation; a failed one marks it
+// unreachable with reason ProbeFailed and counts as a consecutive failure.
+func (t *Tolerance) ProbeResult(broker string, ok bool, latency time.Duration) {
+	ev := t.lock()
+	if e := t.lookup(broker); e != nil && e.present {
+		now := t.tick()
+		was := blocked(e, now)
+		e.latency.Store(int64(latency))
+		if ok {
+			e.reachable.Store(true)
+			if t.opts.Probing && e.until > now {
+				e.until = now
+			}
+		} else {
+			e.reachable.Store(false)
+			e.reason = ReasonProbeFailed
+			e.failures++
+			e.severity = max(latency, t.opts.Table.FailureLatency())
+		}
+		t.settle(e, now, was, &ev)
+	}
+	t.unlock(&ev)
+}
+
+// SetPodState records what Kubernetes says about the broker's pod. With RespectPodHealth,
+// PodNotReady and PodTerminating make the broker unavailable until PodReady; without it the state
+// is remembered and takes effect if a later Configure turns pod health on. PodGone removes the
+// broker in either case.
+func (t *Tolerance) SetPodState(broker string, s PodState) {
+	if s == PodGone {
+		t.Remove(broker)
+		return
+	}
+	if s < PodReady || s > PodGone {
+		return
+	}
+	ev := t.lock()
+	now := t.tick()
+	e := t.obtain(broker, now)
+	was := blocked(e, now)
+	e.pod = s
+	t.settle(e, now, was, &ev)
+	t.unlock(&ev)
+}
+
+// capLimit returns how many brokers may be unavailable at once, and false if there is no cap.
+// Callers hold mu.
+func (t *Tolerance) capLimit() (int, bool) {
+	p := t.opts.MaxIsolatedPercent
+	if p <= 0 || p >= 100 {
+		return 0, false
+	}
+	n := t.present
+	limit := max(n*p/100, 1)
+	return max(min(limit, n-1), 0), true
+}
+
+// enforceCap releases the least bad unavailable brokers until no more than the cap are
+// unavailable, or only pod-marked ones are left. Callers hold mu.
+func (t *Tolerance) enforceCap(now int64, ev *events) {
+	limit, ok := t.capLimit()
+	if !ok {
+		return
+	}
+	for {
+		count := 0
+		var victim *Entry
+		for _, e := range *t.entries.Load() {
+			if !blocked(e, now) {
+				continue
+			}
+			count++
+			if e.holds&holdPod == 0 && (victim == nil || lessBad(e, victim)) {
+				victim = e
+			}
+		}
+		if count <= limit || victim == nil {
+			return
+		}
+		if victim.until > now {
+			victim.until = now
+		}
+		victim.holds &^= holdProof
+		t.settleGate(victim, now)
+		t.sync(victim, now, true, 0, ev)
+	}
+}
+
+// lessBad orders brokers for release under the cap: fewer consecutive failures first (a slow
+// but working broker before a failing one, a broker that failed once before one that keeps
+// failing), then reachable before unreachable, lower severity, earlier end of isolation, and
+// name, so the order is total.
+func lessBad(a, b *Entry) bool {
+	if a.failures != b.failures {
+		return a.failures < b.failures
+	}
+	if ra, rb := a.reachable.Load(), b.reachable.Load(); ra != rb {
+		return ra
+	}
+	if a.severity != b.severity {
+		return a.severity < b.severity
+	}
+	if a.until != b.until {
+		return a.until < b.until
+	}
+	return a.name < b.name
+}
