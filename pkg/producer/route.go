@@ -180,6 +180,10 @@ func (q *queueEntry) accept(pass int, last string) bool {
 // (random=true) start at a random position instead: RocketMQ resets its per-thread index there, and
 // resetting a shared index would disturb every other sender's spread.
 //
+// One shared index per route (not one per goroutine or per P) keeps the spread within one message
+// per queue across all concurrent senders, which a per-thread index cannot promise; the index
+// lives alone on its cache line, so the only contention is that one atomic add.
+//
 // pick takes no lock and allocates nothing; it returns nil only for a route without queues.
 func (r *route) pick(last string, random bool) *queueEntry {
 	qs := r.queues
@@ -187,19 +191,43 @@ func (r *route) pick(last string, random bool) *queueEntry {
 	if n == 0 {
 		return nil
 	}
+	var start uint32
+	if random {
+		start = rand.Uint32()
+	} else {
+		start = r.next.n.Add(1)
+	}
+	i := start % n
+	// Fast path: the queue the index points at passes the first filter, which is every send while
+	// no broker is isolated or unhealthy.
+	if q := &qs[i]; q.b.podOK && q.b.name != last && q.b.entry.Available() {
+		return q
+	}
+	return r.pickSlow(last, random, i)
+}
+
+// pickSlow finishes the first pass from queue i+1 and runs the remaining passes.
+func (r *route) pickSlow(last string, random bool, i uint32) *queueEntry {
+	qs := r.queues
+	n := uint32(len(qs))
 	passes := passPodOK + 1
 	if r.podFiltered {
 		passes = passAny + 1
 	}
-	for pass := 0; pass < passes; pass++ {
-		var start uint32
-		if random {
-			start = rand.Uint32()
-		} else {
-			start = r.next.n.Add(1)
+	k := uint32(1) // probes already made in this pass
+	if i++; i == n {
+		i = 0
+	}
+	for pass := passAvailable; pass < passes; pass++ {
+		if pass > passAvailable {
+			k = 0
+			if random {
+				i = rand.Uint32() % n
+			} else {
+				i = r.next.n.Add(1) % n
+			}
 		}
-		i := start % n
-		for k := uint32(0); k < n; k++ {
+		for ; k < n; k++ {
 			q := &qs[i]
 			if q.accept(pass, last) {
 				if k > 0 && !random {
@@ -207,8 +235,7 @@ func (r *route) pick(last string, random bool) *queueEntry {
 				}
 				return q
 			}
-			i++
-			if i == n {
+			if i++; i == n {
 				i = 0
 			}
 		}
