@@ -200,3 +200,19 @@ func TestCapReleaseWaivesProofHold(t *testing.T) {
 		t.Error("refusing the isolation must not pretend A is reachable")
 	}
 }
+
+// Pod marks may fill the cap beyond its limit; an isolation hidden under a pod mark starts to
+// count when the mark goes, and the cap then releases it.
+func TestCapCountsAnIsolationOnceItsPodMarkGoes(t *testing.T) {
+	tol, _, rec := threeBrokers(t, Options{MaxIsolatedPercent: 34, RespectPodHealth: true})
+	tol.SetPodState("A", PodNotReady)
+	tol.SetPodState("B", PodNotReady)
+	tol.Update("B", ms(1), TransportError) // B is already unavailable: no cap check
+	wantAvailable(t, tol, map[string]bool{"A": false, "B": false, "C": true})
+	rec.take()
+	tol.SetPodState("B", PodReady)
+	wantAvailable(t, tol, map[string]bool{"A": false, "B": true, "C": true})
+	if got := changeSummary(rec.take()); !slices.Equal(got, []string{"~B"}) {
+		t.Errorf("changes %v, want [~B]", got)
+	}
+}

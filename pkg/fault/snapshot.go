@@ -98,12 +98,7 @@ func (t *Tolerance) Restore(items []Item) {
 		if !it.Since.IsZero() && !it.Since.After(nowTime) {
 			since = max(now+int64(it.Since.Sub(nowTime)), 1)
 		}
-		t.recomputeHolds(e)
-		if !was && blocked(e, now) {
-			t.enforceCap(now, &ev)
-		}
-		t.settleGate(e, now)
-		t.sync(e, now, false, since, &ev)
+		t.settle(e, now, was, since, &ev)
 	}
 	t.unlock(&ev)
 }

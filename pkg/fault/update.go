@@ -53,7 +53,7 @@ func (t *Tolerance) Update(broker string, latency time.Duration, outcome Outcome
 		}
 		extend(e, now, t.grow(tab, e.failures))
 	}
-	t.settle(e, now, was, &ev)
+	t.settle(e, now, was, 0, &ev)
 	t.unlock(&ev)
 }
 
@@ -84,16 +84,20 @@ func (t *Tolerance) grow(tab *Table, failures int) time.Duration {
 	return base * factor
 }
 
-// settle publishes e after its facts changed: it recomputes holds, enforces the cap if e just
-// became unavailable, and queues changes. was is whether e was unavailable before. Callers hold
-// mu.
-func (t *Tolerance) settle(e *Entry, now int64, was bool, ev *events) {
+// settle publishes e after its facts changed: it recomputes holds, enforces the cap if e now
+// counts against it where it did not before, and queues changes. was is whether e was
+// unavailable before; since is passed on to sync. Callers hold mu.
+func (t *Tolerance) settle(e *Entry, now int64, was bool, since int64, ev *events) {
+	prev := e.holds
 	t.recomputeHolds(e)
-	if !was && blocked(e, now) {
+	// A pod mark is exempt from the cap, so an isolation it covered starts to count when the
+	// mark goes.
+	unmarked := prev&holdPod != 0 && e.holds&holdPod == 0
+	if blocked(e, now) && (!was || unmarked) {
 		t.enforceCap(now, ev)
 	}
 	t.settleGate(e, now)
-	t.sync(e, now, false, 0, ev)
+	t.sync(e, now, false, since, ev)
 }
 
 // ProbeResult records the outcome of a reachability probe of a known broker (unknown brokers
@@ -117,7 +121,7 @@ func (t *Tolerance) ProbeResult(broker string, ok bool, latency time.Duration) {
 			e.failures++
 			e.severity = max(latency, t.opts.Table.FailureLatency())
 		}
-		t.settle(e, now, was, &ev)
+		t.settle(e, now, was, 0, &ev)
 	}
 	t.unlock(&ev)
 }
@@ -139,7 +143,7 @@ func (t *Tolerance) SetPodState(broker string, s PodState) {
 	e := t.obtain(broker, now)
 	was := blocked(e, now)
 	e.pod = s
-	t.settle(e, now, was, &ev)
+	t.settle(e, now, was, 0, &ev)
 	t.unlock(&ev)
 }
 
