@@ -69,6 +69,17 @@ func TestNextUpdateReportsAnExpiredIsolation(t *testing.T) {
 	}
 }
 
+func TestRemoveReportsTheStateTheBrokerLeft(t *testing.T) {
+	tol, _, rec := newTol(t, Options{})
+	tol.Update("A", ms(4), BrokerError)
+	tol.Remove("A")
+	got := rec.take()
+	want := Item{Broker: "A", Reason: ReasonBrokerError, Latency: ms(4), Since: t0, Until: t0.Add(10 * time.Second), ConsecutiveFailures: 1}
+	if len(got) != 2 || got[1].Isolated || !itemEqual(got[1].Item, want) {
+		t.Fatalf("changes %+v, want the second to report A leaving as %+v", got, want)
+	}
+}
+
 func TestEveryWayOutOfIsolationIsReported(t *testing.T) {
 	tests := []struct {
 		name string

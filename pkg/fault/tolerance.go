@@ -119,7 +119,8 @@ type Change struct {
 	// Seq increases with every change of one Tolerance; callbacks of concurrent calls can run
 	// out of order, and the higher Seq is the later state.
 	Seq uint64
-	// Item is the broker's state right after the change.
+	// Item is the broker's state right after the change (for a removed broker, the state it
+	// had when it was removed).
 	Item Item
 }
 
@@ -160,11 +161,16 @@ type Entry struct {
 	t    *Tolerance
 	name string
 
-	// Read without a lock.
+	// Read without a lock, by selection on every send; written only when the state changes.
 	gate      atomic.Int64 // 0: available; gateHeld: unavailable; else unavailable until this tick
 	reachable atomic.Bool
-	quiet     atomic.Bool  // a fast success would change nothing but the latency
-	latency   atomic.Int64 // last measured, nanoseconds
+	quiet     atomic.Bool // a fast success would change nothing but the latency
+
+	// latency is written by every send, so it lives on a cache line of its own: otherwise each
+	// send would evict the line that selection reads from every core.
+	_       [64]byte
+	latency atomic.Int64 // last measured, nanoseconds
+	_       [56]byte
 
 	// Guarded by t.mu.
 	until    int64 // tick at which the timer isolation ends, 0 if none
@@ -359,6 +365,11 @@ func (t *Tolerance) Remove(broker string) {
 	ev := t.lock()
 	if e := t.lookup(broker); e != nil && e.present {
 		now := t.tick()
+		if e.member {
+			// Report the state the broker left, not the blank one it is reset to.
+			e.member = false
+			t.change(&ev, Change{Broker: e.name, Item: t.item(e)})
+		}
 		e.present = false
 		t.present--
 		t.reset(e)
@@ -445,12 +456,18 @@ func (t *Tolerance) sync(e *Entry, now int64, released bool, since int64, ev *ev
 			}
 			e.since = since
 		}
-		t.seq++
-		if ev.fn != nil {
-			ev.list = append(ev.list, Change{Broker: e.name, Isolated: m, Released: released, Seq: t.seq, Item: t.item(e)})
-		}
+		t.change(ev, Change{Broker: e.name, Isolated: m, Released: released, Item: t.item(e)})
 	}
 	e.quiet.Store(e.present && !m && e.failures == 0 && e.reachable.Load())
+}
+
+// change numbers c and queues it for delivery. Callers hold mu.
+func (t *Tolerance) change(ev *events, c Change) {
+	t.seq++
+	if ev.fn != nil {
+		c.Seq = t.seq
+		ev.list = append(ev.list, c)
+	}
 }
 
 // item snapshots e. Callers hold mu.
