@@ -1,0 +1,99 @@
+# detour: a Kubernetes operator that routes RocketMQ producer traffic around slow and failing brokers.
+
+SHELL := /usr/bin/env bash -o pipefail
+.SHELLFLAGS := -ec
+
+GO ?= go
+CONTROLLER_GEN ?= $(GO) run sigs.k8s.io/controller-tools/cmd/controller-gen
+KUBECTL ?= kubectl
+# ENVTEST_ASSETS is where hack/setup-envtest.sh installs kube-apiserver and etcd (built from Go
+# modules the first time, reused afterwards).
+ENVTEST_ASSETS = $(shell hack/setup-envtest.sh)
+TEST_TIMEOUT ?= 40m
+FUZZ_TIME ?= 10s
+
+.PHONY: all
+all: build
+
+##@ General
+
+.PHONY: help
+help: ## Show this help.
+	@awk 'BEGIN {FS = ":.*##"; printf "\nUsage:\n  make \033[36m<target>\033[0m\n"} /^[a-zA-Z_0-9-]+:.*?##/ { printf "  \033[36m%-14s\033[0m %s\n", $$1, $$2 } /^##@/ { printf "\n\033[1m%s\033[0m\n", substr($$0, 5) } ' $(MAKEFILE_LIST)
+
+##@ Development
+
+.PHONY: generate
+generate: ## Generate deepcopy code for the API types.
+	$(CONTROLLER_GEN) object:headerFile="hack/boilerplate.go.txt" paths="./api/..."
+
+.PHONY: manifests
+manifests: ## Generate CRDs into config/crd/bases and RBAC into config/rbac.
+	$(CONTROLLER_GEN) rbac:roleName=manager-role crd paths="./api/..." paths="./controllers/..." \
+		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
+
+.PHONY: verify
+verify: manifests generate ## Fail when generated files are out of date.
+	@if [ -n "$$(git status --porcelain -- api config)" ]; then \
+		echo "generated files are out of date; run 'make manifests generate' and commit:"; \
+		git status --porcelain -- api config; git diff --stat -- api config; exit 1; fi
+
+.PHONY: fmt
+fmt: ## Run gofmt.
+	gofmt -l -w $$(git ls-files '*.go')
+
+.PHONY: vet
+vet: ## Run go vet.
+	$(GO) vet ./...
+
+.PHONY: envtest
+envtest: ## Build (first time) and print the envtest control plane folder.
+	@hack/setup-envtest.sh
+
+.PHONY: test
+test: vet ## Run all tests: unit, fuzz seeds, envtest controllers, kubectl against envtest.
+	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test -race -timeout $(TEST_TIMEOUT) ./...
+
+.PHONY: fuzz
+fuzz: ## Run each fuzz target for FUZZ_TIME.
+	@for pkg in $$($(GO) list ./...); do \
+		for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
+			echo "fuzz $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZ_TIME) $$pkg; \
+		done; done
+
+.PHONY: bench
+bench: ## Run Go benchmarks and the fault benchmark (writes bench/).
+	$(GO) test -run '^$$' -bench . -benchmem -count 1 ./pkg/...
+	$(GO) run ./hack/faultbench -out bench
+
+##@ Build
+
+.PHONY: build
+build: ## Build the manager, brokersim and detourctl into bin/.
+	$(GO) build -o bin/ ./cmd/...
+
+.PHONY: run
+run: ## Run the manager against the cluster in the current kubeconfig.
+	$(GO) run ./cmd/manager
+
+.PHONY: demo
+demo: ## Run everything locally: control plane, brokers, operator, traffic and a fault script.
+	$(GO) run ./cmd/manager --local --local-assets "$(ENVTEST_ASSETS)"
+
+##@ Deployment
+
+.PHONY: install
+install: manifests ## Install the CRDs into the cluster in the current kubeconfig.
+	$(KUBECTL) apply -k config/crd
+
+.PHONY: uninstall
+uninstall: ## Remove the CRDs from the cluster.
+	$(KUBECTL) delete --ignore-not-found -k config/crd
+
+.PHONY: deploy
+deploy: manifests ## Deploy the operator into the cluster in the current kubeconfig.
+	$(KUBECTL) apply -k config/default
+
+.PHONY: undeploy
+undeploy: ## Remove the operator from the cluster.
+	$(KUBECTL) delete --ignore-not-found -k config/default

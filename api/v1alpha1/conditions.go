@@ -1,0 +1,41 @@
+package v1alpha1
+
+// ConditionReady is the summary condition of both kinds. It surfaces whether the object is in
+// force in the producer runtime.
+const ConditionReady = "Ready"
+
+// Reasons of the Ready condition.
+const (
+	// ReasonReconciled surfaces when the object is in force in the runtime as specified.
+	ReasonReconciled = "Reconciled"
+	// ReasonNoBrokers surfaces when a Topic's selector matches no ready master broker pod.
+	ReasonNoBrokers = "NoBrokers"
+	// ReasonFaultPolicyNotFound surfaces when a Topic references a FaultPolicy that does not exist;
+	// the topic then routes with the RocketMQ5 defaults.
+	ReasonFaultPolicyNotFound = "FaultPolicyNotFound"
+	// ReasonTopicCreateFailed surfaces when at least one broker refused UPDATE_AND_CREATE_TOPIC.
+	ReasonTopicCreateFailed = "TopicCreateFailed"
+	// ReasonInvalidSpec surfaces when the runtime refused a spec that the schema accepted.
+	ReasonInvalidSpec = "InvalidSpec"
+)
+
+// IsolationReason says why a broker is isolated.
+// +kubebuilder:validation:Enum=SlowSend;SendFailed;BrokerError;PodNotReady;PodTerminating;ProbeFailed
+type IsolationReason string
+
+// Isolation reasons, as written into FaultPolicy status.
+const (
+	// IsolationSlowSend means a send succeeded but took longer than a threshold of the table.
+	IsolationSlowSend IsolationReason = "SlowSend"
+	// IsolationSendFailed means a send failed in transport (timeout, refused or reset connection).
+	IsolationSendFailed IsolationReason = "SendFailed"
+	// IsolationBrokerError means the broker answered a send with an error code.
+	IsolationBrokerError IsolationReason = "BrokerError"
+	// IsolationPodNotReady means the broker's pod is not Ready.
+	IsolationPodNotReady IsolationReason = "PodNotReady"
+	// IsolationPodTerminating means the broker's pod is being deleted.
+	IsolationPodTerminating IsolationReason = "PodTerminating"
+	// IsolationProbeFailed means the isolation ran out but a probe has not yet proved the broker
+	// reachable.
+	IsolationProbeFailed IsolationReason = "ProbeFailed"
+)

@@ -1,0 +1,156 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// FaultPolicyReference names a FaultPolicy in the Topic's namespace.
+type FaultPolicyReference struct {
+	// name is the FaultPolicy's name.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	Name string `json:"name"`
+}
+
+// TopicSpec declares a RocketMQ topic on the master brokers its selector picks.
+type TopicSpec struct {
+	// topicName is the RocketMQ topic: at most 127 characters from [%|a-zA-Z0-9_-], not one of
+	// RocketMQ's system topics. It cannot be changed.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=127
+	// +kubebuilder:validation:Pattern=`^[%|a-zA-Z0-9_-]+$`
+	// +kubebuilder:validation:XValidation:rule="!(self in ['TBW102', 'SCHEDULE_TOPIC_XXXX', 'BenchmarkTest', 'RMQ_SYS_TRANS_HALF_TOPIC', 'RMQ_SYS_TRACE_TOPIC', 'RMQ_SYS_TRANS_OP_HALF_TOPIC', 'TRANS_CHECK_MAX_TIME_TOPIC', 'SELF_TEST_TOPIC', 'OFFSET_MOVED_EVENT', 'CHECKPOINT_TOPIC']) && !self.startsWith('rmq_sys_')",message="topicName must not be a RocketMQ system topic"
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="topicName is immutable"
+	TopicName string `json:"topicName"`
+
+	// brokerSelector picks the broker pods, in the Topic's namespace, that serve the topic. Only
+	// master pods receive sends.
+	// +required
+	BrokerSelector metav1.LabelSelector `json:"brokerSelector"`
+
+	// writeQueueNums is the number of write queues on each broker.
+	// +optional
+	// +kubebuilder:default=4
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1024
+	WriteQueueNums int32 `json:"writeQueueNums,omitempty"`
+
+	// readQueueNums is the number of read queues on each broker.
+	// +optional
+	// +kubebuilder:default=4
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1024
+	ReadQueueNums int32 `json:"readQueueNums,omitempty"`
+
+	// perm is RocketMQ's permission bits for the topic: 6 read and write, 4 read only, 2 write
+	// only. Producers send only to writable topics.
+	// +optional
+	// +kubebuilder:default=6
+	// +kubebuilder:validation:Enum=2;4;6
+	Perm int32 `json:"perm,omitempty"`
+
+	// faultPolicyRef names the FaultPolicy whose fault table governs sends to this topic. Unset
+	// means RocketMQ 5.x's defaults.
+	// +optional
+	FaultPolicyRef *FaultPolicyReference `json:"faultPolicyRef,omitempty"`
+}
+
+// TopicBroker is one master broker serving the topic.
+type TopicBroker struct {
+	// name is the RocketMQ broker name.
+	// +required
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+
+	// pod is the name of the broker's master pod.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Pod string `json:"pod,omitempty"`
+
+	// address is the broker's host:port, from the pod IP and its container port named "main".
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	Address string `json:"address,omitempty"`
+
+	// ready is whether the pod is Ready and not terminating.
+	// +required
+	Ready bool `json:"ready"`
+
+	// writeQueues is the number of write queues the topic has on this broker.
+	// +optional
+	WriteQueues int32 `json:"writeQueues,omitempty"`
+
+	// isolated is whether the topic's fault policy isolates this broker now.
+	// +required
+	Isolated bool `json:"isolated"`
+}
+
+// TopicStatus is what the operator observed of a Topic.
+type TopicStatus struct {
+	// conditions hold Ready, which says whether the topic is routed and created on its brokers.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=8
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// observedGeneration is the spec generation this status reflects.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// brokers are the master brokers serving the topic, by name.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=1024
+	Brokers []TopicBroker `json:"brokers,omitempty"`
+
+	// writableQueues is the number of write queues over all brokers in the route.
+	// +optional
+	WritableQueues int32 `json:"writableQueues,omitempty"`
+
+	// availableQueues is the number of write queues on brokers that are ready and not isolated.
+	// +optional
+	AvailableQueues int32 `json:"availableQueues,omitempty"`
+}
+
+// Topic declares a RocketMQ topic served by a set of broker pods and the FaultPolicy that governs
+// sends to it. The operator creates the topic on every master broker and routes sends to it
+// through the fault-aware producer runtime.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=rmqtopic,categories=detour
+// +kubebuilder:printcolumn:name="Topic",type=string,JSONPath=`.spec.topicName`
+// +kubebuilder:printcolumn:name="Brokers",type=string,JSONPath=`.status.brokers[*].name`
+// +kubebuilder:printcolumn:name="Available",type=integer,JSONPath=`.status.availableQueues`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type Topic struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the desired topic.
+	// +required
+	Spec TopicSpec `json:"spec"`
+
+	// status is the observed state of the topic.
+	// +optional
+	Status TopicStatus `json:"status,omitempty"`
+}
+
+// TopicList is a list of Topic.
+//
+// +kubebuilder:object:root=true
+type TopicList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Topic `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&Topic{}, &TopicList{})
+}

@@ -1,0 +1,287 @@
+package controllers
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
+)
+
+func validFaultPolicySpec() routingv1alpha1.FaultPolicySpec {
+	return routingv1alpha1.FaultPolicySpec{
+		Rules: []routingv1alpha1.FaultRule{
+			{LatencyMillis: 100, IsolationMillis: 0},
+			{LatencyMillis: 500, IsolationMillis: 1000},
+			{LatencyMillis: 2000, IsolationMillis: 5000},
+		},
+	}
+}
+
+func validTopicSpec() routingv1alpha1.TopicSpec {
+	return routingv1alpha1.TopicSpec{
+		TopicName:      "TopicTest",
+		BrokerSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "broker"}},
+	}
+}
+
+// TestFaultPolicyValidation proves that the API server refuses every FaultPolicy that breaks a
+// schema rule, with a message that says what must hold, and accepts the valid ones.
+func TestFaultPolicyValidation(t *testing.T) {
+	ns := newNamespace(t)
+	tooMany := make([]routingv1alpha1.FaultRule, 33)
+	for i := range tooMany {
+		tooMany[i] = routingv1alpha1.FaultRule{LatencyMillis: int64(i * 10), IsolationMillis: int64(i)}
+	}
+	cases := []struct {
+		name    string
+		mutate  func(*routingv1alpha1.FaultPolicySpec)
+		wantErr string // empty: accepted
+	}{
+		{"a custom table is accepted", func(*routingv1alpha1.FaultPolicySpec) {}, ""},
+		{"an empty spec is accepted and means the RocketMQ5 preset",
+			func(s *routingv1alpha1.FaultPolicySpec) { *s = routingv1alpha1.FaultPolicySpec{} }, ""},
+		{"decreasing latency thresholds are refused", func(s *routingv1alpha1.FaultPolicySpec) {
+			s.Rules[1].LatencyMillis = 50
+		}, "rules must be strictly increasing in latencyMillis"},
+		{"repeated latency thresholds are refused", func(s *routingv1alpha1.FaultPolicySpec) {
+			s.Rules[1].LatencyMillis = 100
+		}, "rules must be strictly increasing in latencyMillis"},
+		{"decreasing isolation is refused", func(s *routingv1alpha1.FaultPolicySpec) {
+			s.Rules[2].IsolationMillis = 500
+		}, "rules must be non-decreasing in isolationMillis"},
+		{"more than 32 rules are refused", func(s *routingv1alpha1.FaultPolicySpec) {
+			s.Rules = tooMany
+		}, "must have at most 32 items"},
+		{"a latency above one hour is refused", func(s *routingv1alpha1.FaultPolicySpec) {
+			s.Rules[2].LatencyMillis = 3600001
+		}, "should be less than or equal to 3600000"},
+		{"a negative isolation is refused", func(s *routingv1alpha1.FaultPolicySpec) {
+			s.Rules[0].IsolationMillis = -1
+		}, "should be greater than or equal to 0"},
+		{"rules and a preset together are refused", func(s *routingv1alpha1.FaultPolicySpec) {
+			s.Preset = routingv1alpha1.PresetRocketMQ4
+		}, "set either rules or preset, not both"},
+		{"an unknown preset is refused", func(s *routingv1alpha1.FaultPolicySpec) {
+			s.Rules, s.Preset = nil, "RocketMQ3"
+		}, `Unsupported value: "RocketMQ3"`},
+		{"a zero failure latency is refused", func(s *routingv1alpha1.FaultPolicySpec) {
+			s.FailureLatencyMillis = ptr.To[int64](0)
+		}, "spec.failureLatencyMillis: Invalid value: 0: spec.failureLatencyMillis in body should be greater than or equal to 1"},
+		{"attempts below one are refused", func(s *routingv1alpha1.FaultPolicySpec) {
+			s.Retry.Attempts = -1
+		}, "spec.retry.attempts in body should be greater than or equal to 1"},
+		{"more than 16 attempts are refused", func(s *routingv1alpha1.FaultPolicySpec) {
+			s.Retry.Attempts = 17
+		}, "spec.retry.attempts in body should be less than or equal to 16"},
+		{"a per-attempt timeout above the send timeout is refused", func(s *routingv1alpha1.FaultPolicySpec) {
+			s.Retry.SendTimeoutMillis = 1000
+			s.Retry.PerAttemptTimeoutMillis = ptr.To[int32](1500)
+		}, "perAttemptTimeoutMillis must not exceed sendTimeoutMillis"},
+		{"a per-attempt timeout above the default send timeout is refused", func(s *routingv1alpha1.FaultPolicySpec) {
+			s.Retry.PerAttemptTimeoutMillis = ptr.To[int32](3001)
+		}, "perAttemptTimeoutMillis must not exceed sendTimeoutMillis"},
+		{"a retry code out of range is refused", func(s *routingv1alpha1.FaultPolicySpec) {
+			s.Retry.RetryOnCodes = []int32{17, 0}
+		}, "should be greater than or equal to 1"},
+		{"a probe timeout not below its interval is refused", func(s *routingv1alpha1.FaultPolicySpec) {
+			s.Probe.IntervalMillis, s.Probe.TimeoutMillis = 500, 500
+		}, "timeoutMillis must be less than intervalMillis"},
+		{"a probe interval below 100 ms is refused", func(s *routingv1alpha1.FaultPolicySpec) {
+			s.Probe.IntervalMillis = 50
+		}, "spec.probe.intervalMillis in body should be greater than or equal to 100"},
+		{"a zero isolated share is refused", func(s *routingv1alpha1.FaultPolicySpec) {
+			s.MaxIsolatedPercent = ptr.To[int32](0)
+		}, "spec.maxIsolatedPercent in body should be greater than or equal to 1"},
+		{"an isolated share above 100 percent is refused", func(s *routingv1alpha1.FaultPolicySpec) {
+			s.MaxIsolatedPercent = ptr.To[int32](101)
+		}, "spec.maxIsolatedPercent in body should be less than or equal to 100"},
+		{"an unknown pod health mode is refused", func(s *routingv1alpha1.FaultPolicySpec) {
+			s.PodHealth = "Sometimes"
+		}, `Unsupported value: "Sometimes"`},
+		{"an unknown isolation growth is refused", func(s *routingv1alpha1.FaultPolicySpec) {
+			s.IsolationGrowth = "Linear"
+		}, `Unsupported value: "Linear"`},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			fp := &routingv1alpha1.FaultPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fp-" + itoa(i)}}
+			fp.Spec = validFaultPolicySpec()
+			tc.mutate(&fp.Spec)
+			expectCreate(t, fp, tc.wantErr)
+		})
+	}
+}
+
+// TestFaultPolicyDefaults proves the schema fills the documented defaults, so a minimal policy is
+// complete when the controller reads it.
+func TestFaultPolicyDefaults(t *testing.T) {
+	ns := newNamespace(t)
+	fp := &routingv1alpha1.FaultPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "minimal"}}
+	if err := k8sClient.Create(context.Background(), fp); err != nil {
+		t.Fatalf("creating a minimal FaultPolicy: %v", err)
+	}
+	s := fp.Spec
+	if s.Retry.Attempts != 3 || s.Retry.SendTimeoutMillis != 3000 {
+		t.Errorf("retry defaults = %+v, want 3 attempts and 3000 ms", s.Retry)
+	}
+	if s.Probe.Enabled == nil || !*s.Probe.Enabled || s.Probe.IntervalMillis != 2000 || s.Probe.TimeoutMillis != 200 {
+		t.Errorf("probe defaults = %+v, want enabled, 2000 ms interval, 200 ms timeout", s.Probe)
+	}
+	if s.PodHealth != routingv1alpha1.PodHealthRespect || s.IsolationGrowth != routingv1alpha1.IsolationGrowthExponential {
+		t.Errorf("podHealth, isolationGrowth = %q, %q; want Respect, Exponential", s.PodHealth, s.IsolationGrowth)
+	}
+}
+
+// TestTopicValidation proves that the API server refuses every Topic that breaks RocketMQ's topic
+// rules or the schema's bounds, with the rule's message.
+func TestTopicValidation(t *testing.T) {
+	ns := newNamespace(t)
+	cases := []struct {
+		name    string
+		mutate  func(*routingv1alpha1.TopicSpec)
+		wantErr string
+	}{
+		{"a valid topic is accepted", func(*routingv1alpha1.TopicSpec) {}, ""},
+		{"percent and pipe are legal topic characters", func(s *routingv1alpha1.TopicSpec) {
+			s.TopicName = "%RETRY%group|a-b_c"
+		}, ""},
+		{"a dot is an illegal topic character", func(s *routingv1alpha1.TopicSpec) {
+			s.TopicName = "orders.eu"
+		}, "spec.topicName in body should match '^[%|a-zA-Z0-9_-]+$'"},
+		{"a topic longer than 127 characters is refused", func(s *routingv1alpha1.TopicSpec) {
+			s.TopicName = strings.Repeat("t", 128)
+		}, "may not be more than 127 bytes"},
+		{"an empty topic is refused", func(s *routingv1alpha1.TopicSpec) {
+			s.TopicName = ""
+		}, "spec.topicName in body should be at least 1 chars long"},
+		{"TBW102 is a system topic", func(s *routingv1alpha1.TopicSpec) {
+			s.TopicName = "TBW102"
+		}, "topicName must not be a RocketMQ system topic"},
+		{"SCHEDULE_TOPIC_XXXX is a system topic", func(s *routingv1alpha1.TopicSpec) {
+			s.TopicName = "SCHEDULE_TOPIC_XXXX"
+		}, "topicName must not be a RocketMQ system topic"},
+		{"the rmq_sys_ prefix is reserved", func(s *routingv1alpha1.TopicSpec) {
+			s.TopicName = "rmq_sys_wheel"
+		}, "topicName must not be a RocketMQ system topic"},
+		{"write queues below one are refused", func(s *routingv1alpha1.TopicSpec) {
+			s.WriteQueueNums = -1
+		}, "spec.writeQueueNums in body should be greater than or equal to 1"},
+		{"more than 1024 write queues are refused", func(s *routingv1alpha1.TopicSpec) {
+			s.WriteQueueNums = 1025
+		}, "spec.writeQueueNums in body should be less than or equal to 1024"},
+		{"more than 1024 read queues are refused", func(s *routingv1alpha1.TopicSpec) {
+			s.ReadQueueNums = 1025
+		}, "spec.readQueueNums in body should be less than or equal to 1024"},
+		{"a perm outside 2, 4, 6 is refused", func(s *routingv1alpha1.TopicSpec) {
+			s.Perm = 3
+		}, "Unsupported value: 3"},
+		{"a faultPolicyRef that is not a resource name is refused", func(s *routingv1alpha1.TopicSpec) {
+			s.FaultPolicyRef = &routingv1alpha1.FaultPolicyReference{Name: "Not_A_Name"}
+		}, "spec.faultPolicyRef.name in body should match"},
+		{"an empty faultPolicyRef name is refused", func(s *routingv1alpha1.TopicSpec) {
+			s.FaultPolicyRef = &routingv1alpha1.FaultPolicyReference{}
+		}, "spec.faultPolicyRef.name in body should be at least 1 chars long"},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			topic := &routingv1alpha1.Topic{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "topic-" + itoa(i)}}
+			topic.Spec = validTopicSpec()
+			tc.mutate(&topic.Spec)
+			expectCreate(t, topic, tc.wantErr)
+		})
+	}
+}
+
+// TestTopicNameIsImmutable proves a Topic cannot be re-pointed at another RocketMQ topic, which
+// would orphan the one created on the brokers.
+func TestTopicNameIsImmutable(t *testing.T) {
+	ns := newNamespace(t)
+	ctx := context.Background()
+	topic := &routingv1alpha1.Topic{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "immutable"}, Spec: validTopicSpec()}
+	if err := k8sClient.Create(ctx, topic); err != nil {
+		t.Fatalf("creating the topic: %v", err)
+	}
+	topic.Spec.TopicName = "OtherTopic"
+	err := k8sClient.Update(ctx, topic)
+	if err == nil || !strings.Contains(err.Error(), "topicName is immutable") {
+		t.Fatalf("renaming the topic: err = %v, want the immutability message", err)
+	}
+}
+
+// TestSamplesAreAccepted proves every object in config/samples is valid.
+func TestSamplesAreAccepted(t *testing.T) {
+	ns := newNamespace(t)
+	for _, obj := range readSamples(t) {
+		obj.SetNamespace(ns)
+		if err := k8sClient.Create(context.Background(), obj); err != nil {
+			t.Errorf("creating sample %s %s: %v", obj.GetObjectKind().GroupVersionKind().Kind, obj.GetName(), err)
+		}
+	}
+}
+
+// expectCreate creates obj and checks the outcome: accepted when wantErr is empty, else refused
+// with wantErr in the message and nothing stored.
+func expectCreate(t *testing.T, obj client.Object, wantErr string) {
+	t.Helper()
+	ctx := context.Background()
+	err := k8sClient.Create(ctx, obj)
+	if wantErr == "" {
+		if err != nil {
+			t.Fatalf("create refused: %v", err)
+		}
+		return
+	}
+	if err == nil {
+		t.Fatalf("create accepted, want refusal with %q", wantErr)
+	}
+	if !strings.Contains(err.Error(), wantErr) {
+		t.Fatalf("create refused with %q, want the message %q", err.Error(), wantErr)
+	}
+	if getErr := k8sClient.Get(ctx, client.ObjectKeyFromObject(obj), obj); getErr == nil {
+		t.Fatalf("a refused object was stored")
+	}
+}
+
+func readSamples(t *testing.T) []client.Object {
+	t.Helper()
+	var out []client.Object
+	for _, name := range []string{
+		"routing_v1alpha1_faultpolicy.yaml",
+		"routing_v1alpha1_faultpolicy_custom.yaml",
+		"routing_v1alpha1_topic.yaml",
+	} {
+		data, err := os.ReadFile(filepath.Join("..", "config", "samples", name))
+		if err != nil {
+			t.Fatalf("reading sample: %v", err)
+		}
+		var meta metav1.TypeMeta
+		if err := yaml.Unmarshal(data, &meta); err != nil {
+			t.Fatalf("decoding %s: %v", name, err)
+		}
+		var obj client.Object
+		switch meta.Kind {
+		case "FaultPolicy":
+			obj = &routingv1alpha1.FaultPolicy{}
+		case "Topic":
+			obj = &routingv1alpha1.Topic{}
+		default:
+			t.Fatalf("sample %s has unexpected kind %q", name, meta.Kind)
+		}
+		if err := yaml.UnmarshalStrict(data, obj); err != nil {
+			t.Fatalf("decoding %s: %v", name, err)
+		}
+		out = append(out, obj)
+	}
+	return out
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }
