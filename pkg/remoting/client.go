@@ -1,0 +1,422 @@
+package remoting
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// ClientOptions configures a Client. Zero values take the defaults.
+type ClientOptions struct {
+	// DialTimeout bounds connection establishment (default 3s). A request also stops waiting
+	// for a connection when its own context ends.
+	DialTimeout time.Duration
+	// MaxFrameSize bounds frames in both directions, length field included
+	// (default DefaultMaxFrameSize, 16 MiB).
+	MaxFrameSize int
+	// WriteTimeout bounds each socket write, so a peer that stops reading breaks its connection
+	// instead of blocking senders (default 5s).
+	WriteTimeout time.Duration
+	// ReadBufferSize is the per-connection read buffer (default 32 KiB); responses that fit it
+	// are decoded without an intermediate copy.
+	ReadBufferSize int
+	// KeepAlive is the TCP keep-alive period (default: the operating system's; negative disables).
+	KeepAlive time.Duration
+	// OnRequest, if set, answers requests a server sends to the client (for example
+	// CHECK_TRANSACTION_STATE). A nil result sends nothing. Without it such requests are
+	// answered REQUEST_CODE_NOT_SUPPORTED. It runs on the connection's reader and must not block.
+	OnRequest func(addr string, req *Command) *Command
+}
+
+func (o *ClientOptions) withDefaults() ClientOptions {
+	c := *o
+	if c.DialTimeout <= 0 {
+		c.DialTimeout = 3 * time.Second
+	}
+	if c.MaxFrameSize <= 0 {
+		c.MaxFrameSize = DefaultMaxFrameSize
+	}
+	if c.WriteTimeout <= 0 {
+		c.WriteTimeout = 5 * time.Second
+	}
+	if c.ReadBufferSize <= 0 {
+		c.ReadBufferSize = 32 << 10
+	}
+	return c
+}
+
+// Client sends RocketMQ requests over TCP. It keeps one connection per address and multiplexes
+// every request to that address over it, matching responses to requests by opaque. Each request
+// waits under its own context deadline; no goroutine is started per request (one reader per
+// connection does all the receiving, and writers batch their frames). A connection that fails
+// fails only the requests in flight on it and is replaced by the next request.
+//
+// A Client is safe for concurrent use.
+type Client struct {
+	opts   ClientOptions
+	opaque atomic.Int32
+
+	mu     sync.RWMutex
+	conns  map[string]*conn
+	closed bool
+	wg     sync.WaitGroup
+	ctx    context.Context // cancelled by Close, aborts dials
+	cancel context.CancelFunc
+}
+
+// NewClient returns a client; connections are made on first use of each address.
+func NewClient(opts ClientOptions) *Client {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Client{opts: opts.withDefaults(), conns: make(map[string]*conn), ctx: ctx, cancel: cancel}
+}
+
+// errClientClosed is what requests get once Close has been called.
+var errClientClosed = fmt.Errorf("%w: client closed", ErrClosed)
+
+// conn is one multiplexed connection.
+type conn struct {
+	client *Client
+	addr   string
+	ready  chan struct{} // closed when the dial finished, either way
+	up     atomic.Bool   // dial succeeded and ready is closed
+	err    error         // dial error, set before ready closes
+
+	nc net.Conn
+	fw *FrameWriter
+
+	mu      sync.Mutex
+	pending map[int32]*call
+	closed  bool
+}
+
+// call is one request waiting for its response. Calls are pooled; done has capacity one and
+// receives exactly one signal per use, after resp or err is set.
+type call struct {
+	done chan struct{}
+	resp *Command
+	err  error
+}
+
+var callPool = sync.Pool{New: func() any { return &call{done: make(chan struct{}, 1)} }}
+
+// framePool holds encode buffers; buffers that grew past maxRetainedBuffer are dropped.
+var framePool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+
+// Invoke sends req to addr and waits for its response until ctx ends. req is not modified (the
+// wire carries a fresh opaque), so it may be reused or sent concurrently. A response with a
+// failure code is returned as a response, not as an error. Errors wrap ErrTimeout, ErrConnect,
+// ErrClosed or ErrFrame, or are the context's error when ctx was cancelled without a deadline.
+func (c *Client) Invoke(ctx context.Context, addr string, req *Command) (*Command, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, c.ctxError(err, addr, req, "before sending")
+	}
+	opaque := c.opaque.Add(1)
+	bp := framePool.Get().(*[]byte)
+	frame, err := appendFrame((*bp)[:0], req, opaque, req.Flag&^(FlagResponse|FlagOneway))
+	if err == nil && len(frame) > c.opts.MaxFrameSize {
+		err = frameError("request %s of %d bytes exceeds the frame limit of %d bytes", RequestCodeName(req.Code), len(frame), c.opts.MaxFrameSize)
+	}
+	if err != nil {
+		putFrame(bp, frame)
+		return nil, err
+	}
+
+	cl := callPool.Get().(*call)
+	var cn *conn
+	for attempt := 0; ; attempt++ {
+		if cn, err = c.conn(ctx, addr, req); err != nil {
+			break
+		}
+		cn.mu.Lock()
+		if !cn.closed {
+			cn.pending[opaque] = cl
+			cn.mu.Unlock()
+			break
+		}
+		cn.mu.Unlock()
+		// The connection died between lookup and registration. Nothing was written, so it is
+		// safe to try once more on a fresh connection.
+		if attempt > 0 {
+			err = fmt.Errorf("%w: %s to %s: connection lost before sending", ErrClosed, RequestCodeName(req.Code), addr)
+			break
+		}
+	}
+	if err != nil {
+		callPool.Put(cl)
+		putFrame(bp, frame)
+		return nil, err
+	}
+	werr := cn.fw.Write(frame)
+	putFrame(bp, frame)
+	if werr != nil {
+		cn.fail(fmt.Errorf("%w: writing to %s: %w", ErrClosed, addr, werr))
+	}
+
+	select {
+	case <-cl.done:
+	case <-ctx.Done():
+		cn.mu.Lock()
+		if cn.pending[opaque] == cl {
+			delete(cn.pending, opaque)
+			cn.mu.Unlock()
+			callPool.Put(cl)
+			return nil, c.ctxError(ctx.Err(), addr, req, "waiting for the response")
+		}
+		cn.mu.Unlock()
+		// The reader (or a failing connection) already took the call: its signal is on the
+		// way and it is as good as any.
+		<-cl.done
+	}
+	resp, err := cl.resp, cl.err
+	cl.resp, cl.err = nil, nil
+	callPool.Put(cl)
+	return resp, err
+}
+
+// InvokeOneway sends req to addr with the oneway flag and returns once it is queued for writing.
+// No response is expected or read.
+func (c *Client) InvokeOneway(ctx context.Context, addr string, req *Command) error {
+	if err := ctx.Err(); err != nil {
+		return c.ctxError(err, addr, req, "before sending")
+	}
+	bp := framePool.Get().(*[]byte)
+	frame, err := appendFrame((*bp)[:0], req, c.opaque.Add(1), (req.Flag|FlagOneway)&^FlagResponse)
+	defer putFrame(bp, frame)
+	if err != nil {
+		return err
+	}
+	if len(frame) > c.opts.MaxFrameSize {
+		return frameError("request %s of %d bytes exceeds the frame limit of %d bytes", RequestCodeName(req.Code), len(frame), c.opts.MaxFrameSize)
+	}
+	cn, err := c.conn(ctx, addr, req)
+	if err != nil {
+		return err
+	}
+	if err := cn.fw.Write(frame); err != nil {
+		err = fmt.Errorf("%w: writing to %s: %w", ErrClosed, addr, err)
+		cn.fail(err)
+		return err
+	}
+	return nil
+}
+
+func putFrame(bp *[]byte, frame []byte) {
+	if cap(frame) > maxRetainedBuffer {
+		return
+	}
+	*bp = frame[:0]
+	framePool.Put(bp)
+}
+
+// ctxError turns a context error into the client's error: a passed deadline wraps ErrTimeout
+// (and context.DeadlineExceeded), a cancellation stays a plain cancellation.
+func (c *Client) ctxError(err error, addr string, req *Command, when string) error {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%w: %s to %s %s: %w", ErrTimeout, RequestCodeName(req.Code), addr, when, err)
+	}
+	return fmt.Errorf("remoting: %s to %s cancelled %s: %w", RequestCodeName(req.Code), addr, when, err)
+}
+
+// conn returns the live connection to addr, dialling one if needed, and waits for it to be
+// usable until ctx ends.
+func (c *Client) conn(ctx context.Context, addr string, req *Command) (*conn, error) {
+	c.mu.RLock()
+	cn := c.conns[addr]
+	closed := c.closed
+	c.mu.RUnlock()
+	if closed {
+		return nil, errClientClosed
+	}
+	if cn == nil {
+		c.mu.Lock()
+		if c.closed {
+			c.mu.Unlock()
+			return nil, errClientClosed
+		}
+		if cn = c.conns[addr]; cn == nil {
+			cn = &conn{client: c, addr: addr, ready: make(chan struct{}), pending: make(map[int32]*call)}
+			c.conns[addr] = cn
+			c.wg.Add(1)
+			go cn.run()
+		}
+		c.mu.Unlock()
+	}
+	if cn.up.Load() {
+		return cn, nil
+	}
+	select {
+	case <-cn.ready:
+	case <-ctx.Done():
+		return nil, c.ctxError(ctx.Err(), addr, req, "waiting for the connection")
+	}
+	if cn.err != nil {
+		return nil, cn.err
+	}
+	return cn, nil
+}
+
+// run dials, then reads responses until the connection fails. It is the only goroutine a
+// connection owns.
+func (cn *conn) run() {
+	c := cn.client
+	defer c.wg.Done()
+	d := net.Dialer{Timeout: c.opts.DialTimeout, KeepAlive: c.opts.KeepAlive}
+	nc, err := d.DialContext(c.ctx, "tcp", cn.addr)
+	if err != nil {
+		if c.ctx.Err() != nil {
+			cn.err = errClientClosed
+		} else {
+			cn.err = fmt.Errorf("%w: %s: %w", ErrConnect, cn.addr, err)
+		}
+		c.forget(cn)
+		cn.mu.Lock()
+		cn.closed = true
+		cn.mu.Unlock()
+		close(cn.ready)
+		return
+	}
+	cn.mu.Lock()
+	if cn.closed { // the client closed while we were dialling
+		cn.mu.Unlock()
+		_ = nc.Close()
+		cn.err = errClientClosed
+		close(cn.ready)
+		return
+	}
+	cn.nc = nc
+	cn.fw = NewFrameWriter(nc, c.opts.WriteTimeout)
+	cn.mu.Unlock()
+	cn.up.Store(true)
+	close(cn.ready)
+	cn.readLoop()
+}
+
+func (cn *conn) readLoop() {
+	fr := NewFrameReader(cn.nc, cn.client.opts.ReadBufferSize, cn.client.opts.MaxFrameSize)
+	for {
+		cmd, err := fr.ReadCommand()
+		if err != nil {
+			switch {
+			case errors.Is(err, ErrFrame):
+				err = fmt.Errorf("%w from %s (connection closed): %w", ErrFrame, cn.addr, err)
+			case errors.Is(err, io.EOF):
+				err = fmt.Errorf("%w: %s closed the connection", ErrClosed, cn.addr)
+			default:
+				err = fmt.Errorf("%w: reading from %s: %w", ErrClosed, cn.addr, err)
+			}
+			cn.fail(err)
+			return
+		}
+		if !cmd.IsResponse() {
+			cn.serve(cmd)
+			continue
+		}
+		cn.mu.Lock()
+		cl := cn.pending[cmd.Opaque]
+		if cl != nil {
+			delete(cn.pending, cmd.Opaque)
+		}
+		cn.mu.Unlock()
+		if cl != nil { // else the caller gave up; the response is dropped
+			cl.resp = cmd
+			cl.done <- struct{}{}
+		}
+	}
+}
+
+// serve answers a request the server sent to this client.
+func (cn *conn) serve(req *Command) {
+	var resp *Command
+	if h := cn.client.opts.OnRequest; h != nil {
+		resp = h(cn.addr, req)
+	} else if !req.IsOneway() {
+		resp = NewResponse(req, RequestCodeNotSupported, fmt.Sprintf(" request type %d not supported", req.Code))
+	}
+	if resp == nil || req.IsOneway() {
+		return
+	}
+	resp.Opaque = req.Opaque
+	resp.Flag |= FlagResponse
+	if err := cn.fw.WriteCommand(resp, true); err != nil {
+		cn.fail(fmt.Errorf("%w: writing to %s: %w", ErrClosed, cn.addr, err))
+	}
+}
+
+// fail closes the connection, removes it from the client and fails every request in flight on
+// it with err. Only the first call has an effect.
+func (cn *conn) fail(err error) {
+	// Leave the table first so new requests dial afresh rather than find a dying connection.
+	cn.client.forget(cn)
+	cn.mu.Lock()
+	if cn.closed {
+		cn.mu.Unlock()
+		return
+	}
+	cn.closed = true
+	pending := cn.pending
+	cn.pending = nil
+	nc := cn.nc
+	cn.mu.Unlock()
+	if nc != nil {
+		_ = nc.Close()
+	}
+	for _, cl := range pending {
+		cl.err = err
+		cl.done <- struct{}{}
+	}
+}
+
+// forget drops cn from the connection table if it is still the current one for its address.
+func (c *Client) forget(cn *conn) {
+	c.mu.Lock()
+	if c.conns[cn.addr] == cn {
+		delete(c.conns, cn.addr)
+	}
+	c.mu.Unlock()
+}
+
+// CloseConn closes the connection to addr, if any, failing its requests in flight with
+// ErrClosed. The next request to addr connects again.
+func (c *Client) CloseConn(addr string) {
+	c.mu.RLock()
+	cn := c.conns[addr]
+	c.mu.RUnlock()
+	if cn != nil {
+		cn.fail(fmt.Errorf("%w: connection to %s closed by the client", ErrClosed, addr))
+	}
+}
+
+// Connected reports whether the client holds an established connection to addr.
+func (c *Client) Connected(addr string) bool {
+	c.mu.RLock()
+	cn := c.conns[addr]
+	c.mu.RUnlock()
+	return cn != nil && cn.up.Load()
+}
+
+// Close closes every connection, fails every request in flight with ErrClosed, and waits for
+// the client's goroutines to exit. Later requests fail with ErrClosed.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	conns := make([]*conn, 0, len(c.conns))
+	for _, cn := range c.conns {
+		conns = append(conns, cn)
+	}
+	c.mu.Unlock()
+	c.cancel()
+	for _, cn := range conns {
+		cn.fail(errClientClosed)
+	}
+	c.wg.Wait()
+	return nil
+}

@@ -1,0 +1,200 @@
+package remoting
+
+import (
+	"bufio"
+	"encoding/binary"
+	"io"
+	"net"
+	"sync"
+	"time"
+)
+
+// FrameReader reads frames from a stream through one reusable buffer: a frame that fits the
+// buffer is decoded in place, so reading costs only what the decoded Command keeps.
+type FrameReader struct {
+	br  *bufio.Reader
+	max int
+}
+
+// NewFrameReader reads from r with a buffer of bufSize bytes (32 KiB if <= 0) and refuses
+// frames larger than maxFrameSize bytes including the length field (DefaultMaxFrameSize if <= 0).
+func NewFrameReader(r io.Reader, bufSize, maxFrameSize int) *FrameReader {
+	if bufSize <= 0 {
+		bufSize = 32 << 10
+	}
+	if maxFrameSize <= 0 {
+		maxFrameSize = DefaultMaxFrameSize
+	}
+	return &FrameReader{br: bufio.NewReaderSize(r, bufSize), max: maxFrameSize}
+}
+
+// ReadCommand reads and decodes the next frame. Errors from the stream are returned as they
+// are (io.EOF at a frame boundary, io.ErrUnexpectedEOF inside a frame); a frame that is
+// oversized, too short or undecodable gives an error wrapping ErrFrame, after which the stream
+// is out of step and must be closed.
+func (fr *FrameReader) ReadCommand() (*Command, error) {
+	head, err := fr.br.Peek(4)
+	if err != nil {
+		if err == io.EOF && len(head) > 0 {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, err
+	}
+	length := int64(int32(binary.BigEndian.Uint32(head)))
+	if length < 4 {
+		return nil, frameError("frame length %d is smaller than the header length word", length)
+	}
+	if length+4 > int64(fr.max) {
+		return nil, frameError("frame of %d bytes exceeds the limit of %d bytes", length+4, fr.max)
+	}
+	n := int(length) + 4
+	if n <= fr.br.Size() {
+		frame, err := fr.br.Peek(n)
+		if err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+		cmd, err := Decode(frame[4:])
+		_, _ = fr.br.Discard(n)
+		return cmd, err
+	}
+	_, _ = fr.br.Discard(4)
+	frame := make([]byte, length)
+	if _, err := io.ReadFull(fr.br, frame); err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, err
+	}
+	return Decode(frame)
+}
+
+// Buffered returns how many bytes have been read from the stream but not yet consumed; a
+// server that answers inline can flush its responses once this drops to zero.
+func (fr *FrameReader) Buffered() int { return fr.br.Buffered() }
+
+// FrameWriter batches frames written concurrently onto one stream. Writers append their frame
+// to a shared buffer; whoever finds no write in progress becomes the flusher and writes
+// everything queued, looping until the buffer is empty, while the others return at once. Under
+// load many frames go out in one system call, and no goroutine exists just to write.
+//
+// A write error is sticky: every later call returns it.
+type FrameWriter struct {
+	w       io.Writer
+	conn    net.Conn // for write deadlines; nil if w is not a net.Conn
+	timeout time.Duration
+
+	mu       sync.Mutex
+	buf      []byte
+	spare    []byte
+	flushing bool
+	err      error
+}
+
+// maxRetainedBuffer bounds the write buffer kept between flushes, so one large frame does not
+// pin its memory for the life of the connection.
+const maxRetainedBuffer = 256 << 10
+
+// NewFrameWriter writes to w. If w is a net.Conn and writeTimeout > 0, every system write gets
+// that deadline, so a peer that stops reading cannot block writers forever.
+func NewFrameWriter(w io.Writer, writeTimeout time.Duration) *FrameWriter {
+	fw := &FrameWriter{w: w, timeout: writeTimeout, buf: make([]byte, 0, 4096)}
+	if c, ok := w.(net.Conn); ok && writeTimeout > 0 {
+		fw.conn = c
+	}
+	return fw
+}
+
+// Write queues one complete frame and flushes. It returns nil once the frame is queued behind
+// an active flusher, or after this call has written it; the frame is copied, so the caller may
+// reuse it on return.
+func (fw *FrameWriter) Write(frame []byte) error {
+	fw.mu.Lock()
+	if fw.err != nil {
+		err := fw.err
+		fw.mu.Unlock()
+		return err
+	}
+	fw.buf = append(fw.buf, frame...)
+	return fw.flushLocked()
+}
+
+// WriteCommand encodes c into the queue and flushes when flush is true; with flush false the
+// frame waits for the next Flush or Write, which lets a server batch the answers to everything
+// it has read.
+func (fw *FrameWriter) WriteCommand(c *Command, flush bool) error {
+	fw.mu.Lock()
+	if fw.err != nil {
+		err := fw.err
+		fw.mu.Unlock()
+		return err
+	}
+	var err error
+	fw.buf, err = AppendFrame(fw.buf, c)
+	if err != nil {
+		fw.mu.Unlock()
+		return err
+	}
+	if !flush {
+		fw.mu.Unlock()
+		return nil
+	}
+	return fw.flushLocked()
+}
+
+// WriteRaw queues arbitrary bytes (used to simulate broken peers) and flushes.
+func (fw *FrameWriter) WriteRaw(b []byte) error { return fw.Write(b) }
+
+// Flush writes everything queued.
+func (fw *FrameWriter) Flush() error {
+	fw.mu.Lock()
+	return fw.flushLocked()
+}
+
+// Err returns the sticky write error, if any.
+func (fw *FrameWriter) Err() error {
+	fw.mu.Lock()
+	defer fw.mu.Unlock()
+	return fw.err
+}
+
+// flushLocked is called with mu held and releases it.
+func (fw *FrameWriter) flushLocked() error {
+	if fw.flushing || len(fw.buf) == 0 {
+		err := fw.err
+		fw.mu.Unlock()
+		return err
+	}
+	fw.flushing = true
+	for len(fw.buf) > 0 && fw.err == nil {
+		out := fw.buf
+		fw.buf = fw.spare[:0]
+		fw.spare = nil
+		fw.mu.Unlock()
+
+		var err error
+		if fw.conn != nil {
+			err = fw.conn.SetWriteDeadline(time.Now().Add(fw.timeout))
+		}
+		if err == nil {
+			_, err = fw.w.Write(out)
+		}
+
+		fw.mu.Lock()
+		if err != nil {
+			fw.err = err
+		}
+		if cap(out) <= maxRetainedBuffer {
+			fw.spare = out[:0]
+		}
+	}
+	fw.flushing = false
+	err := fw.err
+	if err != nil {
+		fw.buf = nil
+	}
+	fw.mu.Unlock()
+	return err
+}
