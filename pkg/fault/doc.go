@@ -10,7 +10,7 @@
 //
 //	outcome         isolation computed from     reachable
 //	Success         measured latency            true
-//	ClientError     measured latency            true
+//	ClientError     measured latency            true (unchanged when probing)
 //	TransportError  the table's failure latency true (false when probing)
 //	BrokerError     the table's failure latency false
 //
@@ -57,7 +57,8 @@
 //     broker whatever the options say.
 //
 // An isolation therefore ends early in exactly two ways, both beyond RocketMQ: a successful
-// probe when probing, and a release by the cap. Everything else only extends it.
+// probe when probing, and a release by the cap. Everything else only extends it, apart from
+// Remove, which forgets the broker altogether.
 //
 // # Read path
 //
