@@ -477,3 +477,28 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+func TestFrameReaderCompleteTellsWhetherReadingWouldWait(t *testing.T) {
+	a, _ := Encode(routeRequest(JSON))
+	tests := []struct {
+		name   string
+		stream []byte
+		want   bool
+	}{
+		{"nothing buffered", nil, false},
+		{"partial length word", a[:2], false},
+		{"partial frame", a[:len(a)-1], false},
+		{"whole frame", a, true},
+		{"oversized frame fails at once", binary.BigEndian.AppendUint32(nil, 1<<30), true},
+		{"undersized frame fails at once", binary.BigEndian.AppendUint32(nil, 2), true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fr := NewFrameReader(strings.NewReader(string(tt.stream)), 0, 0)
+			_, _ = fr.br.Peek(len(tt.stream)) // fill the buffer as a read would
+			if got := fr.Complete(); got != tt.want {
+				t.Fatalf("Complete() = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}

@@ -75,6 +75,19 @@ func (fr *FrameReader) ReadCommand() (*Command, error) {
 // server that answers inline can flush its responses once this drops to zero.
 func (fr *FrameReader) Buffered() int { return fr.br.Buffered() }
 
+// Complete reports whether a whole frame is already buffered, so the next ReadCommand will not
+// wait for the network. A server answering inline flushes its queued responses when it is false.
+func (fr *FrameReader) Complete() bool {
+	n := fr.br.Buffered()
+	if n < 4 {
+		return false
+	}
+	head, _ := fr.br.Peek(4)
+	length := int64(int32(binary.BigEndian.Uint32(head)))
+	// A frame the reader will refuse counts as complete: reading it fails without waiting.
+	return length < 4 || length+4 > int64(fr.max) || int64(n) >= length+4
+}
+
 // FrameWriter batches frames written concurrently onto one stream. Writers append their frame
 // to a shared buffer; whoever finds no write in progress becomes the flusher and writes
 // everything queued, looping until the buffer is empty, while the others return at once. Under

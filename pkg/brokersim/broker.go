@@ -1,0 +1,670 @@
+package brokersim
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/detourmq/detour/pkg/remoting"
+)
+
+// Fault is what a broker does wrong. The zero value is a healthy broker; faults combine (a
+// delayed error code, a flapping broker that is also slow).
+type Fault struct {
+	// Delay is added before every answer. With DelayMax > Delay the delay is drawn uniformly
+	// from [Delay, DelayMax] for each request.
+	Delay, DelayMax time.Duration
+	// BlackHole: connections are accepted and requests read, but nothing is answered or stored.
+	BlackHole bool
+	// Refuse: the listener is closed (connects are refused) and open connections are dropped.
+	Refuse bool
+	// CloseMidRequest: each request is answered with half a response frame, then the
+	// connection is closed. Nothing is stored.
+	CloseMidRequest bool
+	// Code, when not zero, answers every request with this response code and stores nothing.
+	Code int16
+	// FlapUp and FlapDown, both > 0, make the broker alternate between up (FlapUp long; only
+	// Delay and Code apply) and down (FlapDown long). Down means Refuse when Refuse is set and
+	// black hole otherwise. The broker starts up.
+	FlapUp, FlapDown time.Duration
+}
+
+// drawDelay returns the latency to add to one request: Delay, or a uniform draw from
+// [Delay, DelayMax] when DelayMax is larger.
+func (f Fault) drawDelay() time.Duration {
+	if f.DelayMax > f.Delay {
+		return f.Delay + rand.N(f.DelayMax-f.Delay+1)
+	}
+	return f.Delay
+}
+
+// Flapping reports whether f describes a flapping broker.
+func (f Fault) Flapping() bool { return f.FlapUp > 0 && f.FlapDown > 0 }
+
+// String renders the fault in the command's syntax.
+func (f Fault) String() string {
+	var parts []string
+	switch {
+	case f.DelayMax > f.Delay:
+		parts = append(parts, fmt.Sprintf("delay:%v-%v", f.Delay, f.DelayMax))
+	case f.Delay > 0:
+		parts = append(parts, fmt.Sprintf("delay:%v", f.Delay))
+	}
+	if f.Flapping() {
+		down := ""
+		if f.Refuse {
+			down = ":refuse"
+		}
+		parts = append(parts, fmt.Sprintf("flap:%v/%v%s", f.FlapUp, f.FlapDown, down))
+	} else {
+		if f.BlackHole {
+			parts = append(parts, "blackhole")
+		}
+		if f.Refuse {
+			parts = append(parts, "refuse")
+		}
+	}
+	if f.CloseMidRequest {
+		parts = append(parts, "close")
+	}
+	if f.Code != 0 {
+		parts = append(parts, "code:"+strconv.Itoa(int(f.Code)))
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ",")
+}
+
+// Options configure a broker. The zero value is a broker like a default Java one in a test
+// cluster: cluster DefaultCluster, topics auto-created with 4 queues, messages kept.
+type Options struct {
+	// Cluster is the cluster name reported in routes (default "DefaultCluster").
+	Cluster string
+	// NoAutoCreate answers TOPIC_NOT_EXIST for sends to unknown topics instead of creating
+	// them, and hides the TBW102 template topic from the name server.
+	NoAutoCreate bool
+	// DefaultQueues is the queue count of auto-created topics (default 4).
+	DefaultQueues int
+	// CountOnly keeps counters and offsets but not the messages themselves, for benchmarks
+	// that send millions of messages.
+	CountOnly bool
+	// ResponseType fixes the header serialisation of answers; by default each answer uses its
+	// request's. (A Java server uses its configured type; clients must read both.)
+	ResponseType *remoting.SerializeType
+	// Region is the MSG_REGION reported on sends (default "DefaultRegion").
+	Region string
+}
+
+// StoredMessage is one message as the broker stored it. Treat Body and Properties as read-only.
+type StoredMessage struct {
+	Topic         string
+	QueueID       int
+	QueueOffset   int64
+	MsgID         string // offset message id, as answered to the producer
+	UniqKey       string // the producer's UNIQ_KEY property
+	Tags, Keys    string
+	Body          []byte
+	Properties    map[string]string
+	ProducerGroup string
+	BornTimestamp int64
+	StoreTime     time.Time
+	SysFlag, Flag int32
+	Batch         bool // arrived in a SEND_BATCH_MESSAGE
+}
+
+// QueueStats counts one queue's traffic.
+type QueueStats struct {
+	Received int64 // messages that arrived for this queue, whatever happened to them
+	Stored   int64 // messages stored (the queue's max offset)
+}
+
+// TopicStats counts one topic's traffic; Queues is indexed by queue id.
+type TopicStats struct {
+	Received int64
+	Stored   int64
+	Queues   []QueueStats
+}
+
+// Stats is a snapshot of what a broker received, answered and stored.
+type Stats struct {
+	Connections      int64           // connections accepted
+	Requests         int64           // requests read
+	RequestsByCode   map[int16]int64 // requests read, by request code
+	Responses        int64           // responses written
+	Dropped          int64           // requests swallowed by a black hole (including flap downs)
+	SendsReceived    int64           // send requests read (a batch counts once)
+	MessagesReceived int64           // messages in send requests read
+	MessagesStored   int64
+	Heartbeats       int64
+	Topics           map[string]TopicStats
+}
+
+// topicState is one topic's configuration and queues.
+type topicState struct {
+	readQueues, writeQueues int
+	perm, sysFlag           int32
+	queues                  []*queueState
+}
+
+type queueState struct {
+	received int64
+	stored   int64 // next offset
+	msgs     []StoredMessage
+}
+
+// faultState is the fault in force plus the flap phase, swapped atomically so the request path
+// reads it without locking.
+type faultState struct {
+	Fault
+	down bool
+}
+
+// Broker is a simulated RocketMQ broker (a master, broker id 0) on a loopback address. It
+// answers SEND_MESSAGE, SEND_MESSAGE_V2, SEND_BATCH_MESSAGE, HEART_BEAT, GET_MAX_OFFSET and
+// UPDATE_AND_CREATE_TOPIC like a Java broker, keeps messages in memory, and misbehaves as its
+// Fault says.
+type Broker struct {
+	name      string
+	opts      Options
+	srv       *server
+	storeHost netip.AddrPort
+
+	fault    atomic.Pointer[faultState]
+	faultMu  sync.Mutex    // serialises SetFault and Close
+	applyMu  sync.Mutex    // serialises putting a fault state in force (SetFault, flap loop)
+	flapStop chan struct{} // closes to stop the current flap loop
+	flapDone chan struct{}
+	flips    atomic.Int64
+	listenMu sync.Mutex
+	err      error // last error re-opening the listener
+
+	mu                sync.Mutex
+	topics            map[string]*topicState
+	requests          int64
+	byCode            map[int16]int64
+	dropped           int64
+	sends, received   int64
+	stored            int64
+	heartbeats        int64
+	commitLogOffset   int64
+	autoCreateRuntime atomic.Bool
+}
+
+// StartBroker starts a broker named name on addr ("127.0.0.1:0" picks a free port) with the
+// default Options.
+func StartBroker(name, addr string) (*Broker, error) {
+	return StartBrokerWith(name, addr, Options{})
+}
+
+// StartBrokerWith starts a broker with options.
+func StartBrokerWith(name, addr string, opts Options) (*Broker, error) {
+	if name == "" {
+		return nil, fmt.Errorf("brokersim: broker name is empty")
+	}
+	if opts.Cluster == "" {
+		opts.Cluster = "DefaultCluster"
+	}
+	if opts.DefaultQueues <= 0 {
+		opts.DefaultQueues = remoting.DefaultTopicQueueNums
+	}
+	if opts.Region == "" {
+		opts.Region = remoting.DefaultRegionID
+	}
+	b := &Broker{name: name, opts: opts, topics: make(map[string]*topicState), byCode: make(map[int16]int64)}
+	b.autoCreateRuntime.Store(!opts.NoAutoCreate)
+	b.fault.Store(&faultState{})
+	b.srv = newServer(b.handle)
+	if err := b.srv.listen(addr); err != nil {
+		return nil, fmt.Errorf("brokersim: broker %s: %w", name, err)
+	}
+	ap, err := netip.ParseAddrPort(b.srv.addr)
+	if err != nil {
+		b.srv.close()
+		return nil, fmt.Errorf("brokersim: broker %s: %w", name, err)
+	}
+	b.storeHost = ap
+	return b, nil
+}
+
+// Name returns the broker name.
+func (b *Broker) Name() string { return b.name }
+
+// Addr returns the broker's ip:port; it stays the same while the broker refuses connections.
+func (b *Broker) Addr() string { return b.srv.addr }
+
+// Cluster returns the broker's cluster name.
+func (b *Broker) Cluster() string { return b.opts.Cluster }
+
+// SetAutoCreate switches auto-creation of unknown topics while running.
+func (b *Broker) SetAutoCreate(on bool) { b.autoCreateRuntime.Store(on) }
+
+// Fault returns the fault in force.
+func (b *Broker) Fault() Fault { return b.fault.Load().Fault }
+
+// Down reports whether the broker is in the down phase of a flap, or black-holing or refusing
+// outright.
+func (b *Broker) Down() bool {
+	fs := b.fault.Load()
+	return fs.down || (!fs.Flapping() && (fs.BlackHole || fs.Refuse))
+}
+
+// Listening reports whether the broker accepts connections.
+func (b *Broker) Listening() bool { return b.srv.listening() }
+
+// Err returns the last error from re-opening the listener after Refuse ended, if any.
+func (b *Broker) Err() error {
+	b.listenMu.Lock()
+	defer b.listenMu.Unlock()
+	return b.err
+}
+
+// SetFault replaces the broker's fault; it takes effect for the next request (and at once for
+// Refuse). Fault{} heals the broker.
+func (b *Broker) SetFault(f Fault) {
+	b.faultMu.Lock()
+	defer b.faultMu.Unlock()
+	b.stopFlap()
+	b.applyMu.Lock()
+	b.applyLocked(&faultState{Fault: f})
+	b.applyMu.Unlock()
+	if f.Flapping() {
+		stop, done := make(chan struct{}), make(chan struct{})
+		b.flapStop, b.flapDone = stop, done
+		go b.flap(f, stop, done)
+	}
+}
+
+// applyLocked puts fs in force and opens or closes the listener to match. applyMu is held.
+func (b *Broker) applyLocked(fs *faultState) {
+	b.fault.Store(fs)
+	if fs.Refuse && (!fs.Flapping() || fs.down) {
+		b.srv.stopListening(true)
+		return
+	}
+	if !b.srv.listening() {
+		err := b.srv.listen("")
+		b.listenMu.Lock()
+		b.err = err
+		b.listenMu.Unlock()
+	}
+}
+
+// stopFlap ends the flap loop, if any, and waits for it. faultMu is held.
+func (b *Broker) stopFlap() {
+	if b.flapStop != nil {
+		close(b.flapStop)
+		<-b.flapDone
+		b.flapStop, b.flapDone = nil, nil
+	}
+}
+
+// flap alternates the up and down phases until stop closes.
+func (b *Broker) flap(f Fault, stop <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	down := false
+	t := time.NewTimer(f.FlapUp)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		down = !down
+		b.applyMu.Lock()
+		select {
+		case <-stop:
+			b.applyMu.Unlock()
+			return
+		default:
+		}
+		b.applyLocked(&faultState{Fault: f, down: down})
+		b.applyMu.Unlock()
+		b.flips.Add(1)
+		if down {
+			t.Reset(f.FlapDown)
+		} else {
+			t.Reset(f.FlapUp)
+		}
+	}
+}
+
+// FlapTransitions counts the phase changes flapping has made since the broker started.
+func (b *Broker) FlapTransitions() int64 { return b.flips.Load() }
+
+// CreateTopic creates (or reshapes) a topic with the given number of read and write queues and
+// read-write permission.
+func (b *Broker) CreateTopic(topic string, queues int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.upsertTopicLocked(topic, queues, queues, remoting.PermReadWrite, 0)
+}
+
+// SetTopicPerm changes a topic's permission bits (e.g. remoting.PermRead to forbid writes).
+func (b *Broker) SetTopicPerm(topic string, perm int32) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if t := b.topics[topic]; t != nil {
+		t.perm = perm
+	}
+}
+
+func (b *Broker) upsertTopicLocked(topic string, read, write int, perm, sysFlag int32) *topicState {
+	t := b.topics[topic]
+	if t == nil {
+		t = &topicState{}
+		b.topics[topic] = t
+	}
+	t.readQueues, t.writeQueues, t.perm, t.sysFlag = read, write, perm, sysFlag
+	for n := max(read, write); len(t.queues) < n; {
+		t.queues = append(t.queues, &queueState{})
+	}
+	return t
+}
+
+// TopicConfig describes a topic on one broker, as reported to the name server.
+type TopicConfig struct {
+	Name                    string
+	ReadQueues, WriteQueues int
+	Perm, SysFlag           int32
+}
+
+// Topics returns the broker's topics, sorted by name. With auto-create on, the TBW102 template
+// is included, as a Java broker with autoCreateTopicEnable registers it.
+func (b *Broker) Topics() []TopicConfig {
+	b.mu.Lock()
+	out := make([]TopicConfig, 0, len(b.topics)+1)
+	for name, t := range b.topics {
+		out = append(out, TopicConfig{Name: name, ReadQueues: t.readQueues, WriteQueues: t.writeQueues, Perm: t.perm, SysFlag: t.sysFlag})
+	}
+	b.mu.Unlock()
+	if _, ok := b.topic(remoting.DefaultTopic); !ok && b.autoCreateRuntime.Load() {
+		out = append(out, TopicConfig{Name: remoting.DefaultTopic, ReadQueues: 8, WriteQueues: 8, Perm: remoting.PermReadWrite | remoting.PermInherit})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// topic returns a topic's configuration.
+func (b *Broker) topic(name string) (TopicConfig, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	t := b.topics[name]
+	if t == nil {
+		return TopicConfig{}, false
+	}
+	return TopicConfig{Name: name, ReadQueues: t.readQueues, WriteQueues: t.writeQueues, Perm: t.perm, SysFlag: t.sysFlag}, true
+}
+
+// Stats returns a snapshot of the broker's counters.
+func (b *Broker) Stats() Stats {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s := Stats{
+		Connections: b.srv.accepted.Load(), Requests: b.requests, Responses: b.srv.responses.Load(),
+		Dropped: b.dropped, SendsReceived: b.sends, MessagesReceived: b.received, MessagesStored: b.stored,
+		Heartbeats: b.heartbeats, RequestsByCode: make(map[int16]int64, len(b.byCode)),
+		Topics: make(map[string]TopicStats, len(b.topics)),
+	}
+	for c, n := range b.byCode {
+		s.RequestsByCode[c] = n
+	}
+	for name, t := range b.topics {
+		ts := TopicStats{Queues: make([]QueueStats, len(t.queues))}
+		for i, q := range t.queues {
+			ts.Queues[i] = QueueStats{Received: q.received, Stored: q.stored}
+			ts.Received += q.received
+			ts.Stored += q.stored
+		}
+		s.Topics[name] = ts
+	}
+	return s
+}
+
+// Messages returns the messages stored in one queue, in offset order.
+func (b *Broker) Messages(topic string, queue int) []StoredMessage {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	t := b.topics[topic]
+	if t == nil || queue < 0 || queue >= len(t.queues) {
+		return nil
+	}
+	return append([]StoredMessage(nil), t.queues[queue].msgs...)
+}
+
+// StoredByUniqKey counts the stored messages of every topic by UNIQ_KEY, so a test can prove
+// that each message a producer sent was stored exactly once.
+func (b *Broker) StoredByUniqKey() map[string]int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make(map[string]int)
+	for _, t := range b.topics {
+		for _, q := range t.queues {
+			for i := range q.msgs {
+				out[q.msgs[i].UniqKey]++
+			}
+		}
+	}
+	return out
+}
+
+// Close stops the broker and waits for all its goroutines.
+func (b *Broker) Close() error {
+	b.faultMu.Lock()
+	b.stopFlap()
+	b.faultMu.Unlock()
+	b.srv.close()
+	return nil
+}
+
+// handle runs on a connection's reader for every request.
+func (b *Broker) handle(sc *serverConn, req *remoting.Command) {
+	fs := b.fault.Load()
+	var send *remoting.SendHeader
+	var sendErr error
+	var batch []*remoting.Message
+	isSend := req.Code == remoting.SendMessage || req.Code == remoting.SendMessageV2 || req.Code == remoting.SendBatchMessage
+	if isSend {
+		send, sendErr = remoting.ParseSendHeader(req)
+		if sendErr == nil && req.Code == remoting.SendBatchMessage {
+			batch, sendErr = remoting.DecodeBatch(req.Body)
+		}
+	}
+	down := fs.down || (!fs.Flapping() && fs.BlackHole)
+
+	b.mu.Lock()
+	b.requests++
+	b.byCode[req.Code]++
+	if isSend {
+		b.sends++
+		n := int64(1)
+		if batch != nil {
+			n = int64(len(batch))
+		}
+		b.received += n
+		if sendErr == nil {
+			if t := b.topics[send.Topic]; t != nil && send.QueueID >= 0 && int(send.QueueID) < len(t.queues) {
+				t.queues[send.QueueID].received += n
+			}
+		}
+	}
+	if down {
+		b.dropped++
+	}
+	b.mu.Unlock()
+
+	switch {
+	case down:
+		return
+	case fs.CloseMidRequest:
+		resp := remoting.NewResponse(req, remoting.SystemError, "")
+		if frame, err := remoting.Encode(resp); err == nil {
+			_ = sc.fw.WriteRaw(frame[:len(frame)/2])
+		}
+		sc.close()
+		return
+	}
+	answer := func(flush bool) {
+		var resp *remoting.Command
+		switch {
+		case fs.Code != 0:
+			resp = remoting.NewResponse(req, fs.Code, "brokersim: injected fault on "+b.name)
+		case isSend:
+			resp = b.send(req, send, sendErr, batch)
+		default:
+			resp = b.serve(req)
+		}
+		if resp == nil {
+			return
+		}
+		if b.opts.ResponseType != nil {
+			resp.SerializeType = *b.opts.ResponseType
+		}
+		sc.respond(req, resp, flush)
+	}
+	if d := fs.drawDelay(); d > 0 {
+		sc.after(d, func() { answer(true) })
+		return
+	}
+	answer(false)
+}
+
+// serve answers the non-send requests.
+func (b *Broker) serve(req *remoting.Command) *remoting.Command {
+	switch req.Code {
+	case remoting.HeartBeat:
+		b.mu.Lock()
+		b.heartbeats++
+		b.mu.Unlock()
+		return remoting.NewResponse(req, remoting.Success, "")
+	case remoting.GetMaxOffset:
+		topic := req.ExtFields["topic"]
+		q, err := strconv.Atoi(req.ExtFields["queueId"])
+		if topic == "" || err != nil {
+			return remoting.NewResponse(req, remoting.SystemError, "brokersim: GET_MAX_OFFSET needs topic and queueId")
+		}
+		var off int64
+		b.mu.Lock()
+		if t := b.topics[topic]; t != nil && q >= 0 && q < len(t.queues) {
+			off = t.queues[q].stored
+		}
+		b.mu.Unlock()
+		resp := remoting.NewResponse(req, remoting.Success, "")
+		resp.ExtFields = map[string]string{"offset": strconv.FormatInt(off, 10)}
+		return resp
+	case remoting.UpdateAndCreateTopic:
+		h, err := remoting.ParseCreateTopicRequest(req)
+		if err != nil {
+			return remoting.NewResponse(req, remoting.SystemError, err.Error())
+		}
+		if err := validTopic(h.Topic); err != nil {
+			return remoting.NewResponse(req, remoting.SystemError, err.Error())
+		}
+		if h.ReadQueueNums <= 0 || h.WriteQueueNums <= 0 || h.ReadQueueNums > 1024 || h.WriteQueueNums > 1024 {
+			return remoting.NewResponse(req, remoting.SystemError, fmt.Sprintf("brokersim: queue numbers %d/%d out of range", h.ReadQueueNums, h.WriteQueueNums))
+		}
+		b.mu.Lock()
+		b.upsertTopicLocked(h.Topic, int(h.ReadQueueNums), int(h.WriteQueueNums), h.Perm, h.TopicSysFlag)
+		b.mu.Unlock()
+		return remoting.NewResponse(req, remoting.Success, "")
+	}
+	return remoting.NewResponse(req, remoting.RequestCodeNotSupported, fmt.Sprintf(" request type %d not supported", req.Code))
+}
+
+var topicPattern = regexp.MustCompile(`^[%|a-zA-Z0-9_-]+$`)
+
+func validTopic(t string) error {
+	switch {
+	case t == "":
+		return fmt.Errorf("the specified topic is blank")
+	case len(t) > 127:
+		return fmt.Errorf("the specified topic is longer than topic max length 127")
+	case !topicPattern.MatchString(t):
+		return fmt.Errorf("the specified topic[%s] contains illegal characters, allowing only ^[%%|a-zA-Z0-9_-]+$", t)
+	}
+	return nil
+}
+
+// maxMessageSize is a Java broker's default maxMessageSize.
+const maxMessageSize = 4 << 20
+
+// send stores a send request's message(s) and builds the answer, following the Java broker's
+// checks in order: header, topic (auto-creating it if allowed), permission, queue id, size.
+func (b *Broker) send(req *remoting.Command, h *remoting.SendHeader, parseErr error, batch []*remoting.Message) *remoting.Command {
+	if parseErr != nil {
+		return remoting.NewResponse(req, remoting.SystemError, "brokersim: "+parseErr.Error())
+	}
+	if err := validTopic(h.Topic); err != nil {
+		return remoting.NewResponse(req, remoting.SystemError, err.Error())
+	}
+	if len(req.Body) > maxMessageSize {
+		return remoting.NewResponse(req, remoting.MessageIllegal, fmt.Sprintf("the message body size over max value, MAX: %d", maxMessageSize))
+	}
+	if len(h.Properties) > 1<<15-1 {
+		return remoting.NewResponse(req, remoting.MessageIllegal, "the message properties length is too long")
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	t := b.topics[h.Topic]
+	if t == nil {
+		if !b.autoCreateRuntime.Load() {
+			return remoting.NewResponse(req, remoting.TopicNotExist, fmt.Sprintf("topic[%s] not exist, apply first please!", h.Topic))
+		}
+		n := b.opts.DefaultQueues
+		if h.DefaultTopicQueueNums > 0 && int(h.DefaultTopicQueueNums) < n {
+			n = int(h.DefaultTopicQueueNums)
+		}
+		t = b.upsertTopicLocked(h.Topic, n, n, remoting.PermReadWrite, 0)
+	}
+	if t.perm&remoting.PermWrite == 0 {
+		return remoting.NewResponse(req, remoting.NoPermission, fmt.Sprintf("the topic[%s] sending message is forbidden", h.Topic))
+	}
+	qid := int(h.QueueID)
+	if qid < 0 {
+		qid = rand.IntN(t.writeQueues)
+	}
+	if qid >= t.writeQueues {
+		return remoting.NewResponse(req, remoting.SystemError, fmt.Sprintf("request queueId[%d] is illegal, topicConfig.writeQueueNums: %d", qid, t.writeQueues))
+	}
+	q := t.queues[qid]
+	if batch == nil {
+		batch = []*remoting.Message{{Topic: h.Topic, Body: req.Body, Flag: h.Flag, Properties: remoting.DecodeProperties(h.Properties)}}
+	}
+	now := time.Now()
+	first := q.stored
+	ids := make([]string, 0, len(batch))
+	for _, m := range batch {
+		msgID := remoting.NewOffsetMsgID(b.storeHost, b.commitLogOffset)
+		b.commitLogOffset += int64(len(m.Body)) + int64(len(h.Properties)) + 100
+		ids = append(ids, msgID)
+		if !b.opts.CountOnly {
+			q.msgs = append(q.msgs, StoredMessage{
+				Topic: h.Topic, QueueID: qid, QueueOffset: q.stored, MsgID: msgID,
+				UniqKey: m.Properties[remoting.PropertyUniqKey], Tags: m.Properties[remoting.PropertyTags],
+				Keys: m.Properties[remoting.PropertyKeys], Body: m.Body, Properties: m.Properties,
+				ProducerGroup: h.ProducerGroup, BornTimestamp: h.BornTimestamp, StoreTime: now,
+				SysFlag: h.SysFlag, Flag: m.Flag, Batch: req.Code == remoting.SendBatchMessage,
+			})
+		}
+		q.stored++
+		b.stored++
+	}
+	r := remoting.SendResponse{
+		Code: remoting.Success, MsgID: strings.Join(ids, ","), QueueID: int32(qid), QueueOffset: first,
+		RegionID: b.opts.Region, TraceOn: true,
+	}
+	if req.Code == remoting.SendBatchMessage {
+		r.BatchUniqID = remoting.DecodeProperties(h.Properties)[remoting.PropertyUniqKey]
+	} else {
+		r.TransactionID = batch[0].Properties[remoting.PropertyUniqKey]
+	}
+	return remoting.NewSendResponse(req, r)
+}

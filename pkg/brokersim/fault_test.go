@@ -1,0 +1,272 @@
+package brokersim
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/detourmq/detour/pkg/remoting"
+)
+
+func TestDrawDelayStaysInItsRange(t *testing.T) {
+	tests := []struct {
+		name     string
+		f        Fault
+		min, max time.Duration
+		varies   bool
+	}{
+		{"no delay", Fault{}, 0, 0, false},
+		{"fixed delay", Fault{Delay: 800 * time.Millisecond}, 800 * time.Millisecond, 800 * time.Millisecond, false},
+		{"range", Fault{Delay: 10 * time.Millisecond, DelayMax: 20 * time.Millisecond}, 10 * time.Millisecond, 20 * time.Millisecond, true},
+		{"max below delay means fixed", Fault{Delay: 10 * time.Millisecond, DelayMax: time.Millisecond}, 10 * time.Millisecond, 10 * time.Millisecond, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			seen := map[time.Duration]bool{}
+			for i := 0; i < 1000; i++ {
+				d := tt.f.drawDelay()
+				if d < tt.min || d > tt.max {
+					t.Fatalf("draw %v outside [%v, %v]", d, tt.min, tt.max)
+				}
+				seen[d] = true
+			}
+			if tt.varies != (len(seen) > 1) {
+				t.Fatalf("%d distinct draws", len(seen))
+			}
+		})
+	}
+}
+
+func TestDelayFaultHoldsAnswersBack(t *testing.T) {
+	b := startBroker(t, "broker-a", Options{})
+	c := newClient(t)
+	b.SetFault(Fault{Delay: 300 * time.Millisecond})
+	req, key := sendReq("T", 0, "x", true)
+	_, err := c.Invoke(timeout(t, 50*time.Millisecond), b.Addr(), req)
+	if !errors.Is(err, remoting.ErrTimeout) {
+		t.Fatalf("err = %v, want a timeout against a 300ms delay", err)
+	}
+	// The slow broker still stores the message when it gets round to answering, as a real one
+	// does: this is how timeouts turn into duplicates.
+	waitFor(t, "late store", func() bool { return b.StoredByUniqKey()[key] == 1 })
+
+	start := time.Now()
+	if resp := invoke(t, c, b.Addr(), remoting.NewHeartbeatRequest("c")); resp.Code != remoting.Success {
+		t.Fatalf("%v", resp)
+	}
+	if elapsed := time.Since(start); elapsed < 300*time.Millisecond {
+		t.Fatalf("answered after %v, before the 300ms delay", elapsed)
+	}
+	b.SetFault(Fault{})
+	if resp := invoke(t, c, b.Addr(), remoting.NewHeartbeatRequest("c")); resp.Code != remoting.Success {
+		t.Fatalf("%v", resp)
+	}
+}
+
+func TestDelayedAnswersDoNotBlockOthersOnTheConnection(t *testing.T) {
+	b := startBroker(t, "broker-a", Options{})
+	c := newClient(t)
+	b.SetFault(Fault{Delay: time.Hour})
+	slow := make(chan error, 1)
+	go func() {
+		_, err := c.Invoke(context.Background(), b.Addr(), remoting.NewHeartbeatRequest("c"))
+		slow <- err
+	}()
+	waitFor(t, "slow request read", func() bool { return b.Stats().Heartbeats == 0 && b.Stats().Requests == 1 })
+	b.SetFault(Fault{})
+	if resp := invoke(t, c, b.Addr(), remoting.NewHeartbeatRequest("c")); resp.Code != remoting.Success {
+		t.Fatalf("%v", resp)
+	}
+	select {
+	case err := <-slow:
+		t.Fatalf("the delayed request finished early: %v", err)
+	default:
+	}
+	_ = b.Close() // cancels the hour-long timer
+	if err := <-slow; !errors.Is(err, remoting.ErrClosed) {
+		t.Fatalf("delayed request after close: %v", err)
+	}
+}
+
+func TestBlackHoleReadsButNeverAnswers(t *testing.T) {
+	b := startBroker(t, "broker-a", Options{})
+	c := newClient(t)
+	invoke(t, c, b.Addr(), remoting.NewHeartbeatRequest("c"))
+	b.SetFault(Fault{BlackHole: true})
+	if !b.Down() {
+		t.Fatal("Down() is false in a black hole")
+	}
+	req, key := sendReq("T", 0, "x", true)
+	if _, err := c.Invoke(timeout(t, 100*time.Millisecond), b.Addr(), req); !errors.Is(err, remoting.ErrTimeout) {
+		t.Fatalf("err = %v, want a timeout", err)
+	}
+	s := b.Stats()
+	if s.Dropped != 1 || s.MessagesReceived != 1 || s.MessagesStored != 0 || b.StoredByUniqKey()[key] != 0 {
+		t.Fatalf("stats %+v", s)
+	}
+	if !c.Connected(b.Addr()) || s.Connections != 1 {
+		t.Fatal("a black hole keeps connections open")
+	}
+	b.SetFault(Fault{})
+	if resp := invoke(t, c, b.Addr(), req); resp.Code != remoting.Success {
+		t.Fatalf("after healing: %v", resp)
+	}
+	if n := b.Stats().Connections; n != 1 {
+		t.Fatalf("%d connections, want the same one", n)
+	}
+}
+
+func TestRefuseClosesTheListenerAndConnections(t *testing.T) {
+	b := startBroker(t, "broker-a", Options{})
+	addr := b.Addr()
+	c := newClient(t)
+	invoke(t, c, addr, remoting.NewHeartbeatRequest("c"))
+	b.SetFault(Fault{Refuse: true})
+	if b.Listening() {
+		t.Fatal("still listening")
+	}
+	waitFor(t, "client sees the connection drop", func() bool { return !c.Connected(addr) })
+	if _, err := c.Invoke(timeout(t, 2*time.Second), addr, remoting.NewHeartbeatRequest("c")); !errors.Is(err, remoting.ErrConnect) {
+		t.Fatalf("err = %v, want ErrConnect", err)
+	}
+	b.SetFault(Fault{})
+	if !b.Listening() || b.Addr() != addr || b.Err() != nil {
+		t.Fatalf("healed broker listening=%v addr=%s err=%v", b.Listening(), b.Addr(), b.Err())
+	}
+	if resp := invoke(t, c, addr, remoting.NewHeartbeatRequest("c")); resp.Code != remoting.Success {
+		t.Fatalf("%v", resp)
+	}
+}
+
+func TestCloseMidRequestBreaksTheConnection(t *testing.T) {
+	b := startBroker(t, "broker-a", Options{})
+	c := newClient(t)
+	b.SetFault(Fault{CloseMidRequest: true})
+	req, key := sendReq("T", 0, "x", true)
+	_, err := c.Invoke(timeout(t, 5*time.Second), b.Addr(), req)
+	if !errors.Is(err, remoting.ErrClosed) {
+		t.Fatalf("err = %v, want ErrClosed", err)
+	}
+	if b.StoredByUniqKey()[key] != 0 {
+		t.Fatal("stored a message whose connection was cut")
+	}
+	b.SetFault(Fault{})
+	if resp := invoke(t, c, b.Addr(), req); resp.Code != remoting.Success {
+		t.Fatalf("%v", resp)
+	}
+	if n := b.Stats().Connections; n != 2 {
+		t.Fatalf("%d connections, want a reconnect", n)
+	}
+}
+
+func TestCodeFaultAnswersEveryRequestWithTheCode(t *testing.T) {
+	b := startBroker(t, "broker-a", Options{})
+	c := newClient(t)
+	b.SetFault(Fault{Code: remoting.SystemBusy})
+	req, _ := sendReq("T", 0, "x", true)
+	for _, r := range []*remoting.Command{req, remoting.NewHeartbeatRequest("c"), remoting.NewGetMaxOffsetRequest("T", 0)} {
+		resp := invoke(t, c, b.Addr(), r)
+		if resp.Code != remoting.SystemBusy || !strings.Contains(resp.Remark, "injected fault on broker-a") {
+			t.Fatalf("%v answered %v", r, resp)
+		}
+	}
+	if s := b.Stats(); s.MessagesStored != 0 {
+		t.Fatalf("stored %d", s.MessagesStored)
+	}
+	b.SetFault(Fault{Code: remoting.SystemError, Delay: 100 * time.Millisecond})
+	start := time.Now()
+	if resp := invoke(t, c, b.Addr(), req); resp.Code != remoting.SystemError || time.Since(start) < 100*time.Millisecond {
+		t.Fatalf("delayed code: %v after %v", resp, time.Since(start))
+	}
+}
+
+// TestFlapAlternatesBetweenUpAndDown watches a flapping broker through its observable phase and
+// through requests: during down phases requests are swallowed, during up phases answered.
+func TestFlapAlternatesBetweenUpAndDown(t *testing.T) {
+	b := startBroker(t, "broker-a", Options{})
+	c := newClient(t)
+	b.SetFault(Fault{FlapUp: 60 * time.Millisecond, FlapDown: 60 * time.Millisecond})
+	var sawDown, sawUpAfterDown bool
+	deadline := time.Now().Add(10 * time.Second)
+	for !(sawDown && sawUpAfterDown && b.FlapTransitions() >= 2) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no full flap cycle: down=%v upAfterDown=%v transitions=%d", sawDown, sawUpAfterDown, b.FlapTransitions())
+		}
+		_, err := c.Invoke(timeout(t, 20*time.Millisecond), b.Addr(), remoting.NewHeartbeatRequest("c"))
+		switch {
+		case errors.Is(err, remoting.ErrTimeout):
+			sawDown = sawDown || b.Stats().Dropped > 0
+		case err == nil && sawDown:
+			sawUpAfterDown = true
+		case err != nil:
+			t.Fatal(err)
+		}
+	}
+	b.SetFault(Fault{})
+	if b.Down() {
+		t.Fatal("healed broker still down")
+	}
+	n := b.FlapTransitions()
+	invoke(t, c, b.Addr(), remoting.NewHeartbeatRequest("c"))
+	if b.FlapTransitions() != n {
+		t.Fatal("flapping continued after healing")
+	}
+}
+
+func TestFlapWithRefuseTogglesTheListener(t *testing.T) {
+	b := startBroker(t, "broker-a", Options{})
+	b.SetFault(Fault{FlapUp: 30 * time.Millisecond, FlapDown: 30 * time.Millisecond, Refuse: true})
+	waitFor(t, "listener closed while down", func() bool { return !b.Listening() })
+	waitFor(t, "listener back while up", func() bool { return b.Listening() })
+	if b.Err() != nil {
+		t.Fatal(b.Err())
+	}
+}
+
+func TestFaultString(t *testing.T) {
+	tests := []struct {
+		f    Fault
+		want string
+	}{
+		{Fault{}, "none"},
+		{Fault{Delay: 800 * time.Millisecond}, "delay:800ms"},
+		{Fault{Delay: time.Millisecond, DelayMax: time.Second}, "delay:1ms-1s"},
+		{Fault{BlackHole: true}, "blackhole"},
+		{Fault{Refuse: true, Code: 14}, "refuse,code:14"},
+		{Fault{FlapUp: time.Second, FlapDown: 2 * time.Second}, "flap:1s/2s"},
+		{Fault{FlapUp: time.Second, FlapDown: 2 * time.Second, Refuse: true, CloseMidRequest: true}, "flap:1s/2s:refuse,close"},
+	}
+	for _, tt := range tests {
+		if got := tt.f.String(); got != tt.want {
+			t.Errorf("%+v: %q, want %q", tt.f, got, tt.want)
+		}
+	}
+}
+
+func TestCloseStopsEveryGoroutine(t *testing.T) {
+	before := runtime.NumGoroutine()
+	b, err := StartBroker("broker-a", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns, err := StartNameServer("127.0.0.1:0", b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := remoting.NewClient(remoting.ClientOptions{})
+	for _, addr := range []string{b.Addr(), ns.Addr()} {
+		if _, err := c.Invoke(timeout(t, 5*time.Second), addr, remoting.NewHeartbeatRequest("c")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.SetFault(Fault{FlapUp: time.Hour, FlapDown: time.Hour, Delay: time.Hour})
+	go func() { _, _ = c.Invoke(context.Background(), b.Addr(), remoting.NewHeartbeatRequest("c")) }()
+	waitFor(t, "delayed request read", func() bool { return b.Stats().Requests == 2 })
+	_ = c.Close()
+	_ = b.Close()
+	_ = ns.Close()
+	waitFor(t, "goroutines gone", func() bool { return runtime.NumGoroutine() <= before })
+}

@@ -1,0 +1,134 @@
+package brokersim
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/detourmq/detour/pkg/remoting"
+)
+
+// NameServer is a simulated RocketMQ name server. It answers GET_ROUTEINFO_BY_TOPIC from the
+// topics of the brokers it knows, read live (a topic created on a broker is routable at once),
+// and TOPIC_NOT_EXIST for topics no broker has. Like a Java name server it writes standard JSON
+// to clients announcing version >= 401 or acceptStandardJsonOnly, and the legacy form with
+// unquoted integer keys to older clients such as rocketmq-client-go.
+type NameServer struct {
+	srv *server
+
+	mu      sync.RWMutex
+	brokers []*Broker
+
+	routeQueries atomic.Int64
+}
+
+// StartNameServer starts a name server on addr ("127.0.0.1:0" picks a free port) that knows the
+// given brokers.
+func StartNameServer(addr string, brokers ...*Broker) (*NameServer, error) {
+	n := &NameServer{brokers: append([]*Broker(nil), brokers...)}
+	n.srv = newServer(n.handle)
+	if err := n.srv.listen(addr); err != nil {
+		return nil, fmt.Errorf("brokersim: name server: %w", err)
+	}
+	return n, nil
+}
+
+// Addr returns the name server's ip:port.
+func (n *NameServer) Addr() string { return n.srv.addr }
+
+// AddBroker makes a broker known (routable); a broker with the same name is replaced.
+func (n *NameServer) AddBroker(b *Broker) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for i, old := range n.brokers {
+		if old.Name() == b.Name() {
+			n.brokers[i] = b
+			return
+		}
+	}
+	n.brokers = append(n.brokers, b)
+}
+
+// RemoveBroker forgets a broker by name, as a name server does when a broker unregisters.
+func (n *NameServer) RemoveBroker(name string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for i, b := range n.brokers {
+		if b.Name() == name {
+			n.brokers = append(n.brokers[:i], n.brokers[i+1:]...)
+			return
+		}
+	}
+}
+
+// RouteQueries counts the GET_ROUTEINFO_BY_TOPIC requests answered.
+func (n *NameServer) RouteQueries() int64 { return n.routeQueries.Load() }
+
+// Route returns the route of topic over the known brokers, or nil when no broker has it.
+func (n *NameServer) Route(topic string) *remoting.TopicRouteData {
+	n.mu.RLock()
+	brokers := append([]*Broker(nil), n.brokers...)
+	n.mu.RUnlock()
+	sort.Slice(brokers, func(i, j int) bool { return brokers[i].Name() < brokers[j].Name() })
+	r := &remoting.TopicRouteData{FilterServerTable: map[string][]string{}}
+	for _, b := range brokers {
+		var cfg *TopicConfig
+		for _, t := range b.Topics() {
+			if t.Name == topic {
+				cfg = &t
+				break
+			}
+		}
+		if cfg == nil {
+			continue
+		}
+		r.QueueDatas = append(r.QueueDatas, remoting.QueueData{
+			BrokerName: b.Name(), ReadQueueNums: int32(cfg.ReadQueues), WriteQueueNums: int32(cfg.WriteQueues),
+			Perm: cfg.Perm, TopicSysFlag: cfg.SysFlag,
+		})
+		r.BrokerDatas = append(r.BrokerDatas, remoting.BrokerData{
+			Cluster: b.Cluster(), BrokerName: b.Name(), BrokerAddrs: map[int64]string{remoting.MasterID: b.Addr()},
+		})
+	}
+	if len(r.QueueDatas) == 0 {
+		return nil
+	}
+	return r
+}
+
+// Close stops the name server and waits for its goroutines.
+func (n *NameServer) Close() error {
+	n.srv.close()
+	return nil
+}
+
+// standardJSONVersion is MQVersion V4_9_4, from which name servers answer standard JSON.
+const standardJSONVersion = 401
+
+func (n *NameServer) handle(sc *serverConn, req *remoting.Command) {
+	if req.Code != remoting.GetRouteInfoByTopic {
+		sc.respond(req, remoting.NewResponse(req, remoting.RequestCodeNotSupported, " request type "+strconv.Itoa(int(req.Code))+" not supported"), false)
+		return
+	}
+	n.routeQueries.Add(1)
+	topic := req.ExtFields["topic"]
+	r := n.Route(topic)
+	if r == nil {
+		sc.respond(req, remoting.NewResponse(req, remoting.TopicNotExist, "No topic route info in name server for the topic: "+topic), false)
+		return
+	}
+	resp := remoting.NewResponse(req, remoting.Success, "")
+	if req.Version >= standardJSONVersion || req.ExtFields["acceptStandardJsonOnly"] == "true" {
+		body, err := r.MarshalStandard()
+		if err != nil {
+			sc.respond(req, remoting.NewResponse(req, remoting.SystemError, err.Error()), false)
+			return
+		}
+		resp.Body = body
+	} else {
+		resp.Body = r.MarshalLegacy()
+	}
+	sc.respond(req, resp, false)
+}

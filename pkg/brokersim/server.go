@@ -1,0 +1,233 @@
+package brokersim
+
+import (
+	"errors"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/detourmq/detour/pkg/remoting"
+)
+
+// server is the transport shared by brokers and the name server: an accept loop, one reader
+// goroutine per connection that hands each request to handle, and batched response writing.
+// It can stop and resume listening on the same address, which is how a broker refuses
+// connections.
+type server struct {
+	addr   string // fixed after the first listen, so a refusing broker comes back on its port
+	handle func(sc *serverConn, req *remoting.Command)
+
+	mu        sync.Mutex
+	ln        net.Listener
+	conns     map[*serverConn]struct{}
+	closed    bool
+	wg        sync.WaitGroup
+	accepted  atomic.Int64
+	responses atomic.Int64
+}
+
+// serverConn is one accepted connection.
+type serverConn struct {
+	srv *server
+	nc  net.Conn
+	fw  *remoting.FrameWriter
+	fr  *remoting.FrameReader
+
+	mu     sync.Mutex
+	closed bool
+	timers map[uint64]*time.Timer
+	nextID uint64
+}
+
+// maxFrameSize is what the simulated servers accept, as RocketMQ's default.
+const maxFrameSize = remoting.DefaultMaxFrameSize
+
+func newServer(handle func(*serverConn, *remoting.Command)) *server {
+	return &server{handle: handle, conns: make(map[*serverConn]struct{})}
+}
+
+// listen starts (or restarts) the accept loop on addr, or on s.addr when it is already fixed.
+func (s *server) listen(addr string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return errors.New("brokersim: server closed")
+	}
+	if s.ln != nil {
+		return nil
+	}
+	if s.addr != "" {
+		addr = s.addr
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	s.ln = ln
+	s.addr = ln.Addr().String()
+	s.wg.Add(1)
+	go s.acceptLoop(ln)
+	return nil
+}
+
+func (s *server) acceptLoop(ln net.Listener) {
+	defer s.wg.Done()
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		s.mu.Lock()
+		if s.closed || s.ln != ln {
+			s.mu.Unlock()
+			_ = nc.Close()
+			continue
+		}
+		sc := &serverConn{
+			srv: s, nc: nc,
+			fw: remoting.NewFrameWriter(nc, 5*time.Second),
+			fr: remoting.NewFrameReader(nc, 64<<10, maxFrameSize),
+		}
+		s.conns[sc] = struct{}{}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		s.accepted.Add(1)
+		go sc.readLoop()
+	}
+}
+
+// stopListening closes the listener so new connections are refused, and with dropConns also
+// closes every open connection (a dead process loses its connections too).
+func (s *server) stopListening(dropConns bool) {
+	s.mu.Lock()
+	ln := s.ln
+	s.ln = nil
+	var conns []*serverConn
+	if dropConns {
+		for sc := range s.conns {
+			conns = append(conns, sc)
+		}
+	}
+	s.mu.Unlock()
+	if ln != nil {
+		_ = ln.Close()
+	}
+	for _, sc := range conns {
+		sc.close()
+	}
+}
+
+// dropConnections closes every open connection but keeps listening.
+func (s *server) dropConnections() {
+	s.mu.Lock()
+	conns := make([]*serverConn, 0, len(s.conns))
+	for sc := range s.conns {
+		conns = append(conns, sc)
+	}
+	s.mu.Unlock()
+	for _, sc := range conns {
+		sc.close()
+	}
+}
+
+// listening reports whether the server accepts connections now.
+func (s *server) listening() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ln != nil
+}
+
+// close stops everything and waits for every goroutine the server started.
+func (s *server) close() {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.closed = true
+	s.mu.Unlock()
+	s.stopListening(true)
+	s.wg.Wait()
+}
+
+func (sc *serverConn) readLoop() {
+	defer sc.srv.wg.Done()
+	defer sc.close()
+	for {
+		req, err := sc.fr.ReadCommand()
+		if err != nil {
+			// EOF, a reset or a malformed frame: as a RocketMQ server does, drop the connection.
+			return
+		}
+		if req.IsResponse() {
+			continue // the simulators never send requests, so there is nothing to match
+		}
+		sc.srv.handle(sc, req)
+		if !sc.fr.Complete() {
+			// Everything read so far is handled: write the batch of answers before waiting.
+			if sc.fw.Flush() != nil {
+				return
+			}
+		}
+	}
+}
+
+// respond queues resp as the answer to req; inline answers are flushed by the read loop.
+func (sc *serverConn) respond(req, resp *remoting.Command, flush bool) {
+	if req.IsOneway() {
+		return
+	}
+	resp.Opaque = req.Opaque
+	resp.Flag |= remoting.FlagResponse
+	if sc.fw.WriteCommand(resp, flush) == nil {
+		sc.srv.responses.Add(1)
+	}
+}
+
+// after runs f after d on a timer tied to the connection: closing the connection cancels it,
+// and the server waits for timers that already fired.
+func (sc *serverConn) after(d time.Duration, f func()) {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	if sc.closed {
+		return
+	}
+	id := sc.nextID
+	sc.nextID++
+	if sc.timers == nil {
+		sc.timers = make(map[uint64]*time.Timer)
+	}
+	sc.srv.wg.Add(1)
+	sc.timers[id] = time.AfterFunc(d, func() {
+		defer sc.srv.wg.Done()
+		sc.mu.Lock()
+		delete(sc.timers, id)
+		closed := sc.closed
+		sc.mu.Unlock()
+		if !closed {
+			f()
+		}
+	})
+}
+
+func (sc *serverConn) close() {
+	sc.mu.Lock()
+	if sc.closed {
+		sc.mu.Unlock()
+		return
+	}
+	sc.closed = true
+	timers := sc.timers
+	sc.timers = nil
+	sc.mu.Unlock()
+	for _, t := range timers {
+		if t.Stop() {
+			sc.srv.wg.Done()
+		}
+	}
+	_ = sc.nc.Close()
+	sc.srv.mu.Lock()
+	delete(sc.srv.conns, sc)
+	sc.srv.mu.Unlock()
+}
