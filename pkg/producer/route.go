@@ -152,10 +152,13 @@ func buildRoute(spec Route, pol *policyState, brokers map[string]Broker, next *r
 	return r
 }
 
-// Selection passes, in RocketMQ 5.x's order with pod health folded into the first three.
+// Selection passes, in RocketMQ 5.x's order with pod health folded in. RocketMQ's last pass is
+// plain round robin, which may hand a retry the broker that just failed although another broker
+// is just as isolated; passNotLast prefers a different broker there and changes nothing else.
 const (
 	passAvailable = iota // pod OK, available, not the last broker
 	passReachable        // pod OK, reachable, not the last broker
+	passNotLast          // pod OK, not the last broker
 	passPodOK            // pod OK (RocketMQ's unfiltered pass, minus unhealthy pods)
 	passAny              // anything, only when every healthy pod is gone from the route
 )
@@ -167,6 +170,8 @@ func (q *queueEntry) accept(pass int, last string) bool {
 		return b.podOK && b.name != last && b.entry.Available()
 	case passReachable:
 		return b.podOK && b.name != last && b.entry.Reachable()
+	case passNotLast:
+		return b.podOK && b.name != last
 	case passPodOK:
 		return b.podOK
 	default:
@@ -219,6 +224,9 @@ func (r *route) pickSlow(last string, random bool, i uint32) *queueEntry {
 		i = 0
 	}
 	for pass := passAvailable; pass < passes; pass++ {
+		if pass == passNotLast && last == "" {
+			continue // same as passPodOK on a first attempt
+		}
 		if pass > passAvailable {
 			k = 0
 			if random {

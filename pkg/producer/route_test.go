@@ -134,10 +134,19 @@ func TestSelectionPasses(t *testing.T) {
 			tol.Update("b", 0, fault.TransportError) // reachable
 			tol.Update("c", 0, fault.BrokerError)    // unreachable
 		}, "a", map[string]bool{"b": true}, 50},
-		{"nothing reachable but last: any queue, last included", func(tol *fault.Tolerance, _ *Runtime) {
+		{"nothing reachable but last: another isolated broker rather than last", func(tol *fault.Tolerance, _ *Runtime) {
 			tol.Update("b", 0, fault.BrokerError)
 			tol.Update("c", 0, fault.BrokerError)
-		}, "a", map[string]bool{"a": true, "b": true, "c": true}, 50},
+		}, "a", map[string]bool{"b": true, "c": true}, 50},
+		{"everything unreachable, first attempt: any queue", func(tol *fault.Tolerance, _ *Runtime) {
+			for _, b := range []string{"a", "b", "c"} {
+				tol.Update(b, 0, fault.BrokerError)
+			}
+		}, "", map[string]bool{"a": true, "b": true, "c": true}, 50},
+		{"only healthy pod is the last broker: retry goes back to it", func(_ *fault.Tolerance, r *Runtime) {
+			r.SetBroker(Broker{Name: "b", Addr: "127.0.0.1:2", Ready: false})
+			r.SetBroker(Broker{Name: "c", Addr: "127.0.0.1:3", Ready: false})
+		}, "a", map[string]bool{"a": true}, 20},
 		{"pod not ready is skipped", func(_ *fault.Tolerance, r *Runtime) {
 			r.SetBroker(Broker{Name: "b", Addr: "127.0.0.1:2", Ready: false})
 		}, "", map[string]bool{"a": true, "c": true}, 50},

@@ -132,7 +132,7 @@ func (e *SendError) Is(target error) bool { return target == ErrSendTimeout && e
 // UNIQ_KEY (m's own if it has one) and feeds its own latency and outcome into the policy's fault
 // table. m is not modified.
 func (r *Runtime) Send(ctx context.Context, m *Message) (*SendResult, error) {
-	return r.send(ctx, m, ModeSync)
+	return r.send(ctx, m, ModeSync, time.Now())
 }
 
 // SendAsync sends m like Send on another goroutine and calls cb exactly once with the outcome,
@@ -140,6 +140,8 @@ func (r *Runtime) Send(ctx context.Context, m *Message) (*SendResult, error) {
 // Options.MaxAsyncInFlight async sends run at once; beyond that SendAsync waits for a slot or for
 // ctx to end.
 func (r *Runtime) SendAsync(ctx context.Context, m *Message, cb func(*SendResult, error)) {
+	// As in RocketMQ, time spent waiting for a slot counts against the send's budget.
+	begin := time.Now()
 	if err := ValidateMessage(m); err != nil {
 		go cb(nil, err)
 		return
@@ -153,14 +155,14 @@ func (r *Runtime) SendAsync(ctx context.Context, m *Message, cb func(*SendResult
 	}
 	go func() {
 		defer func() { <-r.asyncSlots }()
-		cb(r.send(ctx, m, ModeAsync))
+		cb(r.send(ctx, m, ModeAsync, begin))
 	}()
 }
 
 // SendOneway writes m to a broker without waiting for an answer. It retries, within the same
 // budget, only when the write itself fails; a broker's refusal is never seen.
 func (r *Runtime) SendOneway(ctx context.Context, m *Message) error {
-	_, err := r.send(ctx, m, ModeOneway)
+	_, err := r.send(ctx, m, ModeOneway, time.Now())
 	return err
 }
 
@@ -204,14 +206,13 @@ func sendStatus(code int16) (string, bool) {
 
 // send is the retry loop shared by all modes (RocketMQ's sendDefaultImpl, with the per-attempt
 // cap of 5.3.3 and the same retry rules for every mode).
-func (r *Runtime) send(ctx context.Context, m *Message, mode SendMode) (*SendResult, error) {
+func (r *Runtime) send(ctx context.Context, m *Message, mode SendMode, begin time.Time) (*SendResult, error) {
 	if err := ValidateMessage(m); err != nil {
 		return nil, err
 	}
 	if r.closed.Load() {
 		return nil, ErrClosed
 	}
-	begin := time.Now()
 	rt := r.state.Load().routes[m.Topic]
 	if rt == nil || len(rt.queues) == 0 {
 		err := &NoRouteError{Topic: m.Topic}

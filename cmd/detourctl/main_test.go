@@ -1,0 +1,163 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/detourmq/detour/pkg/brokersim"
+)
+
+// buildDetourctl compiles the command once per test binary run.
+func buildDetourctl(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "detourctl")
+	if runtime.GOOS == "windows" {
+		bin += ".exe"
+	}
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func startBrokers(t *testing.T, topic string, queues int, names ...string) map[string]*brokersim.Broker {
+	t.Helper()
+	out := map[string]*brokersim.Broker{}
+	for _, n := range names {
+		b, err := brokersim.StartBroker(n, "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { b.Close() })
+		b.CreateTopic(topic, queues)
+		out[n] = b
+	}
+	return out
+}
+
+func TestDetourctlSendPrintsOneJSONObjectPerSendAndASummary(t *testing.T) {
+	bin := buildDetourctl(t)
+	bs := startBrokers(t, "TopicTest", 4, "broker-a", "broker-b")
+	cmd := exec.Command(bin, "send",
+		"--broker", "broker-a="+bs["broker-a"].Addr(), "--broker", "broker-b="+bs["broker-b"].Addr(),
+		"--topic", "TopicTest", "--queues", "4", "--count", "16", "--preset", "RocketMQ5", "--output", "json")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("detourctl: %v\n%s", err, stderr.String())
+	}
+	var lines []sendLine
+	var sum *summary
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		raw := sc.Bytes()
+		var probe map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &probe); err != nil {
+			t.Fatalf("line %q is not JSON: %v", raw, err)
+		}
+		if s, ok := probe["summary"]; ok {
+			sum = &summary{}
+			if err := json.Unmarshal(s, sum); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		for _, k := range []string{"msgId", "broker", "queueId", "queueOffset", "attempts", "brokersTried", "latencyMillis", "error"} {
+			if _, ok := probe[k]; !ok {
+				t.Fatalf("line %s lacks %q", raw, k)
+			}
+		}
+		var l sendLine
+		if err := json.Unmarshal(raw, &l); err != nil {
+			t.Fatal(err)
+		}
+		lines = append(lines, l)
+	}
+	if len(lines) != 16 || sum == nil {
+		t.Fatalf("%d send lines, summary %v:\n%s", len(lines), sum, out)
+	}
+	perQueue := map[string]int{}
+	for _, l := range lines {
+		if l.Error != "" || len(l.MsgID) != 32 || l.Attempts != 1 || len(l.BrokersTried) != 1 || l.BrokersTried[0] != l.Broker {
+			t.Fatalf("line %+v", l)
+		}
+		perQueue[l.Broker+"/"+string(rune('0'+l.QueueID))]++
+	}
+	if len(perQueue) != 8 {
+		t.Fatalf("16 sends over 8 queues used %d queues: %v", len(perQueue), perQueue)
+	}
+	if sum.Sent != 16 || sum.Failed != 0 || sum.PerBroker["broker-a"] != 8 || sum.PerBroker["broker-b"] != 8 {
+		t.Fatalf("summary %+v", sum)
+	}
+	for name, b := range bs {
+		n := 0
+		for q := 0; q < 4; q++ {
+			n += len(b.Messages("TopicTest", q))
+		}
+		if n != 8 {
+			t.Fatalf("%s stores %d messages, want 8", name, n)
+		}
+	}
+}
+
+func TestDetourctlSendTextOutputAndFailures(t *testing.T) {
+	bin := buildDetourctl(t)
+	bs := startBrokers(t, "TopicTest", 2, "broker-a", "broker-b")
+	bs["broker-a"].SetFault(brokersim.Fault{Code: 2}) // SYSTEM_BUSY: retried on broker-b
+	cmd := exec.Command(bin, "send",
+		"--broker", "broker-a="+bs["broker-a"].Addr(), "--broker", "broker-b="+bs["broker-b"].Addr(),
+		"--topic", "TopicTest", "--queues", "2", "--count", "6", "--output", "text")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("detourctl: %v\n%s", err, out)
+	}
+	text := string(out)
+	if n := strings.Count(text, "SEND_OK  msgId="); n != 6 {
+		t.Fatalf("%d SEND_OK lines:\n%s", n, text)
+	}
+	if !strings.Contains(text, "brokersTried=broker-a,broker-b") || !strings.Contains(text, "summary: sent=6 failed=0 retried=1 perBroker=[broker-b=6]") ||
+		!strings.Contains(text, "isolated=[broker-a]") {
+		t.Fatalf("output:\n%s", text)
+	}
+
+	// Every broker failing: failure lines, exit status 1.
+	bs["broker-b"].SetFault(brokersim.Fault{Code: 1})
+	cmd = exec.Command(bin, "send", "--broker", "broker-b="+bs["broker-b"].Addr(), "--topic", "TopicTest",
+		"--queues", "2", "--count", "2", "--attempts", "1", "--output", "text")
+	out, err = cmd.Output()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+		t.Fatalf("want exit status 1, got %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "FAILED   attempts=1 brokersTried=broker-b") ||
+		!strings.Contains(string(out), "Send [1] times, still failed") {
+		t.Fatalf("output:\n%s", out)
+	}
+}
+
+func TestDetourctlRefusesBadUsage(t *testing.T) {
+	for _, args := range [][]string{
+		{}, {"nope"}, {"send"}, {"send", "--broker", "x"}, {"send", "--broker", "a=1:1", "--output", "yaml"},
+		{"send", "--broker", "a=1:1", "--topic", "bad topic"}, {"send", "--broker", "a=1:1", "--preset", "RocketMQ9"},
+		{"send", "--broker", "a=1:1", "--broker", "a=1:2"},
+	} {
+		var stdout, stderr bytes.Buffer
+		if code := run(t.Context(), args, &stdout, &stderr); code != 2 {
+			t.Errorf("%v: exit %d, want 2 (stderr %q)", args, code, stderr.String())
+		}
+		if stderr.Len() == 0 {
+			t.Errorf("%v: nothing on stderr", args)
+		}
+	}
+	_ = os.Stdout
+}
