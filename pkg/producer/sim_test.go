@@ -162,7 +162,6 @@ func (m *recordingMetrics) snapshotAttempts() []attempt {
 	return append([]attempt(nil), m.attempts...)
 }
 
-
 func sortedCopy(s []string) []string {
 	out := append([]string(nil), s...)
 	for i := 1; i < len(out); i++ {
