@@ -51,7 +51,10 @@ type config struct {
 // listFlag collects a repeatable flag.
 type listFlag []string
 
-func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+// String implements flag.Value.
+func (l *listFlag) String() string { return strings.Join(*l, ",") }
+
+// Set implements flag.Value; each use of the flag adds one entry.
 func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 
 // errUsage marks errors for which the usage text was already printed.

@@ -52,9 +52,10 @@ func (o *ClientOptions) withDefaults() ClientOptions {
 
 // Client sends RocketMQ requests over TCP. It keeps one connection per address and multiplexes
 // every request to that address over it, matching responses to requests by opaque. Each request
-// waits under its own context deadline; no goroutine is started per request (one reader per
-// connection does all the receiving, and writers batch their frames). A connection that fails
-// fails only the requests in flight on it and is replaced by the next request.
+// waits under its own context deadline; no goroutine is started per request: per connection one
+// reader does all the receiving and one writer all the sending, batching the frames queued while
+// it writes. A connection that fails fails only the requests in flight on it and is replaced by
+// the next request.
 //
 // A Client is safe for concurrent use.
 type Client struct {
@@ -86,8 +87,9 @@ type conn struct {
 	up     atomic.Bool   // dial succeeded and ready is closed
 	err    error         // dial error, set before ready closes
 
-	nc net.Conn
-	fw *FrameWriter
+	nc   net.Conn
+	fw   *FrameWriter
+	stop chan struct{} // closed by fail: ends the writer goroutine
 
 	mu      sync.Mutex
 	pending map[int32]*call
@@ -260,8 +262,8 @@ func (c *Client) conn(ctx context.Context, addr string, req *Command) (*conn, er
 	return cn, nil
 }
 
-// run dials, then reads responses until the connection fails. It is the only goroutine a
-// connection owns.
+// run dials, starts the connection's writer, then reads responses until the connection fails.
+// The reader and the writer are the only goroutines a connection owns.
 func (cn *conn) run() {
 	c := cn.client
 	defer c.wg.Done()
@@ -289,11 +291,22 @@ func (cn *conn) run() {
 		return
 	}
 	cn.nc = nc
-	cn.fw = NewFrameWriter(nc, c.opts.WriteTimeout)
+	cn.fw = NewQueuedFrameWriter(nc, c.opts.WriteTimeout)
+	cn.stop = make(chan struct{})
+	c.wg.Add(1)
+	go cn.writeLoop()
 	cn.mu.Unlock()
 	cn.up.Store(true)
 	close(cn.ready)
 	cn.readLoop()
+}
+
+// writeLoop does all the connection's writing, so requests never wait on the socket.
+func (cn *conn) writeLoop() {
+	defer cn.client.wg.Done()
+	if err := cn.fw.Run(cn.stop); err != nil {
+		cn.fail(fmt.Errorf("%w: writing to %s: %w", ErrClosed, cn.addr, err))
+	}
 }
 
 func (cn *conn) readLoop() {
@@ -361,6 +374,9 @@ func (cn *conn) fail(err error) {
 	pending := cn.pending
 	cn.pending = nil
 	nc := cn.nc
+	if cn.stop != nil {
+		close(cn.stop)
+	}
 	cn.mu.Unlock()
 	if nc != nil {
 		_ = nc.Close()

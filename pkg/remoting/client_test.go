@@ -502,3 +502,40 @@ func TestFrameReaderCompleteTellsWhetherReadingWouldWait(t *testing.T) {
 		})
 	}
 }
+
+// TestDeadlineHoldsWhenThePeerStopsReading fills the socket of a peer that never reads: the
+// writer goroutine blocks, but every request still returns at its own deadline.
+func TestDeadlineHoldsWhenThePeerStopsReading(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	held := make(chan net.Conn, 1)
+	go func() {
+		nc, err := ln.Accept()
+		if err == nil {
+			held <- nc
+		}
+	}()
+	c := newTestClient(t, ClientOptions{WriteTimeout: time.Hour, MaxFrameSize: 2 << 20})
+	body := make([]byte, 1<<20)
+	for i := 0; i < 24; i++ { // far more than the loopback socket buffers hold
+		done := make(chan error, 1)
+		go func() {
+			_, err := c.Invoke(ctxTimeout(t, 50*time.Millisecond), ln.Addr().String(), NewRequest(SendMessage, nil, body))
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if !errors.Is(err, ErrTimeout) {
+				t.Fatalf("request %d: err = %v, want ErrTimeout", i, err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("request %d is stuck behind the blocked write", i)
+		}
+	}
+	if nc := <-held; nc != nil {
+		_ = nc.Close()
+	}
+}

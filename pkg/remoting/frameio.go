@@ -104,6 +104,9 @@ type FrameWriter struct {
 	spare    []byte
 	flushing bool
 	err      error
+
+	queued bool          // Write only queues; Run writes
+	wake   chan struct{} // capacity 1: "there may be something to write"
 }
 
 // maxRetainedBuffer bounds the write buffer kept between flushes, so one large frame does not
@@ -120,9 +123,36 @@ func NewFrameWriter(w io.Writer, writeTimeout time.Duration) *FrameWriter {
 	return fw
 }
 
+// NewQueuedFrameWriter returns a FrameWriter whose Write and WriteCommand only queue: the
+// goroutine running Run does all the writing. Callers then never block on the socket, however
+// slowly the peer reads, so their own deadlines hold; frames queued while a write is in progress
+// go out together in the next one.
+func NewQueuedFrameWriter(w io.Writer, writeTimeout time.Duration) *FrameWriter {
+	fw := NewFrameWriter(w, writeTimeout)
+	fw.queued = true
+	fw.wake = make(chan struct{}, 1)
+	return fw
+}
+
+// Run writes what a queued FrameWriter queues until stop closes (it returns nil) or a write
+// fails (it returns the error, which is also sticky). Call it from exactly one goroutine.
+func (fw *FrameWriter) Run(stop <-chan struct{}) error {
+	for {
+		select {
+		case <-stop:
+			return nil
+		case <-fw.wake:
+		}
+		fw.mu.Lock()
+		if err := fw.flushLocked(); err != nil {
+			return err
+		}
+	}
+}
+
 // Write queues one complete frame and flushes. It returns nil once the frame is queued behind
-// an active flusher, or after this call has written it; the frame is copied, so the caller may
-// reuse it on return.
+// an active flusher (or for a queued writer, once it is queued), or after this call has written
+// it; the frame is copied, so the caller may reuse it on return.
 func (fw *FrameWriter) Write(frame []byte) error {
 	fw.mu.Lock()
 	if fw.err != nil {
@@ -131,12 +161,25 @@ func (fw *FrameWriter) Write(frame []byte) error {
 		return err
 	}
 	fw.buf = append(fw.buf, frame...)
+	if fw.queued {
+		fw.mu.Unlock()
+		fw.signal()
+		return nil
+	}
 	return fw.flushLocked()
+}
+
+// signal wakes Run without blocking; one pending wake-up covers any number of frames.
+func (fw *FrameWriter) signal() {
+	select {
+	case fw.wake <- struct{}{}:
+	default:
+	}
 }
 
 // WriteCommand encodes c into the queue and flushes when flush is true; with flush false the
 // frame waits for the next Flush or Write, which lets a server batch the answers to everything
-// it has read.
+// it has read. A queued writer always hands the frame to Run.
 func (fw *FrameWriter) WriteCommand(c *Command, flush bool) error {
 	fw.mu.Lock()
 	if fw.err != nil {
@@ -150,6 +193,11 @@ func (fw *FrameWriter) WriteCommand(c *Command, flush bool) error {
 		fw.mu.Unlock()
 		return err
 	}
+	if fw.queued {
+		fw.mu.Unlock()
+		fw.signal()
+		return nil
+	}
 	if !flush {
 		fw.mu.Unlock()
 		return nil
@@ -160,8 +208,12 @@ func (fw *FrameWriter) WriteCommand(c *Command, flush bool) error {
 // WriteRaw queues arbitrary bytes (used to simulate broken peers) and flushes.
 func (fw *FrameWriter) WriteRaw(b []byte) error { return fw.Write(b) }
 
-// Flush writes everything queued.
+// Flush writes everything queued (for a queued writer: wakes Run to do it).
 func (fw *FrameWriter) Flush() error {
+	if fw.queued {
+		fw.signal()
+		return fw.Err()
+	}
 	fw.mu.Lock()
 	return fw.flushLocked()
 }

@@ -74,7 +74,28 @@ func (m *Message) EncodeProperties() string {
 	for k, v := range m.Properties {
 		n += len(k) + len(v) + 2
 	}
-	return string(m.AppendProperties(make([]byte, 0, n)))
+	var b strings.Builder
+	b.Grow(n)
+	if m.Tags != "" {
+		writeProperty(&b, PropertyTags, m.Tags)
+	}
+	if m.Keys != "" {
+		writeProperty(&b, PropertyKeys, m.Keys)
+	}
+	for k, v := range m.Properties {
+		if v == "" || (k == PropertyTags && m.Tags != "") || (k == PropertyKeys && m.Keys != "") {
+			continue
+		}
+		writeProperty(&b, k, v)
+	}
+	return b.String()
+}
+
+func writeProperty(b *strings.Builder, k, v string) {
+	b.WriteString(k)
+	b.WriteByte(NameValueSeparator)
+	b.WriteString(v)
+	b.WriteByte(PropertySeparator)
 }
 
 // Property returns the named property, consulting Tags and Keys for TAGS and KEYS.
@@ -110,16 +131,14 @@ func EncodeProperties(props map[string]string) string {
 	for k, v := range props {
 		n += len(k) + len(v) + 2
 	}
-	if n == 0 {
-		return ""
-	}
-	b := make([]byte, 0, n)
+	var b strings.Builder
+	b.Grow(n)
 	for k, v := range props {
 		if v != "" {
-			b = appendProperty(b, k, v)
+			writeProperty(&b, k, v)
 		}
 	}
-	return string(b)
+	return b.String()
 }
 
 // DecodeProperties parses a properties string the way RocketMQ does: segments between \x02 are
