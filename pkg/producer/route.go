@@ -91,6 +91,10 @@ type brokerSlot struct {
 type queueEntry struct {
 	b  *brokerSlot
 	id int32
+	// rest counts the queues from this one to the end of its broker's block (itself included).
+	// Every filter judges brokers, not queues, so a rejected queue rejects the rest of its block
+	// and selection jumps over it: a pass costs one check per broker, not per queue.
+	rest uint32
 }
 
 // rrCounter is a route's round-robin index, alone on its cache line so that counters of
@@ -146,7 +150,7 @@ func buildRoute(spec Route, pol *policyState, brokers map[string]Broker, next *r
 			r.podFiltered = true
 		}
 		for i := 0; i < b.WriteQueues; i++ {
-			r.queues = append(r.queues, queueEntry{b: slot, id: int32(i)})
+			r.queues = append(r.queues, queueEntry{b: slot, id: int32(i), rest: uint32(b.WriteQueues - i)})
 		}
 	}
 	return r
@@ -211,7 +215,9 @@ func (r *route) pick(last string, random bool) *queueEntry {
 	return r.pickSlow(last, random, i)
 }
 
-// pickSlow finishes the first pass from queue i+1 and runs the remaining passes.
+// pickSlow finishes the first pass after queue i was rejected and runs the remaining passes.
+// Jumping over a rejected broker's block counts every queue jumped as a probe, so the shared index
+// moves exactly as if each had been checked.
 func (r *route) pickSlow(last string, random bool, i uint32) *queueEntry {
 	qs := r.queues
 	n := uint32(len(qs))
@@ -219,8 +225,9 @@ func (r *route) pickSlow(last string, random bool, i uint32) *queueEntry {
 	if r.podFiltered {
 		passes = passAny + 1
 	}
-	k := uint32(1) // probes already made in this pass
-	if i++; i == n {
+	k := qs[i].rest // probes already made in this pass
+	// Blocks end at queue boundaries and the last block ends at n, so a jump lands at most on n.
+	if i += qs[i].rest; i == n {
 		i = 0
 	}
 	for pass := passAvailable; pass < passes; pass++ {
@@ -235,7 +242,7 @@ func (r *route) pickSlow(last string, random bool, i uint32) *queueEntry {
 				i = r.next.n.Add(1) % n
 			}
 		}
-		for ; k < n; k++ {
+		for k < n {
 			q := &qs[i]
 			if q.accept(pass, last) {
 				if k > 0 && !random {
@@ -243,7 +250,8 @@ func (r *route) pickSlow(last string, random bool, i uint32) *queueEntry {
 				}
 				return q
 			}
-			if i++; i == n {
+			k += q.rest
+			if i += q.rest; i == n {
 				i = 0
 			}
 		}
