@@ -8,13 +8,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
 )
@@ -31,6 +34,7 @@ var (
 	testEnv        *envtest.Environment
 	restConfig     *rest.Config
 	k8sClient      client.Client
+	k8sWatchClient client.WithWatch
 	kubeconfigPath string
 )
 
@@ -46,6 +50,12 @@ func runSuite(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "KUBEBUILDER_ASSETS is not set: run `make test`, or "+
 			"KUBEBUILDER_ASSETS=$(hack/setup-envtest.sh) go test ./controllers/")
 		return 1
+	}
+	// Controller logs are noise in a passing run; DETOUR_TEST_LOG=1 shows them.
+	if os.Getenv("DETOUR_TEST_LOG") != "" {
+		ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.WriteTo(os.Stderr)))
+	} else {
+		ctrl.SetLogger(logr.Discard())
 	}
 	if err := clientgoscheme.AddToScheme(testScheme); err != nil {
 		panic(err)
@@ -71,6 +81,11 @@ func runSuite(m *testing.M) int {
 	k8sClient, err = client.New(restConfig, client.Options{Scheme: testScheme})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "creating a client: %v\n", err)
+		return 1
+	}
+	k8sWatchClient, err = client.NewWithWatch(restConfig, client.Options{Scheme: testScheme})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "creating a watch client: %v\n", err)
 		return 1
 	}
 	dir, err := os.MkdirTemp("", "detour-envtest-")

@@ -57,7 +57,7 @@ type FaultRule struct {
 }
 
 // RetryPolicy bounds how a synchronous send retries.
-// +kubebuilder:validation:XValidation:rule="!has(self.perAttemptTimeoutMillis) || self.perAttemptTimeoutMillis <= self.sendTimeoutMillis",message="perAttemptTimeoutMillis must not exceed sendTimeoutMillis"
+// +kubebuilder:validation:XValidation:rule="!has(self.perAttemptTimeoutMillis) || !has(self.sendTimeoutMillis) || self.perAttemptTimeoutMillis <= self.sendTimeoutMillis",message="perAttemptTimeoutMillis must not exceed sendTimeoutMillis"
 type RetryPolicy struct {
 	// attempts is the number of attempts a synchronous send makes, the first included
 	// (RocketMQ's 1 + retryTimesWhenSendFailed).
@@ -97,7 +97,7 @@ type RetryPolicy struct {
 }
 
 // ProbePolicy configures the probes sent to isolated brokers.
-// +kubebuilder:validation:XValidation:rule="self.timeoutMillis < self.intervalMillis",message="timeoutMillis must be less than intervalMillis"
+// +kubebuilder:validation:XValidation:rule="!has(self.timeoutMillis) || !has(self.intervalMillis) || self.timeoutMillis < self.intervalMillis",message="timeoutMillis must be less than intervalMillis"
 type ProbePolicy struct {
 	// enabled turns probing on. With probing, a broker leaves isolation only after a probe
 	// (GET_MAX_OFFSET) succeeds, and a failed probe keeps it out.

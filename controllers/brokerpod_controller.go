@@ -1,0 +1,115 @@
+package controllers
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
+	"github.com/detourmq/detour/pkg/producer"
+)
+
+// BrokerPodReconciler pushes the state of every master broker pod that a Topic selects into the
+// runtime: its address, whether it is Ready, whether it is terminating, and when it is gone. It
+// writes nothing to the API server, so it runs on every replica, leader or not.
+type BrokerPodReconciler struct {
+	client.Client
+	Runtime *producer.Runtime
+	brokers *brokerDirectory
+}
+
+var _ reconcile.Reconciler = (*BrokerPodReconciler)(nil)
+
+// Reconcile gets the pod, decides whether it is a broker master some Topic selects, and pushes
+// that into the runtime at once.
+func (r *BrokerPodReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	log := ctrl.LoggerFrom(ctx)
+	var pod corev1.Pod
+	if err := r.Get(ctx, req.NamespacedName, &pod); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, err
+		}
+		r.forgetPod(ctx, req.NamespacedName)
+		return ctrl.Result{}, nil
+	}
+	b, ok := describeBrokerPod(&pod)
+	if !ok || !b.Master || b.Addr == "" {
+		r.forgetPod(ctx, req.NamespacedName)
+		return ctrl.Result{}, nil
+	}
+	selected, err := selectedByTopic(ctx, r.Client, &pod)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if !selected {
+		r.forgetPod(ctx, req.NamespacedName)
+		return ctrl.Result{}, nil
+	}
+	r.Runtime.SetBroker(producer.Broker{Name: b.Name, Addr: b.Addr, Ready: b.Ready, Terminating: b.Terminating})
+	r.brokers.set(req.NamespacedName, b.Name)
+	log.V(1).Info("Broker pushed to the runtime", "broker", b.Name, "addr", b.Addr, "ready", b.Ready, "terminating", b.Terminating)
+	return ctrl.Result{}, nil
+}
+
+// forgetPod removes the broker a vanished or deselected pod backed, unless another pod has
+// become that broker's master in the meantime.
+func (r *BrokerPodReconciler) forgetPod(ctx context.Context, pod types.NamespacedName) {
+	if broker, owned := r.brokers.forget(pod); owned {
+		r.Runtime.RemoveBroker(broker)
+		ctrl.LoggerFrom(ctx).Info("Broker removed from the runtime", "broker", broker)
+	}
+}
+
+// selectedByTopic reports whether any Topic in the pod's namespace selects it.
+func selectedByTopic(ctx context.Context, c client.Reader, pod *corev1.Pod) (bool, error) {
+	var topics routingv1alpha1.TopicList
+	if err := c.List(ctx, &topics, client.InNamespace(pod.Namespace)); err != nil {
+		return false, err
+	}
+	for i := range topics.Items {
+		sel, err := metav1.LabelSelectorAsSelector(&topics.Items[i].Spec.BrokerSelector)
+		if err == nil && !sel.Empty() && sel.Matches(labels.Set(pod.Labels)) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// podsOfTopic maps a Topic to every pod in its namespace, so a changed selector re-evaluates
+// both the pods it now selects and the ones it no longer does.
+func (r *BrokerPodReconciler) podsOfTopic(ctx context.Context, obj client.Object) []reconcile.Request {
+	var pods corev1.PodList
+	if err := r.List(ctx, &pods, client.InNamespace(obj.GetNamespace())); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing pods for a Topic failed", "topic", klog.KObj(obj))
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(pods.Items))
+	for i := range pods.Items {
+		if _, ok := describeBrokerPod(&pods.Items[i]); ok {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&pods.Items[i])})
+		}
+	}
+	return reqs
+}
+
+// SetupWithManager registers the reconciler. It does not need leadership: every replica's
+// runtime must know the brokers to send.
+func (r *BrokerPodReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("brokerpod").
+		For(&corev1.Pod{}).
+		Watches(&routingv1alpha1.Topic{}, handler.EnqueueRequestsFromMapFunc(r.podsOfTopic)).
+		WithOptions(controller.Options{NeedLeaderElection: ptr.To(false), MaxConcurrentReconciles: 2}).
+		Complete(r)
+}

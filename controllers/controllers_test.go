@@ -1,0 +1,463 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	eventsv1 "k8s.io/api/events/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
+	"github.com/detourmq/detour/pkg/brokersim"
+	"github.com/detourmq/detour/pkg/producer"
+)
+
+// slowPolicy isolates a broker for 5 s once a send took 300 ms, and probes isolated brokers so a
+// healed one returns as soon as it answers.
+func slowPolicy() routingv1alpha1.FaultPolicySpec {
+	return routingv1alpha1.FaultPolicySpec{
+		Rules: []routingv1alpha1.FaultRule{
+			{LatencyMillis: 100, IsolationMillis: 0},
+			{LatencyMillis: 300, IsolationMillis: 5000},
+		},
+		Retry: routingv1alpha1.RetryPolicy{Attempts: 3, SendTimeoutMillis: 5000},
+		Probe: routingv1alpha1.ProbePolicy{Enabled: ptr.To(true), IntervalMillis: 200, TimeoutMillis: 100},
+	}
+}
+
+// sendUntilBroker sends until one send lands on broker (at most 2*queues sends).
+func sendUntilBroker(t *testing.T, rt *producer.Runtime, topic, broker string) *producer.SendResult {
+	t.Helper()
+	for i := 0; i < 16; i++ {
+		res, err := send(rt, topic)
+		if err != nil {
+			t.Fatalf("send %d: %v", i, err)
+		}
+		if res.Broker == broker {
+			return res
+		}
+	}
+	t.Fatalf("no send reached %s", broker)
+	return nil
+}
+
+// TestSlowBrokerIsIsolatedAndReportedThenRecovers drives the design's data flow end to end:
+// resources -> controllers -> runtime -> TCP -> brokersim, and the runtime's verdict back into
+// FaultPolicy status, Events and kubectl.
+func TestSlowBrokerIsIsolatedAndReportedThenRecovers(t *testing.T) {
+	ns := newNamespace(t)
+	rt := startManager(t)
+	c := startCluster(t, ns, 3)
+	createPolicy(t, ns, "slow", slowPolicy())
+	topic := c.createTopic(t, "orders", "slow")
+	topicReady(t, topic, 3)
+	routedTo(t, rt, topic.Spec.TopicName, 3)
+
+	for i := 0; i < 12; i++ {
+		if _, err := send(rt, topic.Spec.TopicName); err != nil {
+			t.Fatalf("healthy send %d: %v", i, err)
+		}
+	}
+	slow := c.brokers[1]
+	slow.SetFault(brokersim.Fault{Delay: 400 * time.Millisecond})
+	res := sendUntilBroker(t, rt, topic.Spec.TopicName, slow.Name())
+	if res.Latency < 300*time.Millisecond {
+		t.Fatalf("the slow send took %v", res.Latency)
+	}
+
+	eventually(t, "status lists the slow broker", func() error {
+		fp := getPolicy(t, ns, "slow")
+		ib := isolatedIn(fp, slow.Name())
+		if ib == nil || fp.Status.Isolated != 1 {
+			return fmt.Errorf("status = %+v", fp.Status)
+		}
+		if ib.Reason != routingv1alpha1.IsolationSlowSend && ib.Reason != routingv1alpha1.IsolationProbeFailed {
+			return fmt.Errorf("reason = %s", ib.Reason)
+		}
+		// A probe that failed since then reports its own latency; the send's verdict reports the send's.
+		if ib.Pod != c.pods[1].Name || (ib.Reason == routingv1alpha1.IsolationSlowSend && ib.LatencyMillis < 300) {
+			return fmt.Errorf("entry = %+v", ib)
+		}
+		return nil
+	})
+	// The first status write is the SlowSend verdict with an end in the future.
+	fp := getPolicy(t, ns, "slow")
+	if ib := isolatedIn(fp, slow.Name()); ib.Reason == routingv1alpha1.IsolationSlowSend &&
+		(ib.Until == nil || !ib.Until.After(time.Now().Add(-time.Second))) {
+		t.Errorf("until = %v, want in the future", ib.Until)
+	}
+	if fp.Status.Brokers != 3 {
+		t.Errorf("status.brokers = %d, want 3", fp.Status.Brokers)
+	}
+
+	out, err := kubectl(t, "", "get", "faultpolicies", "-n", ns, "--no-headers")
+	if err != nil {
+		t.Fatalf("kubectl get faultpolicies: %v\n%s", err, out)
+	}
+	if f := strings.Fields(out); len(f) < 4 || f[0] != "slow" || f[1] != "3" || f[2] != "1" || f[3] != "True" {
+		t.Errorf("kubectl get faultpolicies = %q, want slow 3 1 True", out)
+	}
+	eventually(t, "an Event reports the isolation", func() error {
+		return findEvent(ns, "slow", EventBrokerIsolated, slow.Name())
+	})
+
+	for i := 0; i < 20; i++ {
+		res, err := send(rt, topic.Spec.TopicName)
+		if err != nil {
+			t.Fatalf("send while isolated: %v", err)
+		}
+		if res.Broker == slow.Name() {
+			t.Fatalf("send %d reached the isolated broker", i)
+		}
+	}
+
+	slow.SetFault(brokersim.Fault{})
+	eventually(t, "the healed broker leaves status", func() error {
+		fp := getPolicy(t, ns, "slow")
+		if fp.Status.Isolated != 0 || len(fp.Status.IsolatedBrokers) != 0 {
+			return fmt.Errorf("status = %+v", fp.Status)
+		}
+		return nil
+	})
+	eventually(t, "an Event reports the recovery", func() error {
+		return findEvent(ns, "slow", EventBrokerRecovered, slow.Name())
+	})
+	sendUntilBroker(t, rt, topic.Spec.TopicName, slow.Name())
+}
+
+// TestPodNotReadyAndTerminatingAreSkippedWithoutFailedSends proves pod awareness: a broker whose
+// pod is NotReady or terminating gets no send, no send fails on the way, and status says why.
+func TestPodNotReadyAndTerminatingAreSkippedWithoutFailedSends(t *testing.T) {
+	ns := newNamespace(t)
+	rt := startManager(t)
+	c := startCluster(t, ns, 3)
+	createPolicy(t, ns, "pods", routingv1alpha1.FaultPolicySpec{})
+	topic := c.createTopic(t, "orders", "pods")
+	topicReady(t, topic, 3)
+	routedTo(t, rt, topic.Spec.TopicName, 3)
+
+	setPodReady(t, c.pods[0], false)
+	eventually(t, "status lists the NotReady pod", func() error {
+		ib := isolatedIn(getPolicy(t, ns, "pods"), c.brokers[0].Name())
+		if ib == nil || ib.Reason != routingv1alpha1.IsolationPodNotReady || ib.Pod != c.pods[0].Name {
+			return fmt.Errorf("entry = %+v", ib)
+		}
+		return nil
+	})
+	before := c.brokers[0].Stats().SendsReceived
+	expectSendsAvoid(t, rt, topic.Spec.TopicName, c.brokers[0].Name())
+	if got := c.brokers[0].Stats().SendsReceived; got != before {
+		t.Errorf("the NotReady broker received %d sends", got-before)
+	}
+
+	ctx := context.Background()
+	pod := c.pods[1]
+	if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
+		t.Fatal(err)
+	}
+	pod.Finalizers = append(pod.Finalizers, "routing.detour.dev/test-hold")
+	if err := k8sClient.Update(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8sClient.Delete(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "status lists the terminating pod", func() error {
+		ib := isolatedIn(getPolicy(t, ns, "pods"), c.brokers[1].Name())
+		if ib == nil || ib.Reason != routingv1alpha1.IsolationPodTerminating {
+			return fmt.Errorf("entry = %+v", ib)
+		}
+		return nil
+	})
+	expectSendsAvoid(t, rt, topic.Spec.TopicName, c.brokers[0].Name(), c.brokers[1].Name())
+
+	// The pod comes back Ready: the broker is selectable again.
+	setPodReady(t, c.pods[0], true)
+	eventually(t, "the Ready pod leaves status", func() error {
+		if ib := isolatedIn(getPolicy(t, ns, "pods"), c.brokers[0].Name()); ib != nil {
+			return fmt.Errorf("still listed: %+v", ib)
+		}
+		return nil
+	})
+	sendUntilBroker(t, rt, topic.Spec.TopicName, c.brokers[0].Name())
+}
+
+// expectSendsAvoid sends a round of messages and fails if any reached an avoided broker or needed
+// more than one attempt.
+func expectSendsAvoid(t *testing.T, rt *producer.Runtime, topic string, avoid ...string) {
+	t.Helper()
+	for i := 0; i < 12; i++ {
+		res, err := send(rt, topic)
+		if err != nil {
+			t.Fatalf("send %d: %v", i, err)
+		}
+		if res.Attempts != 1 {
+			t.Errorf("send %d took %d attempts (%v)", i, res.Attempts, res.BrokersTried)
+		}
+		for _, b := range avoid {
+			if res.Broker == b {
+				t.Fatalf("send %d reached %s", i, b)
+			}
+		}
+	}
+}
+
+// TestChangedPolicyTakesEffectForTheNextSend proves a FaultPolicy edit reaches the runtime
+// without a restart: a latency the old table tolerated isolates under the new one.
+func TestChangedPolicyTakesEffectForTheNextSend(t *testing.T) {
+	ns := newNamespace(t)
+	rt := startManager(t)
+	c := startCluster(t, ns, 3)
+	createPolicy(t, ns, "tunable", routingv1alpha1.FaultPolicySpec{
+		Rules: []routingv1alpha1.FaultRule{{LatencyMillis: 100, IsolationMillis: 0}, {LatencyMillis: 2000, IsolationMillis: 5000}},
+		Probe: routingv1alpha1.ProbePolicy{Enabled: ptr.To(false)},
+	})
+	topic := c.createTopic(t, "orders", "tunable")
+	topicReady(t, topic, 3)
+	routedTo(t, rt, topic.Spec.TopicName, 3)
+	key := PolicyKey(ns, "tunable")
+
+	slow := c.brokers[2]
+	slow.SetFault(brokersim.Fault{Delay: 250 * time.Millisecond})
+	sendUntilBroker(t, rt, topic.Spec.TopicName, slow.Name())
+	if iso := rt.Isolated(key); len(iso) != 0 {
+		t.Fatalf("250 ms isolated under the 2000 ms table: %+v", iso)
+	}
+
+	fp := getPolicy(t, ns, "tunable")
+	fp.Spec.Rules[1].LatencyMillis = 200
+	if err := k8sClient.Update(context.Background(), fp); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the new table is in force", func() error {
+		p, ok := rt.Policy(key)
+		if !ok || p.Table.IsolationFor(250*time.Millisecond) != 5*time.Second {
+			return errors.New("old table")
+		}
+		return nil
+	})
+	sendUntilBroker(t, rt, topic.Spec.TopicName, slow.Name())
+	if iso := rt.Isolated(key); len(iso) != 1 || iso[0].Broker != slow.Name() {
+		t.Fatalf("isolated = %+v, want %s", iso, slow.Name())
+	}
+	eventually(t, "status follows", func() error {
+		fp := getPolicy(t, ns, "tunable")
+		if isolatedIn(fp, slow.Name()) == nil || fp.Status.ObservedGeneration != fp.Generation {
+			return fmt.Errorf("status = %+v", fp.Status)
+		}
+		return nil
+	})
+}
+
+// TestRestartedManagerHonoursIsolationsFromStatus proves nothing learnt is lost across a
+// restart: an isolation written to status is in force in a new runtime before its first send,
+// even though the broker has healed meanwhile.
+func TestRestartedManagerHonoursIsolationsFromStatus(t *testing.T) {
+	ns := newNamespace(t)
+	c := startCluster(t, ns, 3)
+	spec := slowPolicy()
+	spec.Rules[1].IsolationMillis = 60000
+	spec.Probe.Enabled = ptr.To(false)
+	createPolicy(t, ns, "sticky", spec)
+	topic := c.createTopic(t, "orders", "sticky")
+	slow := c.brokers[0]
+
+	func() {
+		first, stop := startStoppableManager(t)
+		defer stop()
+		routedTo(t, first, topic.Spec.TopicName, 3)
+		slow.SetFault(brokersim.Fault{Delay: 400 * time.Millisecond})
+		sendUntilBroker(t, first, topic.Spec.TopicName, slow.Name())
+		eventually(t, "the isolation is written to status", func() error {
+			if ib := isolatedIn(getPolicy(t, ns, "sticky"), slow.Name()); ib == nil || ib.Until == nil {
+				return errors.New("not yet")
+			}
+			return nil
+		})
+	}()
+	slow.SetFault(brokersim.Fault{})
+
+	second := startManager(t)
+	if iso := second.Isolated(PolicyKey(ns, "sticky")); len(iso) != 1 || iso[0].Broker != slow.Name() {
+		t.Fatalf("the new runtime starts with isolations %+v, want %s", iso, slow.Name())
+	}
+	routedTo(t, second, topic.Spec.TopicName, 3)
+	before := slow.Stats().SendsReceived
+	expectSendsAvoid(t, second, topic.Spec.TopicName, slow.Name())
+	if got := slow.Stats().SendsReceived; got != before {
+		t.Errorf("the restored isolated broker received %d sends", got-before)
+	}
+}
+
+// TestMissingPolicyAndDeletionsReachTheRuntime proves a Topic whose FaultPolicy does not exist is
+// Ready=False with a clear reason yet routes with RocketMQ's defaults, and that deleting either
+// resource removes it from the runtime.
+func TestMissingPolicyAndDeletionsReachTheRuntime(t *testing.T) {
+	ns := newNamespace(t)
+	rt := startManager(t)
+	c := startCluster(t, ns, 2)
+	topic := c.createTopic(t, "orders", "absent")
+	eventually(t, "Ready=False FaultPolicyNotFound", func() error {
+		var got routingv1alpha1.Topic
+		if err := k8sClient.Get(context.Background(), client.ObjectKeyFromObject(topic), &got); err != nil {
+			return err
+		}
+		cond := apimeta.FindStatusCondition(got.Status.Conditions, routingv1alpha1.ConditionReady)
+		if cond == nil || cond.Status != metav1.ConditionFalse || cond.Reason != routingv1alpha1.ReasonFaultPolicyNotFound ||
+			!strings.Contains(cond.Message, `"absent"`) {
+			return fmt.Errorf("condition = %+v", cond)
+		}
+		return nil
+	})
+	routedTo(t, rt, topic.Spec.TopicName, 2)
+	if info, _ := rt.RouteInfo(topic.Spec.TopicName); info.Policy != "" {
+		t.Errorf("route policy = %q, want the default", info.Policy)
+	}
+	if _, err := send(rt, topic.Spec.TopicName); err != nil {
+		t.Fatalf("send with the default policy: %v", err)
+	}
+
+	fp := createPolicy(t, ns, "absent", routingv1alpha1.FaultPolicySpec{})
+	topicReady(t, topic, 2)
+	eventually(t, "the route uses the new policy", func() error {
+		if info, _ := rt.RouteInfo(topic.Spec.TopicName); info.Policy != PolicyKey(ns, "absent") {
+			return fmt.Errorf("policy = %q", info.Policy)
+		}
+		return nil
+	})
+
+	ctx := context.Background()
+	if err := k8sClient.Delete(ctx, fp); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the policy leaves the runtime", func() error {
+		if _, ok := rt.Policy(PolicyKey(ns, "absent")); ok {
+			return errors.New("still known")
+		}
+		return nil
+	})
+	if err := k8sClient.Delete(ctx, topic); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the route leaves the runtime", func() error {
+		if _, ok := rt.RouteInfo(topic.Spec.TopicName); ok {
+			return errors.New("still routed")
+		}
+		return nil
+	})
+	if _, err := send(rt, topic.Spec.TopicName); !errors.Is(err, producer.ErrNoRoute) {
+		t.Errorf("send after delete: %v, want ErrNoRoute", err)
+	}
+}
+
+// TestTopicIsCreatedOnEveryMaster proves the Topic controller sends UPDATE_AND_CREATE_TOPIC with
+// the spec's queue numbers to each broker.
+func TestTopicIsCreatedOnEveryMaster(t *testing.T) {
+	ns := newNamespace(t)
+	startManager(t)
+	c := startCluster(t, ns, 2)
+	topic := c.createTopic(t, "orders", "")
+	topicReady(t, topic, 2)
+	for _, b := range c.brokers {
+		eventually(t, "topic created on "+b.Name(), func() error {
+			for _, tc := range b.Topics() {
+				if tc.Name == topic.Spec.TopicName {
+					if tc.WriteQueues != 2 || tc.ReadQueues != 4 {
+						return fmt.Errorf("config = %+v", tc)
+					}
+					return nil
+				}
+			}
+			return errors.New("not created")
+		})
+	}
+}
+
+// TestStatusWritesAreCoalescedUnderAnEventStorm proves at most one status write per policy per
+// second while the runtime reports a thousand isolation changes a second.
+func TestStatusWritesAreCoalescedUnderAnEventStorm(t *testing.T) {
+	ns := newNamespace(t)
+	rt := startManager(t)
+	c := startCluster(t, ns, 3)
+	createPolicy(t, ns, "storm", routingv1alpha1.FaultPolicySpec{})
+	topic := c.createTopic(t, "orders", "storm")
+	topicReady(t, topic, 3)
+	routedTo(t, rt, topic.Spec.TopicName, 3)
+	eventually(t, "policy status settled", func() error {
+		if fp := getPolicy(t, ns, "storm"); fp.Status.Brokers != 3 {
+			return fmt.Errorf("status = %+v", fp.Status)
+		}
+		return nil
+	})
+
+	var writes atomic.Int64
+	watchCtx, stopWatch := context.WithCancel(context.Background())
+	defer stopWatch()
+	w, err := k8sWatchClient.Watch(watchCtx, &routingv1alpha1.FaultPolicyList{}, client.InNamespace(ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for ev := range w.ResultChan() {
+			if ev.Type == "MODIFIED" {
+				writes.Add(1)
+			}
+		}
+	}()
+
+	// The storm: one broker's pod flips between Ready and NotReady every millisecond, as the
+	// broker-pod controller would push it; each flip is an isolation change.
+	const stormFor = 3 * time.Second
+	flipper := c.brokers[2]
+	flips := 0
+	start := time.Now()
+	for elapsed := time.Duration(0); elapsed < stormFor; elapsed = time.Since(start) {
+		// Keep pace with a thousand flips per second of elapsed time, however slow the machine.
+		for flips <= int(elapsed/time.Millisecond)+10 {
+			rt.SetBroker(producer.Broker{Name: flipper.Name(), Addr: flipper.Addr(), Ready: flips%2 == 1})
+			flips++
+		}
+		time.Sleep(500 * time.Microsecond)
+	}
+	rt.SetBroker(producer.Broker{Name: flipper.Name(), Addr: flipper.Addr(), Ready: false})
+	elapsed := time.Since(start)
+	eventually(t, "status shows the final state", func() error {
+		if ib := isolatedIn(getPolicy(t, ns, "storm"), flipper.Name()); ib == nil || ib.Reason != routingv1alpha1.IsolationPodNotReady {
+			return fmt.Errorf("entry = %+v", ib)
+		}
+		return nil
+	})
+	stopWatch()
+	limit := int64(elapsed/time.Second) + 2 // one per started second, plus the final state
+	t.Logf("%d isolation changes in %v (%.0f/s) led to %d status writes", flips, elapsed.Round(time.Millisecond),
+		float64(flips)/elapsed.Seconds(), writes.Load())
+	if writes.Load() > limit {
+		t.Errorf("%d status writes in %v, want at most %d", writes.Load(), elapsed, limit)
+	}
+	if writes.Load() == 0 {
+		t.Error("no status write at all")
+	}
+}
+
+// findEvent looks for an events.k8s.io Event with reason about broker regarding a FaultPolicy.
+func findEvent(ns, policy, reason, broker string) error {
+	var list eventsv1.EventList
+	if err := k8sClient.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
+		return err
+	}
+	for _, ev := range list.Items {
+		if ev.Reason == reason && ev.Regarding.Name == policy && ev.Regarding.Kind == "FaultPolicy" &&
+			strings.Contains(ev.Note, broker) {
+			return nil
+		}
+	}
+	return fmt.Errorf("no %s Event for %s among %d", reason, broker, len(list.Items))
+}

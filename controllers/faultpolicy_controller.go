@@ -1,0 +1,170 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
+	"github.com/detourmq/detour/pkg/fault"
+	"github.com/detourmq/detour/pkg/producer"
+)
+
+// FaultPolicyReconciler pushes a FaultPolicy into the runtime (changes take effect with the next
+// send, learnt state is kept) and writes the runtime's isolations into status. Isolation changes
+// reach it through the runtime's event channel, not by polling; status writes are skipped when
+// nothing changed and spaced at least a second apart. Every replica pushes the policy; only the
+// leader writes status.
+type FaultPolicyReconciler struct {
+	client.Client
+	Runtime *producer.Runtime
+	*shared
+}
+
+var _ reconcile.Reconciler = (*FaultPolicyReconciler)(nil)
+
+// Reconcile gets the FaultPolicy, translates and pushes it, then writes status once.
+func (r *FaultPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	key := PolicyKey(req.Namespace, req.Name)
+	var fp routingv1alpha1.FaultPolicy
+	if err := r.Get(ctx, req.NamespacedName, &fp); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, err
+		}
+		r.Runtime.RemovePolicy(key)
+		r.metrics.forgetPolicy(key)
+		r.policyWrites.forget(req.NamespacedName)
+		ctrl.LoggerFrom(ctx).Info("Policy removed from the runtime", "policy", key)
+		return ctrl.Result{}, nil
+	}
+	pushErr := pushPolicy(r.Runtime, &fp)
+	if !r.leading() {
+		return ctrl.Result{}, nil
+	}
+	orig := fp.DeepCopy()
+	r.computeStatus(ctx, &fp, key, pushErr)
+	return r.writeStatus(ctx, &fp, orig)
+}
+
+// pushPolicy translates a FaultPolicy and hands it to the runtime.
+func pushPolicy(rt *producer.Runtime, fp *routingv1alpha1.FaultPolicy) error {
+	p, err := runtimePolicy(PolicyKey(fp.Namespace, fp.Name), &fp.Spec)
+	if err != nil {
+		return err
+	}
+	return rt.SetPolicy(p)
+}
+
+// computeStatus fills status from the runtime: brokers governed, the isolated ones and why.
+func (r *FaultPolicyReconciler) computeStatus(ctx context.Context, fp *routingv1alpha1.FaultPolicy, key string, pushErr error) {
+	now := time.Now()
+	st := &fp.Status
+	st.ObservedGeneration = fp.Generation
+	st.Brokers = int32(len(r.governedBrokers(ctx, fp, key)))
+	st.IsolatedBrokers = nil
+	for _, it := range r.Runtime.Isolated(key) {
+		st.IsolatedBrokers = append(st.IsolatedBrokers, r.isolatedBroker(it, now))
+	}
+	st.Isolated = int32(len(st.IsolatedBrokers))
+	r.metrics.setIsolated(key, len(st.IsolatedBrokers))
+
+	cond := metav1.Condition{Type: routingv1alpha1.ConditionReady, ObservedGeneration: fp.Generation}
+	if pushErr != nil {
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, routingv1alpha1.ReasonInvalidSpec, pushErr.Error()
+	} else {
+		cond.Status, cond.Reason = metav1.ConditionTrue, routingv1alpha1.ReasonReconciled
+		cond.Message = fmt.Sprintf("In force for %d brokers, %d isolated", st.Brokers, st.Isolated)
+	}
+	meta.SetStatusCondition(&st.Conditions, cond)
+}
+
+// governedBrokers is the set of brokers in the routes of the Topics that use this policy.
+func (r *FaultPolicyReconciler) governedBrokers(ctx context.Context, fp *routingv1alpha1.FaultPolicy, key string) map[string]bool {
+	var topics routingv1alpha1.TopicList
+	if err := r.List(ctx, &topics, client.InNamespace(fp.Namespace)); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing Topics failed")
+		return nil
+	}
+	brokers := map[string]bool{}
+	for _, t := range topics.Items {
+		if t.Spec.FaultPolicyRef == nil || t.Spec.FaultPolicyRef.Name != fp.Name {
+			continue
+		}
+		info, ok := r.Runtime.RouteInfo(t.Spec.TopicName)
+		if !ok || info.Policy != key {
+			continue
+		}
+		for _, q := range info.Queues {
+			brokers[q.Broker] = true
+		}
+	}
+	return brokers
+}
+
+// isolatedBroker renders a fault item for status. Times are cut to whole seconds, as the API
+// stores them, so an unchanged isolation compares equal and costs no write.
+func (r *FaultPolicyReconciler) isolatedBroker(it fault.Item, now time.Time) routingv1alpha1.IsolatedBroker {
+	ib := routingv1alpha1.IsolatedBroker{
+		BrokerName:    it.Broker,
+		Pod:           r.brokers.podOf(it.Broker),
+		Reason:        routingv1alpha1.IsolationReason(it.Reason),
+		LatencyMillis: it.Latency.Milliseconds(),
+		Since:         metav1.NewTime(it.Since.Truncate(time.Second)),
+		Reachable:     it.Reachable,
+	}
+	if it.Until.After(now) {
+		ib.Until = ptr.To(metav1.NewTime(it.Until.Truncate(time.Second)))
+	}
+	return ib
+}
+
+// writeStatus patches status when it changed, at most once a second per policy; a change
+// inside that second is written when the second is up.
+func (r *FaultPolicyReconciler) writeStatus(ctx context.Context, fp, orig *routingv1alpha1.FaultPolicy) (ctrl.Result, error) {
+	if equality.Semantic.DeepEqual(fp.Status, orig.Status) {
+		return ctrl.Result{}, nil
+	}
+	key := client.ObjectKeyFromObject(fp)
+	if d := r.policyWrites.wait(key); d > 0 {
+		return ctrl.Result{RequeueAfter: d}, nil
+	}
+	if err := r.Status().Patch(ctx, fp, client.MergeFrom(orig)); err != nil {
+		return ctrl.Result{}, err
+	}
+	r.policyWrites.wrote(key)
+	r.metrics.statusWritten("FaultPolicy")
+	return ctrl.Result{}, nil
+}
+
+// SetupWithManager registers the reconciler with its watches: FaultPolicies, Topics (which
+// change the brokers a policy governs), the runtime's isolation events and the leader's resync.
+func (r *FaultPolicyReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("faultpolicy").
+		For(&routingv1alpha1.FaultPolicy{}).
+		Watches(&routingv1alpha1.Topic{}, handler.EnqueueRequestsFromMapFunc(policyOfTopic)).
+		WatchesRawSource(source.Channel(r.policyIsolations, &handler.EnqueueRequestForObject{})).
+		WithOptions(controller.Options{NeedLeaderElection: ptr.To(false)}).
+		Complete(r)
+}
+
+// policyOfTopic maps a Topic to the FaultPolicy it references.
+func policyOfTopic(_ context.Context, obj client.Object) []reconcile.Request {
+	t, ok := obj.(*routingv1alpha1.Topic)
+	if !ok || t.Spec.FaultPolicyRef == nil {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: t.Namespace, Name: t.Spec.FaultPolicyRef.Name}}}
+}

@@ -1,0 +1,135 @@
+package controllers
+
+import (
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/detourmq/detour/pkg/fault"
+	"github.com/detourmq/detour/pkg/producer"
+)
+
+// Metrics are the operator's Prometheus collectors. It implements producer.Metrics, so the
+// runtime's sends, attempts and isolations are counted where they happen; the controllers add
+// isolated-broker gauges and status-write counts. Label values come from the runtime's own state
+// (topics, brokers, policies), so series stay bounded.
+type Metrics struct {
+	sends          *prometheus.CounterVec
+	attempts       *prometheus.CounterVec
+	attemptLatency *prometheus.HistogramVec
+	retries        *prometheus.CounterVec
+	isolations     *prometheus.CounterVec
+	isolated       *prometheus.GaugeVec
+	statusWrites   *prometheus.CounterVec
+	coalesced      prometheus.Counter
+}
+
+var _ producer.Metrics = (*Metrics)(nil)
+
+var (
+	metricsOnce sync.Once
+	metrics     *Metrics
+)
+
+// RuntimeMetrics returns the process's Metrics, registered once in controller-runtime's registry
+// (served on the manager's metrics endpoint). Pass it as producer.Options.Metrics.
+func RuntimeMetrics() *Metrics {
+	metricsOnce.Do(func() {
+		metrics = NewMetrics()
+		metrics.MustRegister(ctrlmetrics.Registry)
+	})
+	return metrics
+}
+
+// NewMetrics creates unregistered collectors, for tests and for callers with their own registry.
+func NewMetrics() *Metrics {
+	const ns = "detour"
+	return &Metrics{
+		sends: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "sends_total",
+			Help: "Sends that passed validation, by topic, mode (sync, async, oneway) and result (success, failure)."},
+			[]string{"topic", "mode", "result"}),
+		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "send_attempts_total",
+			Help: "Send attempts by policy, broker and outcome (success, transport_error, broker_error, client_error)."},
+			[]string{"policy", "broker", "outcome"}),
+		attemptLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "send_attempt_duration_seconds",
+			Help:    "Latency of single send attempts by broker.",
+			Buckets: []float64{.001, .002, .005, .01, .025, .05, .1, .25, .55, 1, 1.8, 3, 5, 10}},
+			[]string{"broker"}),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "send_retries_total",
+			Help: "Attempts that failed and were retried on another queue, by topic and the failed broker."},
+			[]string{"topic", "broker"}),
+		isolations: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "isolations_total",
+			Help: "Brokers entering isolation, by policy, broker and reason."},
+			[]string{"policy", "broker", "reason"}),
+		isolated: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "isolated_brokers",
+			Help: "Brokers a FaultPolicy isolates now, by policy (namespace/name)."},
+			[]string{"policy"}),
+		statusWrites: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "status_writes_total",
+			Help: "Status writes by kind (Topic, FaultPolicy)."},
+			[]string{"kind"}),
+		coalesced: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "isolation_events_coalesced_total",
+			Help: "Isolation events replaced by a newer one for the same broker before the operator read them."}),
+	}
+}
+
+// MustRegister registers every collector with reg.
+func (m *Metrics) MustRegister(reg prometheus.Registerer) {
+	reg.MustRegister(m.sends, m.attempts, m.attemptLatency, m.retries, m.isolations, m.isolated,
+		m.statusWrites, m.coalesced)
+}
+
+// SendDone implements producer.Metrics.
+func (m *Metrics) SendDone(topic string, mode producer.SendMode, _ int, _ time.Duration, err error) {
+	result := "success"
+	if err != nil {
+		result = "failure"
+	}
+	m.sends.WithLabelValues(topic, mode.String(), result).Inc()
+}
+
+// AttemptDone implements producer.Metrics.
+func (m *Metrics) AttemptDone(policy, broker string, latency time.Duration, outcome fault.Outcome) {
+	m.attempts.WithLabelValues(policy, broker, outcomeLabel(outcome)).Inc()
+	m.attemptLatency.WithLabelValues(broker).Observe(latency.Seconds())
+}
+
+// Retried implements producer.Metrics.
+func (m *Metrics) Retried(topic, broker string) { m.retries.WithLabelValues(topic, broker).Inc() }
+
+// IsolationChanged implements producer.Metrics.
+func (m *Metrics) IsolationChanged(policy, broker string, isolated bool, reason fault.Reason) {
+	if isolated {
+		m.isolations.WithLabelValues(policy, broker, string(reason)).Inc()
+	}
+}
+
+// EventCoalesced implements producer.Metrics.
+func (m *Metrics) EventCoalesced(string, string) { m.coalesced.Inc() }
+
+func (m *Metrics) setIsolated(policy string, n int) {
+	m.isolated.WithLabelValues(policy).Set(float64(n))
+}
+
+func (m *Metrics) forgetPolicy(policy string) {
+	m.isolated.DeleteLabelValues(policy)
+	m.attempts.DeletePartialMatch(prometheus.Labels{"policy": policy})
+	m.isolations.DeletePartialMatch(prometheus.Labels{"policy": policy})
+}
+
+func (m *Metrics) statusWritten(kind string) { m.statusWrites.WithLabelValues(kind).Inc() }
+
+func outcomeLabel(o fault.Outcome) string {
+	switch o {
+	case fault.Success:
+		return "success"
+	case fault.TransportError:
+		return "transport_error"
+	case fault.BrokerError:
+		return "broker_error"
+	case fault.ClientError:
+		return "client_error"
+	}
+	return "unknown"
+}

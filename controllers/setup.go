@@ -1,0 +1,246 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
+
+	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
+	"github.com/detourmq/detour/pkg/fault"
+	"github.com/detourmq/detour/pkg/producer"
+)
+
+// statusWriteInterval is the least time between two status writes of one object.
+const statusWriteInterval = time.Second
+
+// Event reasons recorded on FaultPolicies.
+const (
+	// EventBrokerIsolated is recorded when a broker enters isolation.
+	EventBrokerIsolated = "BrokerIsolated"
+	// EventBrokerRecovered is recorded when a broker leaves isolation.
+	EventBrokerRecovered = "BrokerRecovered"
+)
+
+// shared is the state the reconcilers have in common.
+type shared struct {
+	brokers      *brokerDirectory
+	topicWrites  *writeLimiter
+	policyWrites *writeLimiter
+	metrics      *Metrics
+	recorder     recorder.EventRecorder
+	elected      <-chan struct{}
+	// policyIsolations and topicIsolations carry FaultPolicy objects (stubs with namespace and
+	// name) whose isolations changed, or which the new leader must write; topicResync carries
+	// Topics the new leader must write.
+	policyIsolations chan event.GenericEvent
+	topicIsolations  chan event.GenericEvent
+	topicResync      chan event.GenericEvent
+}
+
+// leading reports whether this replica holds leadership (always, without leader election).
+func (s *shared) leading() bool {
+	select {
+	case <-s.elected:
+		return true
+	default:
+		return false
+	}
+}
+
+// Setup registers the broker-pod, Topic and FaultPolicy reconcilers, the runtime's isolation
+// event source and the metrics with mgr, and restores the unexpired isolations recorded in
+// FaultPolicy status into rt before it returns, so a restarted or newly started manager does not
+// send to a broker that was isolated a moment ago. rt should use RuntimeMetrics() as its metrics.
+func Setup(mgr ctrl.Manager, rt *producer.Runtime) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := restoreIsolations(ctx, mgr.GetAPIReader(), rt); err != nil {
+		return fmt.Errorf("restoring isolations from FaultPolicy status: %w", err)
+	}
+	s := &shared{
+		brokers:          newBrokerDirectory(),
+		topicWrites:      newWriteLimiter(statusWriteInterval),
+		policyWrites:     newWriteLimiter(statusWriteInterval),
+		metrics:          RuntimeMetrics(),
+		recorder:         mgr.GetEventRecorder("detour"),
+		elected:          mgr.Elected(),
+		policyIsolations: make(chan event.GenericEvent),
+		topicIsolations:  make(chan event.GenericEvent),
+		topicResync:      make(chan event.GenericEvent),
+	}
+	c := mgr.GetClient()
+	if err := (&BrokerPodReconciler{Client: c, Runtime: rt, brokers: s.brokers}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("broker pod controller: %w", err)
+	}
+	if err := (&TopicReconciler{Client: c, Runtime: rt, shared: s}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("topic controller: %w", err)
+	}
+	if err := (&FaultPolicyReconciler{Client: c, Runtime: rt, shared: s}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("fault policy controller: %w", err)
+	}
+	if err := mgr.Add(&isolationPump{Client: c, Runtime: rt, shared: s}); err != nil {
+		return err
+	}
+	return mgr.Add(&leaderResync{Client: c, shared: s})
+}
+
+// restoreIsolations pushes every FaultPolicy into rt with the isolations its status records;
+// the runtime keeps only the unexpired ones.
+func restoreIsolations(ctx context.Context, c client.Reader, rt *producer.Runtime) error {
+	var list routingv1alpha1.FaultPolicyList
+	if err := c.List(ctx, &list); err != nil {
+		return err
+	}
+	log := ctrl.LoggerFrom(ctx)
+	for i := range list.Items {
+		fp := &list.Items[i]
+		key := PolicyKey(fp.Namespace, fp.Name)
+		rt.Restore(key, faultItems(fp.Status.IsolatedBrokers))
+		if err := pushPolicy(rt, fp); err != nil {
+			log.Error(err, "FaultPolicy not restored", "faultPolicy", klog.KObj(fp))
+			continue
+		}
+		if n := len(fp.Status.IsolatedBrokers); n > 0 {
+			log.Info("Isolations restored from status", "faultPolicy", klog.KObj(fp), "brokers", n)
+		}
+	}
+	return nil
+}
+
+// faultItems turns status back into fault items. Isolations without an end time were held by a
+// pod mark (the pod watch re-learns those) or await a probe's proof (the unreachable flag is
+// restored, so the broker waits for proof again).
+func faultItems(isolated []routingv1alpha1.IsolatedBroker) []fault.Item {
+	items := make([]fault.Item, 0, len(isolated))
+	for _, ib := range isolated {
+		it := fault.Item{
+			Broker:    ib.BrokerName,
+			Reason:    fault.Reason(ib.Reason),
+			Latency:   time.Duration(ib.LatencyMillis) * time.Millisecond,
+			Since:     ib.Since.Time,
+			Reachable: ib.Reachable,
+		}
+		if ib.Until != nil {
+			it.Until = ib.Until.Time
+		}
+		items = append(items, it)
+	}
+	return items
+}
+
+// isolationPump turns the runtime's isolation events into Events on the FaultPolicy and into
+// reconcile requests for the policy and its Topics. It runs on every replica so that no
+// replica's event channel is left unread; only the leader records Events.
+type isolationPump struct {
+	client.Client
+	Runtime *producer.Runtime
+	*shared
+}
+
+// NeedLeaderElection implements manager.LeaderElectionRunnable.
+func (p *isolationPump) NeedLeaderElection() bool { return false }
+
+// Start implements manager.Runnable.
+func (p *isolationPump) Start(ctx context.Context) error {
+	events := p.Runtime.Events()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev, ok := <-events:
+			if !ok {
+				return nil
+			}
+			p.handle(ctx, ev)
+		}
+	}
+}
+
+func (p *isolationPump) handle(ctx context.Context, ev producer.IsolationEvent) {
+	ns, name, ok := splitPolicyKey(ev.Policy)
+	if !ok {
+		return // the default policy has no resource to report on
+	}
+	stub := &routingv1alpha1.FaultPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	if p.leading() {
+		p.recordEvent(ctx, stub, ev)
+	}
+	for _, ch := range []chan event.GenericEvent{p.policyIsolations, p.topicIsolations} {
+		select {
+		case ch <- event.GenericEvent{Object: stub}:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+func (p *isolationPump) recordEvent(ctx context.Context, stub *routingv1alpha1.FaultPolicy, ev producer.IsolationEvent) {
+	var fp routingv1alpha1.FaultPolicy
+	if err := p.Get(ctx, client.ObjectKeyFromObject(stub), &fp); err != nil {
+		return // deleted meanwhile: nothing to attach the Event to
+	}
+	it := ev.Item
+	if ev.Isolated {
+		until := "a successful probe"
+		if !it.Until.IsZero() && it.Until.After(time.Now()) {
+			until = it.Until.UTC().Format(time.RFC3339)
+		}
+		p.recorder.Eventf(&fp, nil, corev1.EventTypeWarning, EventBrokerIsolated, "Isolate",
+			"Broker %s isolated: %s, latency %dms, until %s", ev.Broker, it.Reason, it.Latency.Milliseconds(), until)
+		return
+	}
+	p.recorder.Eventf(&fp, nil, corev1.EventTypeNormal, EventBrokerRecovered, "Recover",
+		"Broker %s recovered, latency %dms", ev.Broker, it.Latency.Milliseconds())
+}
+
+// leaderResync asks every reconciler to write status when this replica becomes leader: while
+// it was not, reconciles pushed state into its runtime but wrote nothing.
+type leaderResync struct {
+	client.Client
+	*shared
+}
+
+var _ manager.LeaderElectionRunnable = (*leaderResync)(nil)
+
+// NeedLeaderElection implements manager.LeaderElectionRunnable.
+func (l *leaderResync) NeedLeaderElection() bool { return true }
+
+// Start implements manager.Runnable.
+func (l *leaderResync) Start(ctx context.Context) error {
+	var policies routingv1alpha1.FaultPolicyList
+	if err := l.List(ctx, &policies); err != nil {
+		return err
+	}
+	var topics routingv1alpha1.TopicList
+	if err := l.List(ctx, &topics); err != nil {
+		return err
+	}
+	send := func(ch chan event.GenericEvent, obj client.Object) bool {
+		select {
+		case ch <- event.GenericEvent{Object: obj}:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	for i := range policies.Items {
+		if !send(l.policyIsolations, &policies.Items[i]) {
+			return nil
+		}
+	}
+	for i := range topics.Items {
+		if !send(l.topicResync, &topics.Items[i]) {
+			return nil
+		}
+	}
+	return nil
+}

@@ -1,0 +1,96 @@
+package controllers
+
+import (
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// brokerDirectory remembers which pod backs each broker the runtime knows, so status can name
+// the pod and a deleted pod's broker can be forgotten (the Pod is gone by then).
+type brokerDirectory struct {
+	mu       sync.RWMutex
+	byPod    map[types.NamespacedName]string
+	byBroker map[string]types.NamespacedName
+}
+
+func newBrokerDirectory() *brokerDirectory {
+	return &brokerDirectory{byPod: map[types.NamespacedName]string{}, byBroker: map[string]types.NamespacedName{}}
+}
+
+// set records that pod is the master of broker.
+func (d *brokerDirectory) set(pod types.NamespacedName, broker string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if old, ok := d.byPod[pod]; ok && old != broker && d.byBroker[old] == pod {
+		delete(d.byBroker, old)
+	}
+	d.byPod[pod] = broker
+	d.byBroker[broker] = pod
+}
+
+// forget drops pod and returns the broker it backed; owned is false when another pod has
+// taken over the broker since (a replacement master), which must then stay in the runtime.
+func (d *brokerDirectory) forget(pod types.NamespacedName) (broker string, owned bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	broker, ok := d.byPod[pod]
+	if !ok {
+		return "", false
+	}
+	delete(d.byPod, pod)
+	if d.byBroker[broker] != pod {
+		return broker, false
+	}
+	delete(d.byBroker, broker)
+	return broker, true
+}
+
+// podOf names the pod backing broker, or "" when unknown.
+func (d *brokerDirectory) podOf(broker string) string {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	return d.byBroker[broker].Name
+}
+
+// writeLimiter spaces status writes of one object at least interval apart, so a storm of
+// isolation events costs at most one write per object per interval.
+type writeLimiter struct {
+	interval time.Duration
+	now      func() time.Time
+	mu       sync.Mutex
+	last     map[types.NamespacedName]time.Time
+}
+
+func newWriteLimiter(interval time.Duration) *writeLimiter {
+	return &writeLimiter{interval: interval, now: time.Now, last: map[types.NamespacedName]time.Time{}}
+}
+
+// wait returns how long to wait before obj may be written again; 0 means now.
+func (l *writeLimiter) wait(obj types.NamespacedName) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	last, ok := l.last[obj]
+	if !ok {
+		return 0
+	}
+	if d := l.interval - l.now().Sub(last); d > 0 {
+		return d
+	}
+	return 0
+}
+
+// wrote records a write of obj now.
+func (l *writeLimiter) wrote(obj types.NamespacedName) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.last[obj] = l.now()
+}
+
+// forget drops a deleted object.
+func (l *writeLimiter) forget(obj types.NamespacedName) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.last, obj)
+}

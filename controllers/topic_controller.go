@@ -1,0 +1,327 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
+	"github.com/detourmq/detour/pkg/producer"
+)
+
+// topicCreateTimeout bounds one UPDATE_AND_CREATE_TOPIC request.
+const topicCreateTimeout = 5 * time.Second
+
+// TopicReconciler routes a Topic through the runtime: it builds the route from the master pods
+// the selector picks, pushes it with the referenced policy, creates the topic on every ready
+// master (UPDATE_AND_CREATE_TOPIC), and writes what it found into status. Every replica routes;
+// only the leader creates topics and writes status.
+type TopicReconciler struct {
+	client.Client
+	Runtime *producer.Runtime
+	*shared
+
+	mu sync.Mutex
+	// routed maps a Topic resource to the RocketMQ topic it routes, to remove the route once the
+	// resource is gone.
+	routed map[types.NamespacedName]string
+	// created records the generation last created on each broker address, so
+	// UPDATE_AND_CREATE_TOPIC is sent once per spec change and broker, not on every reconcile.
+	created map[topicOnBroker]int64
+}
+
+type topicOnBroker struct {
+	topic types.NamespacedName
+	addr  string
+}
+
+// selectedBroker is a master broker pod a Topic selects.
+type selectedBroker struct {
+	brokerPod
+	pod string
+}
+
+var _ reconcile.Reconciler = (*TopicReconciler)(nil)
+
+// Reconcile gets the Topic, computes its route and pushes it into the runtime, creates the topic
+// on its brokers, and writes status once.
+func (r *TopicReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var topic routingv1alpha1.Topic
+	if err := r.Get(ctx, req.NamespacedName, &topic); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, err
+		}
+		r.removeRoute(ctx, req.NamespacedName)
+		return ctrl.Result{}, nil
+	}
+	brokers, err := r.selectedBrokers(ctx, &topic)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	policyKey, policyFound, err := r.policyOf(ctx, &topic)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	routeErr := r.pushRoute(&topic, brokers, policyKey)
+	if !r.leading() {
+		return ctrl.Result{}, nil
+	}
+	createErr := r.createOnBrokers(ctx, &topic, brokers)
+
+	orig := topic.DeepCopy()
+	r.computeStatus(&topic, brokers, policyKey, policyFound, errors.Join(routeErr, createErr))
+	result, err := r.writeStatus(ctx, &topic, orig)
+	if err != nil {
+		return result, err
+	}
+	// A broker that refused the topic is retried with the controller's backoff.
+	return result, createErr
+}
+
+// selectedBrokers lists the master broker pods with an address that the selector picks, by
+// broker name.
+func (r *TopicReconciler) selectedBrokers(ctx context.Context, topic *routingv1alpha1.Topic) ([]selectedBroker, error) {
+	sel, err := metav1.LabelSelectorAsSelector(&topic.Spec.BrokerSelector)
+	if err != nil || sel.Empty() {
+		return nil, err
+	}
+	var pods corev1.PodList
+	if err := r.List(ctx, &pods, client.InNamespace(topic.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
+		return nil, err
+	}
+	byName := map[string]selectedBroker{}
+	for i := range pods.Items {
+		b, ok := describeBrokerPod(&pods.Items[i])
+		if !ok || !b.Master || b.Addr == "" {
+			continue
+		}
+		// Of two pods claiming one broker (a replacement during a rollout), prefer the ready one.
+		if prev, dup := byName[b.Name]; dup && prev.Ready && !b.Ready {
+			continue
+		}
+		byName[b.Name] = selectedBroker{brokerPod: b, pod: pods.Items[i].Name}
+	}
+	out := make([]selectedBroker, 0, len(byName))
+	for _, b := range byName {
+		out = append(out, b)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// policyOf returns the runtime key of the Topic's FaultPolicy and whether it exists. A Topic
+// without a reference, or whose policy is missing, routes with the runtime's default policy ("").
+func (r *TopicReconciler) policyOf(ctx context.Context, topic *routingv1alpha1.Topic) (key string, found bool, err error) {
+	ref := topic.Spec.FaultPolicyRef
+	if ref == nil {
+		return "", true, nil
+	}
+	var fp routingv1alpha1.FaultPolicy
+	if err := r.Get(ctx, types.NamespacedName{Namespace: topic.Namespace, Name: ref.Name}, &fp); err != nil {
+		if apierrors.IsNotFound(err) {
+			return "", false, nil
+		}
+		return "", false, err
+	}
+	return PolicyKey(topic.Namespace, ref.Name), true, nil
+}
+
+// pushRoute hands the route to the runtime; a read-only topic has no write queues.
+func (r *TopicReconciler) pushRoute(topic *routingv1alpha1.Topic, brokers []selectedBroker, policyKey string) error {
+	writeQueues := int(topic.Spec.WriteQueueNums)
+	if !writable(topic.Spec.Perm) {
+		writeQueues = 0
+	}
+	route := producer.Route{Topic: topic.Spec.TopicName, Policy: policyKey}
+	for _, b := range brokers {
+		route.Brokers = append(route.Brokers, producer.BrokerQueues{Broker: b.Name, WriteQueues: writeQueues})
+	}
+	if err := r.Runtime.SetRoute(route); err != nil {
+		return fmt.Errorf("the runtime refused the route: %w", err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.routed[client.ObjectKeyFromObject(topic)] = topic.Spec.TopicName
+	return nil
+}
+
+// removeRoute forgets a deleted Topic's route, unless another Topic now routes the same
+// RocketMQ topic.
+func (r *TopicReconciler) removeRoute(ctx context.Context, key types.NamespacedName) {
+	r.mu.Lock()
+	name, ok := r.routed[key]
+	delete(r.routed, key)
+	for k := range r.created {
+		if k.topic == key {
+			delete(r.created, k)
+		}
+	}
+	stillRouted := false
+	for _, other := range r.routed {
+		stillRouted = stillRouted || other == name
+	}
+	r.mu.Unlock()
+	r.topicWrites.forget(key)
+	if ok && !stillRouted {
+		r.Runtime.RemoveRoute(name)
+		ctrl.LoggerFrom(ctx).Info("Route removed from the runtime", "rocketmqTopic", name)
+	}
+}
+
+// createOnBrokers sends UPDATE_AND_CREATE_TOPIC to every ready master not yet told about this
+// generation. A refusal is recorded as an Event and returned for a retry with backoff.
+func (r *TopicReconciler) createOnBrokers(ctx context.Context, topic *routingv1alpha1.Topic, brokers []selectedBroker) error {
+	key := client.ObjectKeyFromObject(topic)
+	var errs []error
+	for _, b := range brokers {
+		if !b.Ready {
+			continue
+		}
+		tb := topicOnBroker{topic: key, addr: b.Addr}
+		r.mu.Lock()
+		done := r.created[tb] == topic.Generation
+		r.mu.Unlock()
+		if done {
+			continue
+		}
+		cctx, cancel := context.WithTimeout(ctx, topicCreateTimeout)
+		err := r.Runtime.CreateTopic(cctx, b.Addr, topic.Spec.TopicName,
+			int(topic.Spec.ReadQueueNums), int(topic.Spec.WriteQueueNums), int(topic.Spec.Perm))
+		cancel()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("broker %s (%s): %w", b.Name, b.Addr, err))
+			r.recorder.Eventf(topic, nil, corev1.EventTypeWarning, routingv1alpha1.ReasonTopicCreateFailed, "CreateTopic",
+				"Broker %s refused topic %s: %v", b.Name, topic.Spec.TopicName, err)
+			continue
+		}
+		r.mu.Lock()
+		r.created[tb] = topic.Generation
+		r.mu.Unlock()
+		ctrl.LoggerFrom(ctx).Info("Topic created on broker", "broker", b.Name, "addr", b.Addr, "rocketmqTopic", topic.Spec.TopicName)
+	}
+	return errors.Join(errs...)
+}
+
+// computeStatus fills the Topic's status from the brokers found and the policy's isolations.
+func (r *TopicReconciler) computeStatus(topic *routingv1alpha1.Topic, brokers []selectedBroker, policyKey string, policyFound bool, err error) {
+	isolated := map[string]bool{}
+	for _, it := range r.Runtime.Isolated(policyKey) {
+		isolated[it.Broker] = true
+	}
+	writeQueues := topic.Spec.WriteQueueNums
+	if !writable(topic.Spec.Perm) {
+		writeQueues = 0
+	}
+	st := &topic.Status
+	st.Brokers, st.WritableQueues, st.AvailableQueues = nil, 0, 0
+	for _, b := range brokers {
+		st.Brokers = append(st.Brokers, routingv1alpha1.TopicBroker{
+			Name: b.Name, Pod: b.pod, Address: b.Addr, Ready: b.Ready, WriteQueues: writeQueues, Isolated: isolated[b.Name],
+		})
+		st.WritableQueues += writeQueues
+		if b.Ready && !isolated[b.Name] {
+			st.AvailableQueues += writeQueues
+		}
+	}
+	st.ObservedGeneration = topic.Generation
+
+	cond := metav1.Condition{Type: routingv1alpha1.ConditionReady, ObservedGeneration: topic.Generation}
+	switch {
+	case err != nil:
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, routingv1alpha1.ReasonTopicCreateFailed, err.Error()
+	case !policyFound:
+		cond.Status, cond.Reason = metav1.ConditionFalse, routingv1alpha1.ReasonFaultPolicyNotFound
+		cond.Message = fmt.Sprintf("FaultPolicy %q does not exist; routing with RocketMQ 5.x defaults", topic.Spec.FaultPolicyRef.Name)
+	case len(brokers) == 0:
+		cond.Status, cond.Reason = metav1.ConditionFalse, routingv1alpha1.ReasonNoBrokers
+		cond.Message = "The broker selector matches no master broker pod with an address"
+	default:
+		cond.Status, cond.Reason = metav1.ConditionTrue, routingv1alpha1.ReasonReconciled
+		cond.Message = fmt.Sprintf("Routed to %d brokers; %d of %d write queues available", len(brokers), st.AvailableQueues, st.WritableQueues)
+	}
+	meta.SetStatusCondition(&st.Conditions, cond)
+}
+
+// writeStatus patches status when it changed, at most once a second per Topic.
+func (r *TopicReconciler) writeStatus(ctx context.Context, topic, orig *routingv1alpha1.Topic) (ctrl.Result, error) {
+	if equality.Semantic.DeepEqual(topic.Status, orig.Status) {
+		return ctrl.Result{}, nil
+	}
+	key := client.ObjectKeyFromObject(topic)
+	if d := r.topicWrites.wait(key); d > 0 {
+		return ctrl.Result{RequeueAfter: d}, nil
+	}
+	if err := r.Status().Patch(ctx, topic, client.MergeFrom(orig)); err != nil {
+		return ctrl.Result{}, err
+	}
+	r.topicWrites.wrote(key)
+	r.metrics.statusWritten("Topic")
+	return ctrl.Result{}, nil
+}
+
+// topicsOfPod maps a pod to the Topics in its namespace whose selector matches it.
+func (r *TopicReconciler) topicsOfPod(ctx context.Context, obj client.Object) []reconcile.Request {
+	return r.topicsWhere(ctx, obj.GetNamespace(), func(t *routingv1alpha1.Topic) bool {
+		sel, err := metav1.LabelSelectorAsSelector(&t.Spec.BrokerSelector)
+		return err == nil && !sel.Empty() && sel.Matches(labels.Set(obj.GetLabels()))
+	})
+}
+
+// topicsOfPolicy maps a FaultPolicy (or an isolation event of it) to the Topics referencing it.
+func (r *TopicReconciler) topicsOfPolicy(ctx context.Context, obj client.Object) []reconcile.Request {
+	return r.topicsWhere(ctx, obj.GetNamespace(), func(t *routingv1alpha1.Topic) bool {
+		return t.Spec.FaultPolicyRef != nil && t.Spec.FaultPolicyRef.Name == obj.GetName()
+	})
+}
+
+func (r *TopicReconciler) topicsWhere(ctx context.Context, namespace string, match func(*routingv1alpha1.Topic) bool) []reconcile.Request {
+	var topics routingv1alpha1.TopicList
+	if err := r.List(ctx, &topics, client.InNamespace(namespace)); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing Topics failed", "namespace", namespace)
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range topics.Items {
+		if match(&topics.Items[i]) {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&topics.Items[i])})
+		}
+	}
+	return reqs
+}
+
+// SetupWithManager registers the reconciler with its watches: broker pods, FaultPolicies, the
+// runtime's isolation events and the leader's resync.
+func (r *TopicReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	r.routed = map[types.NamespacedName]string{}
+	r.created = map[topicOnBroker]int64{}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("topic").
+		For(&routingv1alpha1.Topic{}).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.topicsOfPod)).
+		Watches(&routingv1alpha1.FaultPolicy{}, handler.EnqueueRequestsFromMapFunc(r.topicsOfPolicy)).
+		WatchesRawSource(source.Channel(r.topicIsolations, handler.EnqueueRequestsFromMapFunc(r.topicsOfPolicy))).
+		WatchesRawSource(source.Channel(r.topicResync, &handler.EnqueueRequestForObject{})).
+		WithOptions(controller.Options{NeedLeaderElection: ptr.To(false), MaxConcurrentReconciles: 2}).
+		Complete(r)
+}
+
+// writable reports whether RocketMQ's permission bits allow writes (PERM_WRITE = 2).
+func writable(perm int32) bool { return perm&2 == 2 }
