@@ -8,7 +8,7 @@
 // Faults: delay:D, delay:D1-D2, blackhole, refuse, close, code:N, flap:UP/DOWN (down is a black
 // hole; flap:UP/DOWN:refuse refuses instead), none; several join with commas. It prints one
 // line starting "brokersim ready" once everything listens, and stops cleanly on SIGINT or
-// SIGTERM. Bad flags exit with status 2.
+// SIGTERM. Bad flags exit with status 2, -h prints the flags and exits 0.
 package main
 
 import (
@@ -77,6 +77,9 @@ func parseArgs(args []string, stderr io.Writer) (*config, error) {
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, flag.ErrHelp
+		}
 		return nil, errUsage
 	}
 	if fs.NArg() > 0 {
@@ -194,6 +197,9 @@ func parseDuration(s string) (time.Duration, error) {
 // exit status: 0 after a clean stop, 1 when something could not start, 2 for bad flags.
 func run(args []string, stdout, stderr io.Writer, stop <-chan os.Signal) int {
 	cfg, err := parseArgs(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
 	if err != nil {
 		if !errors.Is(err, errUsage) {
 			fmt.Fprintf(stderr, "brokersim: %v\n", err)

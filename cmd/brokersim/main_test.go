@@ -90,6 +90,16 @@ func TestBadFlagsExitWithStatus2(t *testing.T) {
 	}
 }
 
+func TestHelpExitsWithStatus0(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"-h"}, &stdout, &stderr, nil); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	if !strings.Contains(stderr.String(), "usage: brokersim") || !strings.Contains(stderr.String(), "-fault") {
+		t.Fatalf("help %q", stderr.String())
+	}
+}
+
 func TestParseArgsCollectsEverything(t *testing.T) {
 	cfg, err := parseArgs([]string{
 		"--namesrv-addr", "127.0.0.1:9876", "--broker", "broker-a=127.0.0.1:10911", "--broker", "broker-b=127.0.0.1:10921",

@@ -188,14 +188,14 @@ func TestCodeFaultAnswersEveryRequestWithTheCode(t *testing.T) {
 func TestFlapAlternatesBetweenUpAndDown(t *testing.T) {
 	b := startBroker(t, "broker-a", Options{})
 	c := newClient(t)
-	b.SetFault(Fault{FlapUp: 60 * time.Millisecond, FlapDown: 60 * time.Millisecond})
+	b.SetFault(Fault{FlapUp: 100 * time.Millisecond, FlapDown: 100 * time.Millisecond})
 	var sawDown, sawUpAfterDown bool
 	deadline := time.Now().Add(10 * time.Second)
 	for !(sawDown && sawUpAfterDown && b.FlapTransitions() >= 2) {
 		if time.Now().After(deadline) {
 			t.Fatalf("no full flap cycle: down=%v upAfterDown=%v transitions=%d", sawDown, sawUpAfterDown, b.FlapTransitions())
 		}
-		_, err := c.Invoke(timeout(t, 20*time.Millisecond), b.Addr(), remoting.NewHeartbeatRequest("c"))
+		_, err := c.Invoke(timeout(t, 40*time.Millisecond), b.Addr(), remoting.NewHeartbeatRequest("c"))
 		switch {
 		case errors.Is(err, remoting.ErrTimeout):
 			sawDown = sawDown || b.Stats().Dropped > 0
