@@ -167,26 +167,64 @@ func (r *Runtime) SendOneway(ctx context.Context, m *Message) error {
 }
 
 // sendProperties encodes m's properties for the wire with a UNIQ_KEY and RocketMQ's WAIT=true
-// default added when m lacks them, without touching m.
+// default added when m lacks them, without touching m. It sizes the result first so that the
+// encoding costs one allocation.
 func sendProperties(m *Message) (props, uniq string) {
-	buf := make([]byte, 0, 64+len(m.Tags)+len(m.Keys)+len(m.Properties)*32)
-	buf = m.AppendProperties(buf)
+	const uniqLen = 32
 	uniq = m.Properties[remoting.PropertyUniqKey]
+	wait := m.Properties[remoting.PropertyWaitStoreMsgOK] == ""
+	n := 0
+	if m.Tags != "" {
+		n += len(remoting.PropertyTags) + len(m.Tags) + 2
+	}
+	if m.Keys != "" {
+		n += len(remoting.PropertyKeys) + len(m.Keys) + 2
+	}
+	for k, v := range m.Properties {
+		n += len(k) + len(v) + 2
+	}
 	if uniq == "" {
-		start := len(buf) + len(remoting.PropertyUniqKey) + 1
-		buf = append(buf, remoting.PropertyUniqKey...)
-		buf = append(buf, remoting.NameValueSeparator)
-		buf = remoting.AppendUniqID(buf)
-		end := len(buf)
-		buf = append(buf, remoting.PropertySeparator)
-		props = string(buf)
+		n += len(remoting.PropertyUniqKey) + uniqLen + 2
+	}
+	if wait {
+		n += len(remoting.PropertyWaitStoreMsgOK) + len("true") + 2
+	}
+	var b strings.Builder
+	b.Grow(n)
+	put := func(k, v string) {
+		b.WriteString(k)
+		b.WriteByte(remoting.NameValueSeparator)
+		b.WriteString(v)
+		b.WriteByte(remoting.PropertySeparator)
+	}
+	// Tags and Keys win over the same keys in Properties, as in Message.AppendProperties.
+	if m.Tags != "" {
+		put(remoting.PropertyTags, m.Tags)
+	}
+	if m.Keys != "" {
+		put(remoting.PropertyKeys, m.Keys)
+	}
+	for k, v := range m.Properties {
+		if v == "" || (k == remoting.PropertyTags && m.Tags != "") || (k == remoting.PropertyKeys && m.Keys != "") {
+			continue
+		}
+		put(k, v)
+	}
+	if wait {
+		put(remoting.PropertyWaitStoreMsgOK, "true")
+	}
+	if uniq == "" {
+		var id [uniqLen]byte
+		b.WriteString(remoting.PropertyUniqKey)
+		b.WriteByte(remoting.NameValueSeparator)
+		start := b.Len()
+		b.Write(remoting.AppendUniqID(id[:0]))
+		end := b.Len()
+		b.WriteByte(remoting.PropertySeparator)
+		props = b.String()
 		return props, props[start:end]
 	}
-	if m.Properties[remoting.PropertyWaitStoreMsgOK] == "" {
-		buf = append(buf, remoting.PropertyWaitStoreMsgOK...)
-		buf = append(buf, remoting.NameValueSeparator, 't', 'r', 'u', 'e', remoting.PropertySeparator)
-	}
-	return string(buf), uniq
+	return b.String(), uniq
 }
 
 // sendStatus maps a stored-class response code to RocketMQ's SendStatus name.
@@ -221,13 +259,17 @@ func (r *Runtime) send(ctx context.Context, m *Message, mode SendMode, begin tim
 	}
 	pol := &rt.policy.Policy
 	attempts := pol.Retry.Attempts
+	// One context carries the whole budget; attempts that need a tighter cap derive from it. A
+	// caller's deadline that comes first already is that budget.
 	deadline := begin.Add(pol.Retry.SendTimeout)
-	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+	sendCtx := ctx
+	if d, ok := ctx.Deadline(); ok && !d.After(deadline) {
 		deadline = d
+	} else {
+		var cancel context.CancelFunc
+		sendCtx, cancel = context.WithDeadline(ctx, deadline)
+		defer cancel()
 	}
-	// One context carries the whole budget; attempts that need a tighter cap derive from it.
-	sendCtx, cancel := context.WithDeadline(ctx, deadline)
-	defer cancel()
 
 	props, uniq := sendProperties(m)
 	header := remoting.SendHeader{
