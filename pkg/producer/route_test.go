@@ -291,3 +291,31 @@ func TestPodStateReachesEveryPolicyTable(t *testing.T) {
 		}
 	}
 }
+
+func TestDefaultPolicyChangeReachesRoutesThatFellBackToIt(t *testing.T) {
+	r := New(Options{})
+	defer r.Close()
+	r.SetBroker(Broker{Name: "a", Addr: "127.0.0.1:1", Ready: false})
+	r.SetBroker(Broker{Name: "b", Addr: "127.0.0.1:2", Ready: true})
+	if err := r.SetRoute(Route{Topic: "T", Policy: "unknown", Brokers: []BrokerQueues{{"a", 1}, {"b", 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 4; i++ {
+		if q, _ := r.SelectQueue("T", ""); q.Broker != "b" {
+			t.Fatalf("default policy respects pod health, picked %v", q)
+		}
+	}
+	p := DefaultPolicy("")
+	p.RespectPodHealth = false
+	if err := r.SetPolicy(p); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for i := 0; i < 4; i++ {
+		q, _ := r.SelectQueue("T", "")
+		seen[q.Broker] = true
+	}
+	if !seen["a"] {
+		t.Fatal("route on an unknown policy kept the old default settings")
+	}
+}

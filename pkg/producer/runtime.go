@@ -321,11 +321,13 @@ func (r *Runtime) SetPolicy(p Policy) error {
 				ps.tol.SetPodState(b.Name, b.podState())
 			}
 		}
+		// Routes naming this policy, routes that used the default while it was unknown, and (for
+		// the default policy) routes that fall back to it compile against the new settings.
+		old := *s
+		topics := s.topicsWhere(func(rt Route) bool { return rt.Policy == np.Name || old.policyFor(rt.Policy).Name == np.Name })
 		s.policies = maps.Clone(s.policies)
 		s.policies[np.Name] = ps
-		// Routes naming this policy, and routes that fell back to the default while it was
-		// unknown, now compile against it.
-		return s.topicsWhere(func(rt Route) bool { return rt.Policy == np.Name }), false
+		return topics, false
 	})
 	if items, ok := r.restores[np.Name]; ok {
 		delete(r.restores, np.Name)
