@@ -289,7 +289,13 @@ func (r *Runtime) send(ctx context.Context, m *Message, mode SendMode, begin tim
 	)
 	for i := 0; i < attempts; i++ {
 		if err := ctx.Err(); err != nil {
-			lastErr = err
+			// Keep the attempt's own error (a remoting timeout already wraps the deadline).
+			switch {
+			case lastErr == nil:
+				lastErr = err
+			case !errors.Is(lastErr, err):
+				lastErr = fmt.Errorf("%w: %w", err, lastErr)
+			}
 			timeout = errors.Is(err, context.DeadlineExceeded)
 			break
 		}

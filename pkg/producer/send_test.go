@@ -555,3 +555,20 @@ func TestCreateTopic(t *testing.T) {
 		}
 	}
 }
+
+func TestCallerDeadlineIsTheBudgetAndKeepsTheTransportCause(t *testing.T) {
+	c := startCluster(t, 1, []string{"broker-a"}, withPolicy(func(p *Policy) { p.Retry.SendTimeout = time.Minute }))
+	c.brokers["broker-a"].SetFault(brokersim.Fault{BlackHole: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
+	defer cancel()
+	_, err := c.r.Send(ctx, &Message{Topic: testTopic, Body: []byte("x")})
+	var se *SendError
+	if !errors.As(err, &se) || se.Attempts != 1 || !se.Timeout {
+		t.Fatalf("got %v", err)
+	}
+	for _, target := range []error{ErrSendTimeout, remoting.ErrTimeout, context.DeadlineExceeded} {
+		if !errors.Is(err, target) {
+			t.Errorf("errors.Is(err, %v) = false for %v", target, err)
+		}
+	}
+}

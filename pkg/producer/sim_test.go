@@ -2,6 +2,7 @@ package producer
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -163,11 +164,7 @@ func (m *recordingMetrics) snapshotAttempts() []attempt {
 }
 
 func sortedCopy(s []string) []string {
-	out := append([]string(nil), s...)
-	for i := 1; i < len(out); i++ {
-		for j := i; j > 0 && out[j] < out[j-1]; j-- {
-			out[j], out[j-1] = out[j-1], out[j]
-		}
-	}
+	out := slices.Clone(s)
+	slices.Sort(out)
 	return out
 }
