@@ -60,6 +60,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // brokerFlags collects repeated --broker name=host:port values.
 type brokerFlags []producer.Broker
 
+// String renders the flag values for flag's help output.
 func (b *brokerFlags) String() string {
 	parts := make([]string, len(*b))
 	for i, br := range *b {
@@ -68,6 +69,7 @@ func (b *brokerFlags) String() string {
 	return strings.Join(parts, ",")
 }
 
+// Set adds one name=host:port broker; names must be unique.
 func (b *brokerFlags) Set(v string) error {
 	name, addr, ok := strings.Cut(v, "=")
 	if !ok || name == "" || addr == "" {

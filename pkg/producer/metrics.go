@@ -16,6 +16,7 @@ const (
 	ModeOneway
 )
 
+// String returns the mode's name, as used in metric labels.
 func (m SendMode) String() string {
 	switch m {
 	case ModeSync:

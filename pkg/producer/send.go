@@ -57,6 +57,7 @@ var ErrNoRoute = errors.New("no route")
 // NoRouteError reports a send to a topic the runtime has no queues for.
 type NoRouteError struct{ Topic string }
 
+// Error has RocketMQ's text for a topic without route info.
 func (e *NoRouteError) Error() string { return "No route info of this topic: " + e.Topic }
 
 // Is makes errors.Is(err, ErrNoRoute) true.
@@ -97,6 +98,7 @@ type SendError struct {
 	Err error
 }
 
+// Error renders RocketMQ's final-error line followed by the last cause.
 func (e *SendError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Send [%d] times, still failed, cost [%d]ms, Topic: %s, BrokersSent: [", e.Attempts, e.Elapsed.Milliseconds(), e.Topic)

@@ -45,6 +45,7 @@ type ValidationError struct {
 	Message string
 }
 
+// Error returns RocketMQ's message for the broken rule.
 func (e *ValidationError) Error() string { return e.Message }
 
 // Is reports whether target is the rule this error broke, so errors.Is(err, ErrEmptyBody) works.
