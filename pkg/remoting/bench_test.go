@@ -3,8 +3,19 @@ package remoting
 import (
 	"context"
 	"encoding/json"
+	"runtime"
 	"testing"
 )
+
+// clientWrites returns the writes made on the client's connection to addr.
+func clientWrites(c *Client, addr string) int64 {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if cn := c.conns[addr]; cn != nil && cn.fw != nil {
+		return cn.fw.Writes()
+	}
+	return 0
+}
 
 func benchSendRequest(st SerializeType) *Command {
 	h := sampleSendHeader()
@@ -121,7 +132,8 @@ func BenchmarkInvokeEcho(b *testing.B) {
 	})
 	b.Run("Parallel64", func(b *testing.B) {
 		b.ReportAllocs()
-		b.SetParallelism(32) // with GOMAXPROCS 2: 64 callers
+		b.SetParallelism(max(1, 64/runtime.GOMAXPROCS(0)))
+		w0 := clientWrites(c, srv.addr())
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
 				if _, err := c.Invoke(ctx, srv.addr(), req); err != nil {
@@ -130,5 +142,6 @@ func BenchmarkInvokeEcho(b *testing.B) {
 				}
 			}
 		})
+		b.ReportMetric(float64(b.N)/float64(clientWrites(c, srv.addr())-w0), "frames/write")
 	})
 }

@@ -5,7 +5,9 @@ import (
 	"encoding/binary"
 	"io"
 	"net"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -107,6 +109,8 @@ type FrameWriter struct {
 
 	queued bool          // Write only queues; Run writes
 	wake   chan struct{} // capacity 1: "there may be something to write"
+
+	writes atomic.Int64 // system writes made, to see how well frames batch
 }
 
 // maxRetainedBuffer bounds the write buffer kept between flushes, so one large frame does not
@@ -143,6 +147,9 @@ func (fw *FrameWriter) Run(stop <-chan struct{}) error {
 			return nil
 		case <-fw.wake:
 		}
+		// Let the goroutines that are ready to run queue their frames first: the caller that
+		// woke us made us its successor, so without yielding each write would carry one frame.
+		runtime.Gosched()
 		fw.mu.Lock()
 		if err := fw.flushLocked(); err != nil {
 			return err
@@ -218,6 +225,10 @@ func (fw *FrameWriter) Flush() error {
 	return fw.flushLocked()
 }
 
+// Writes returns how many writes to the underlying stream have been made; frames written
+// divided by Writes is how well concurrent writers were batched.
+func (fw *FrameWriter) Writes() int64 { return fw.writes.Load() }
+
 // Err returns the sticky write error, if any.
 func (fw *FrameWriter) Err() error {
 	fw.mu.Lock()
@@ -245,6 +256,7 @@ func (fw *FrameWriter) flushLocked() error {
 		}
 		if err == nil {
 			_, err = fw.w.Write(out)
+			fw.writes.Add(1)
 		}
 
 		fw.mu.Lock()
