@@ -90,10 +90,12 @@ func (fr *FrameReader) Complete() bool {
 	return length < 4 || length+4 > int64(fr.max) || int64(n) >= length+4
 }
 
-// FrameWriter batches frames written concurrently onto one stream. Writers append their frame
-// to a shared buffer; whoever finds no write in progress becomes the flusher and writes
-// everything queued, looping until the buffer is empty, while the others return at once. Under
-// load many frames go out in one system call, and no goroutine exists just to write.
+// FrameWriter batches frames written concurrently onto one stream, so under load many frames go
+// out in one system call. Writers append their frame to a shared buffer. In the direct mode
+// (NewFrameWriter) whoever finds no write in progress becomes the flusher and writes everything
+// queued, looping until the buffer is empty, while the others return at once. In the queued mode
+// (NewQueuedFrameWriter) writers never touch the socket: one goroutine running Run does all the
+// writing.
 //
 // A write error is sticky: every later call returns it.
 type FrameWriter struct {
