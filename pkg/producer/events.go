@@ -17,12 +17,25 @@ type IsolationEvent struct {
 	Isolated bool
 	// Item is the broker's fault state at the time of the change.
 	Item fault.Item
+	// Seq orders the changes of one policy's table; events that arrive after a later one for the
+	// same broker are dropped, so a reader never goes back to an older state.
+	Seq uint64
 }
 
 // EventBuffer is the capacity of the Events channel.
 const EventBuffer = 256
 
-type eventKey struct{ policy, broker string }
+// eventKey identifies one broker in one policy's table. The table's generation is part of the
+// key: a policy removed and pushed again gets a new table whose sequence numbers start over.
+type eventKey struct {
+	gen            uint64
+	policy, broker string
+}
+
+type pendingEvent struct {
+	key eventKey
+	ev  IsolationEvent
+}
 
 // eventQueue delivers isolation events without ever blocking the sender that caused them.
 //
@@ -36,9 +49,10 @@ type eventQueue struct {
 	metrics Metrics
 
 	mu       sync.Mutex
-	pending  []IsolationEvent
+	pending  []pendingEvent
 	index    map[eventKey]int
-	inflight bool // the pump holds an event it took from pending and has not delivered yet
+	lastSeq  map[eventKey]uint64 // highest Seq accepted per broker
+	inflight bool                // the pump holds an event it took from pending and has not delivered yet
 	closed   bool
 
 	wake      chan struct{}
@@ -52,6 +66,7 @@ func newEventQueue(m Metrics) *eventQueue {
 		out:     make(chan IsolationEvent, EventBuffer),
 		metrics: m,
 		index:   make(map[eventKey]int),
+		lastSeq: make(map[eventKey]uint64),
 		wake:    make(chan struct{}, 1),
 		done:    make(chan struct{}),
 		stopped: make(chan struct{}),
@@ -60,12 +75,20 @@ func newEventQueue(m Metrics) *eventQueue {
 	return q
 }
 
-func (q *eventQueue) push(ev IsolationEvent) {
+func (q *eventQueue) push(gen uint64, ev IsolationEvent) {
 	q.mu.Lock()
 	if q.closed {
 		q.mu.Unlock()
 		return
 	}
+	k := eventKey{gen, ev.Policy, ev.Broker}
+	// Fault tables call back outside their lock, so two changes of one broker can arrive in
+	// either order; the later state wins.
+	if last, ok := q.lastSeq[k]; ok && ev.Seq <= last {
+		q.mu.Unlock()
+		return
+	}
+	q.lastSeq[k] = ev.Seq
 	// The direct path is only safe when nothing older is waiting, or the new event would overtake it.
 	if len(q.pending) == 0 && !q.inflight {
 		select {
@@ -75,16 +98,15 @@ func (q *eventQueue) push(ev IsolationEvent) {
 		default:
 		}
 	}
-	k := eventKey{ev.Policy, ev.Broker}
 	if i, ok := q.index[k]; ok {
-		q.pending[i] = ev
+		q.pending[i].ev = ev
 		q.mu.Unlock()
 		q.coalesced.Add(1)
 		q.metrics.EventCoalesced(ev.Policy, ev.Broker)
 		return
 	}
 	q.index[k] = len(q.pending)
-	q.pending = append(q.pending, ev)
+	q.pending = append(q.pending, pendingEvent{k, ev})
 	q.mu.Unlock()
 	select {
 	case q.wake <- struct{}{}:
@@ -107,10 +129,11 @@ func (q *eventQueue) pump() {
 				q.mu.Unlock()
 				break
 			}
-			ev := q.pending[0]
+			next := q.pending[0]
+			ev := next.ev
 			copy(q.pending, q.pending[1:])
 			q.pending = q.pending[:len(q.pending)-1]
-			delete(q.index, eventKey{ev.Policy, ev.Broker})
+			delete(q.index, next.key)
 			for k, i := range q.index {
 				q.index[k] = i - 1
 			}
@@ -125,6 +148,17 @@ func (q *eventQueue) pump() {
 			q.mu.Lock()
 			q.inflight = false
 			q.mu.Unlock()
+		}
+	}
+}
+
+// forgetPolicy drops what the queue remembers about a removed policy's table.
+func (q *eventQueue) forgetPolicy(policy string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for k := range q.lastSeq {
+		if k.policy == policy {
+			delete(q.lastSeq, k)
 		}
 	}
 }

@@ -25,18 +25,20 @@ func recvEvent(t *testing.T, ch <-chan IsolationEvent) IsolationEvent {
 func TestEventQueueNeverBlocksAndEndsWithLatestStatePerBroker(t *testing.T) {
 	q := newEventQueue(NopMetrics{})
 	defer q.close()
+	var seq uint64
+	next := func() uint64 { seq++; return seq }
 	// Fill the channel, then keep flipping a few brokers with nobody reading: push must return
 	// every time (this loop would hang otherwise).
 	for i := 0; i < EventBuffer; i++ {
-		q.push(IsolationEvent{Policy: "p", Broker: fmt.Sprintf("fill-%d", i), Isolated: true})
+		q.push(1, IsolationEvent{Policy: "p", Broker: fmt.Sprintf("fill-%d", i), Isolated: true, Seq: next()})
 	}
 	const flips = 1000
 	for i := 0; i < flips; i++ {
 		for _, b := range []string{"a", "b", "c"} {
-			q.push(IsolationEvent{Policy: "p", Broker: b, Isolated: i%2 == 0})
+			q.push(1, IsolationEvent{Policy: "p", Broker: b, Isolated: i%2 == 0, Seq: next()})
 		}
 	}
-	q.push(IsolationEvent{Policy: "p", Broker: "a", Isolated: true}) // a's final state differs from b and c
+	q.push(1, IsolationEvent{Policy: "p", Broker: "a", Isolated: true, Seq: next()}) // a's final state differs from b and c
 	for i := 0; i < EventBuffer; i++ {
 		if ev := recvEvent(t, q.out); ev.Broker != fmt.Sprintf("fill-%d", i) {
 			t.Fatalf("event %d: %+v, want the fill events first, in order", i, ev)
@@ -75,7 +77,7 @@ func TestEventQueueKeepsOrderPerBroker(t *testing.T) {
 	var want []bool
 	for i := 0; i < EventBuffer+10; i++ {
 		iso := i%3 != 0
-		q.push(IsolationEvent{Broker: fmt.Sprintf("b%d", i), Isolated: iso})
+		q.push(1, IsolationEvent{Broker: fmt.Sprintf("b%d", i), Isolated: iso})
 		want = append(want, iso)
 	}
 	for i := range want {
@@ -89,10 +91,10 @@ func TestEventQueueKeepsOrderPerBroker(t *testing.T) {
 func TestEventQueueCloseClosesChannelAndDropsLaterPushes(t *testing.T) {
 	q := newEventQueue(NopMetrics{})
 	for i := 0; i < EventBuffer+5; i++ {
-		q.push(IsolationEvent{Broker: fmt.Sprintf("b%d", i)})
+		q.push(1, IsolationEvent{Broker: fmt.Sprintf("b%d", i)})
 	}
 	q.close()
-	q.push(IsolationEvent{Broker: "late"})
+	q.push(1, IsolationEvent{Broker: "late"})
 	n := 0
 	for ev := range q.out {
 		if ev.Broker == "late" {
@@ -110,4 +112,23 @@ func (q *eventQueue) drained() bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return len(q.pending) == 0 && !q.inflight && len(q.out) == 0
+}
+
+func TestEventQueueDropsChangesOlderThanOneAlreadyQueued(t *testing.T) {
+	q := newEventQueue(NopMetrics{})
+	defer q.close()
+	q.push(1, IsolationEvent{Policy: "p", Broker: "a", Isolated: true, Seq: 5})
+	q.push(1, IsolationEvent{Policy: "p", Broker: "a", Isolated: false, Seq: 4}) // a late callback
+	q.push(2, IsolationEvent{Policy: "p", Broker: "a", Isolated: false, Seq: 1}) // a new table of p
+	if ev := recvEvent(t, q.out); ev.Seq != 5 || !ev.Isolated {
+		t.Fatalf("first event %+v", ev)
+	}
+	if ev := recvEvent(t, q.out); ev.Seq != 1 || ev.Isolated {
+		t.Fatalf("second event %+v", ev)
+	}
+	select {
+	case ev := <-q.out:
+		t.Fatalf("stale event delivered: %+v", ev)
+	default:
+	}
 }

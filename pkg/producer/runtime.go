@@ -47,6 +47,7 @@ type Options struct {
 type policyState struct {
 	Policy
 	tol *fault.Tolerance
+	gen uint64 // identifies tol in events
 }
 
 // snapshot is the runtime state the send path reads. It is never modified after publication;
@@ -70,7 +71,8 @@ type Runtime struct {
 	asyncSlots chan struct{}
 
 	state  atomic.Pointer[snapshot]
-	mu     sync.Mutex // serialises writers of state and owns probes and restores
+	gens   atomic.Uint64 // numbers fault tables for the event queue
+	mu     sync.Mutex    // serialises writers of state and owns probes and restores
 	probes map[string]*probeLoop
 	// restores holds items handed to Restore for a policy not pushed yet; SetPolicy applies them.
 	restores map[string][]fault.Item
@@ -118,7 +120,7 @@ func New(opts Options) *Runtime {
 	}
 	r.state.Store(&snapshot{
 		brokers:  map[string]Broker{},
-		policies: map[string]*policyState{"": {Policy: def, tol: fault.New(r.faultOptions(def))}},
+		policies: map[string]*policyState{"": r.newPolicyState(def)},
 		specs:    map[string]Route{},
 		routes:   map[string]*route{},
 	})
@@ -132,8 +134,16 @@ func New(opts Options) *Runtime {
 	return r
 }
 
-// faultOptions translates a policy into fault-table options, tagging changes with the policy name.
-func (r *Runtime) faultOptions(p Policy) fault.Options {
+// newPolicyState creates a policy's fault table.
+func (r *Runtime) newPolicyState(p Policy) *policyState {
+	ps := &policyState{Policy: p, gen: r.gens.Add(1)}
+	ps.tol = fault.New(r.faultOptions(p, ps.gen))
+	return ps
+}
+
+// faultOptions translates a policy into fault-table options, tagging changes with the policy name
+// and the table's generation.
+func (r *Runtime) faultOptions(p Policy, gen uint64) fault.Options {
 	name := p.Name
 	return fault.Options{
 		Table:              p.Table,
@@ -142,11 +152,11 @@ func (r *Runtime) faultOptions(p Policy) fault.Options {
 		GrowOnRepeat:       p.GrowOnRepeat,
 		MaxIsolatedPercent: p.MaxIsolatedPercent,
 		RespectPodHealth:   p.RespectPodHealth,
-		OnChange:           func(c fault.Change) { r.onChange(name, c) },
+		OnChange:           func(c fault.Change) { r.onChange(name, gen, c) },
 	}
 }
 
-func (r *Runtime) onChange(policy string, c fault.Change) {
+func (r *Runtime) onChange(policy string, gen uint64, c fault.Change) {
 	r.metrics.IsolationChanged(policy, c.Broker, c.Isolated, c.Item.Reason)
 	if c.Isolated {
 		r.log.V(1).Info("broker isolated", "policy", policy, "broker", c.Broker, "reason", c.Item.Reason,
@@ -154,7 +164,7 @@ func (r *Runtime) onChange(policy string, c fault.Change) {
 	} else {
 		r.log.V(1).Info("broker left isolation", "policy", policy, "broker", c.Broker)
 	}
-	r.events.push(IsolationEvent{Policy: policy, Broker: c.Broker, Isolated: c.Isolated, Item: c.Item})
+	r.events.push(gen, IsolationEvent{Policy: policy, Broker: c.Broker, Isolated: c.Isolated, Item: c.Item, Seq: c.Seq})
 }
 
 // update builds and publishes a new snapshot. fn receives a copy whose maps it may replace but must
@@ -310,12 +320,11 @@ func (r *Runtime) SetPolicy(p Policy) error {
 	defer r.mu.Unlock()
 	var ps *policyState
 	r.update(func(s *snapshot) ([]string, bool) {
-		ps = &policyState{Policy: np}
 		if old, ok := s.policies[np.Name]; ok {
-			ps.tol = old.tol
-			ps.tol.Configure(r.faultOptions(np))
+			ps = &policyState{Policy: np, tol: old.tol, gen: old.gen}
+			ps.tol.Configure(r.faultOptions(np, ps.gen))
 		} else {
-			ps.tol = fault.New(r.faultOptions(np))
+			ps = r.newPolicyState(np)
 			// A new table learns the pod state of every known broker.
 			for _, b := range s.brokers {
 				ps.tol.SetPodState(b.Name, b.podState())
@@ -356,6 +365,7 @@ func (r *Runtime) RemovePolicy(name string) {
 		return s.topicsWhere(func(rt Route) bool { return rt.Policy == name }), false
 	})
 	r.stopProbe(name)
+	r.events.forgetPolicy(name)
 }
 
 // Policy returns a policy's effective settings (defaults filled in) and whether it is known.

@@ -14,7 +14,7 @@ import (
 )
 
 func TestSendSpreadsRoundRobinWithinOnePerQueue(t *testing.T) {
-	c := startCluster(t, 4, []string{"broker-a", "broker-b", "broker-c"})
+	c := startCluster(t, 4, []string{"broker-a", "broker-b", "broker-c"}, withSlowNeverIsolating(t))
 	const n = 12*20 + 7
 	got := map[Queue]int{}
 	for i := 0; i < n; i++ {
@@ -168,7 +168,9 @@ func TestFinalErrorNamesAttemptsCostTopicAndBrokers(t *testing.T) {
 func TestPerAttemptCapLetsASecondBrokerAnswerWithinTheBudget(t *testing.T) {
 	for _, capped := range []bool{true, false} {
 		t.Run(fmt.Sprintf("capped=%v", capped), func(t *testing.T) {
+			// Two attempts: the capped first one and the last, which gets the rest of the budget.
 			c := startCluster(t, 1, []string{"broker-a", "broker-b"}, withPolicy(func(p *Policy) {
+				p.Retry.Attempts = 2
 				p.Retry.SendTimeout = 600 * time.Millisecond
 				if capped {
 					p.Retry.PerAttemptTimeout = 100 * time.Millisecond
@@ -324,6 +326,7 @@ func TestSameUniqKeyOnEveryAttempt(t *testing.T) {
 	// broker-a answers late (after the per-attempt cap) but still stores: the retry on broker-b
 	// carries the same UNIQ_KEY, so both copies are one message to a deduplicating consumer.
 	c := startCluster(t, 1, []string{"broker-a", "broker-b"}, withPolicy(func(p *Policy) {
+		p.Retry.Attempts = 2
 		p.Retry.PerAttemptTimeout = 50 * time.Millisecond
 	}))
 	c.brokers["broker-a"].SetFault(brokersim.Fault{Delay: 200 * time.Millisecond})
@@ -436,7 +439,7 @@ func TestAsyncSendsCompleteThroughCallbacks(t *testing.T) {
 }
 
 func TestOnewaySendsReachTheBrokers(t *testing.T) {
-	c := startCluster(t, 2, []string{"broker-a", "broker-b"})
+	c := startCluster(t, 2, []string{"broker-a", "broker-b"}, withSlowNeverIsolating(t))
 	const n = 40
 	for i := 0; i < n; i++ {
 		if err := c.r.SendOneway(context.Background(), &Message{Topic: testTopic, Body: []byte(fmt.Sprint("o", i))}); err != nil {
@@ -461,7 +464,7 @@ func TestOnewaySendsReachTheBrokers(t *testing.T) {
 }
 
 func TestIsolationEventsAndExpiry(t *testing.T) {
-	c := startCluster(t, 1, []string{"broker-a", "broker-b"}, withManualClock())
+	c := startCluster(t, 1, []string{"broker-a", "broker-b"}, withManualClock(), withSlowNeverIsolating(t))
 	c.brokers["broker-a"].SetFault(brokersim.Fault{Code: remoting.SystemBusy})
 	if _, err := sendUntilFirstAttemptOn(t, c, "broker-a"); err != nil {
 		t.Fatal(err)

@@ -28,6 +28,16 @@ type clusterOpt func(*Options, *Policy)
 // withPolicy edits the policy the test topic uses (named "test").
 func withPolicy(f func(*Policy)) clusterOpt { return func(_ *Options, p *Policy) { f(p) } }
 
+// withSlowNeverIsolating swaps the RocketMQ5 table for one where only failures isolate (10s), so
+// tests that count messages per queue do not depend on how fast a loaded machine answers.
+func withSlowNeverIsolating(t testing.TB) clusterOpt {
+	tab, err := fault.NewTable([]fault.Rule{{LatencyMillis: 0, IsolationMillis: 0}, {LatencyMillis: 60000, IsolationMillis: 10000}}, 60000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return withPolicy(func(p *Policy) { p.Table = tab })
+}
+
 // withManualClock freezes the fault tables' clock, so isolations only end when a test says so.
 func withManualClock() clusterOpt {
 	return func(o *Options, _ *Policy) { o.Clock = fault.NewManualClock(time.Unix(1_700_000_000, 0)) }
