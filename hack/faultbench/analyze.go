@@ -1,0 +1,302 @@
+package main
+
+import (
+	"math"
+	"slices"
+	"time"
+)
+
+// badLatency is the attempt latency at which a successful attempt on the bad broker counts as a
+// failure signal: just under RocketMQ5's lowest isolating threshold (550 ms), far above any
+// healthy loopback send.
+const badLatency = 500 * time.Millisecond
+
+// Targets from the design: every detour send succeeds, detour's p99 is within this factor of the
+// oracle's, and at most this share of sends reaches the bad broker after the first signal.
+const (
+	targetP99Factor   = 1.5
+	targetBadSharePct = 1.0
+)
+
+// result is one scenario × strategy, as results.json holds it. Times are milliseconds; those
+// relative to the run are offsets from the start of the measured workload.
+type result struct {
+	Scenario string `json:"scenario"`
+	Strategy string `json:"strategy"`
+
+	Scheduled int  `json:"scheduled"`
+	Issued    int  `json:"issued"`
+	CutShort  bool `json:"cutShort"`
+	Abandoned int  `json:"abandoned"`
+	Succeeded int  `json:"succeeded"`
+	Failed    int  `json:"failed"`
+
+	SuccessPct float64 `json:"successPct"`
+	P50Ms      float64 `json:"p50Ms"`
+	P99Ms      float64 `json:"p99Ms"`
+	P999Ms     float64 `json:"p999Ms"`
+	MaxMs      float64 `json:"maxMs"`
+	// SendsOver500Ms counts sends that took badLatency or longer.
+	SendsOver500Ms int `json:"sendsOver500Ms"`
+	// ScheduleLagP99Ms is the p99 of how late sends started against the schedule (senders stuck
+	// in slow sends fall behind).
+	ScheduleLagP99Ms float64 `json:"scheduleLagP99Ms"`
+	// NoiseP99Ms and NoiseMaxMs are how late 1 ms sleeps woke up during the run (p99 and worst):
+	// the machine's scheduling noise, which every latency includes.
+	NoiseP99Ms float64 `json:"noiseP99Ms"`
+	NoiseMaxMs float64 `json:"noiseMaxMs"`
+
+	// Shares of sends with at least one attempt on the bad broker, in percent: over the whole
+	// run, among sends started after the fault's onset, after the first signal, and while the bad
+	// broker was in a faulty span.
+	BadSharePct            float64 `json:"badSharePct"`
+	BadShareAfterOnsetPct  float64 `json:"badShareAfterOnsetPct"`
+	BadShareAfterSignalPct float64 `json:"badShareAfterSignalPct"`
+	BadShareWhileFaultyPct float64 `json:"badShareWhileFaultyPct"`
+	BadAttempts            int     `json:"badAttempts"`
+	// BadBrokerReceived is the bad broker's own count of send requests during the run.
+	BadBrokerReceived int64 `json:"badBrokerReceived"`
+
+	OnsetMs float64 `json:"onsetMs"`
+	// FirstFailureMs is when the first attempt on the bad broker failed or took badLatency or
+	// more (its end); nil if none did.
+	FirstFailureMs *float64 `json:"firstFailureMs"`
+	// SignalMs is the first signal: the pod mark in the terminating scenario, the first failure
+	// elsewhere (the onset when no failure was seen).
+	SignalMs float64 `json:"signalMs"`
+	// DetectMs is first failure − onset.
+	DetectMs *float64 `json:"detectMs"`
+	// IsolateMs is signal → start of the last attempt on the bad broker before it got no traffic
+	// for a quiet span; nil if that never happened.
+	IsolateMs *float64 `json:"isolateMs"`
+	// RecoverMs (recovery scenario) is heal → start of the first successful attempt on the bad
+	// broker; nil if none came within the run.
+	RecoverMs *float64 `json:"recoverMs"`
+
+	Isolations []isoRec         `json:"badBrokerIsolationChanges,omitempty"`
+	Timeline   []appliedActionM `json:"timeline"`
+	ElapsedMs  float64          `json:"elapsedMs"`
+
+	// Targets apply to the detour strategy only.
+	Targets *targets `json:"targets,omitempty"`
+	// Checks lists fairness checks that failed (empty when all held).
+	Checks []string `json:"failedChecks"`
+}
+
+// appliedActionM is appliedAction in milliseconds.
+type appliedActionM struct {
+	Note        string  `json:"note"`
+	ScheduledMs float64 `json:"scheduledMs"`
+	AppliedMs   float64 `json:"appliedMs"`
+}
+
+type targets struct {
+	OracleP99Ms  float64 `json:"oracleP99Ms"`
+	P99VsOracle  float64 `json:"p99VsOracle"`
+	SuccessPass  bool    `json:"success100"`
+	P99Pass      bool    `json:"p99Within1_5xOracle"`
+	BadSharePass bool    `json:"badShareAfterSignalAtMost1Pct"`
+}
+
+func ms(d time.Duration) float64 { return math.Round(float64(d)/float64(time.Microsecond)) / 1000 }
+
+func msp(d time.Duration) *float64 { v := ms(d); return &v }
+
+// percentile is the nearest-rank percentile of sorted values.
+func percentile(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	k := int(math.Ceil(p/100*float64(len(sorted)))) - 1
+	return sorted[min(max(k, 0), len(sorted)-1)]
+}
+
+func pct(n, of int) float64 {
+	if of == 0 {
+		return 0
+	}
+	return math.Round(10000*float64(n)/float64(of)) / 100
+}
+
+func touchesBad(s *sendRec) bool { return slices.Contains(s.Tried, badBroker) }
+
+// analyze computes a run's result.
+func analyze(d *runData) result {
+	sc := d.Scenario
+	r := result{
+		Scenario: sc.Name, Strategy: d.Strategy,
+		Scheduled: d.Params.scheduled(), Issued: len(d.Sends), Abandoned: d.Abandoned,
+		OnsetMs: ms(sc.Onset), ElapsedMs: ms(d.Elapsed), BadBrokerReceived: d.BadSendsReceived,
+		Isolations: d.Isos, Checks: []string{},
+	}
+	r.CutShort = r.Issued < r.Scheduled || r.Abandoned > 0
+	for _, a := range d.Applied {
+		r.Timeline = append(r.Timeline, appliedActionM{Note: a.Note, ScheduledMs: ms(a.Scheduled), AppliedMs: ms(a.Applied)})
+	}
+
+	lat := make([]time.Duration, 0, len(d.Sends))
+	lag := make([]time.Duration, 0, len(d.Sends))
+	for i := range d.Sends {
+		s := &d.Sends[i]
+		lat = append(lat, s.Latency)
+		lag = append(lag, max(0, s.Start-s.Due))
+		if s.OK {
+			r.Succeeded++
+		} else {
+			r.Failed++
+		}
+		if s.Latency >= badLatency {
+			r.SendsOver500Ms++
+		}
+	}
+	slices.Sort(lat)
+	slices.Sort(lag)
+	r.SuccessPct = pct(r.Succeeded, r.Issued)
+	r.P50Ms, r.P99Ms, r.P999Ms = ms(percentile(lat, 50)), ms(percentile(lat, 99)), ms(percentile(lat, 99.9))
+	if len(lat) > 0 {
+		r.MaxMs = ms(lat[len(lat)-1])
+	}
+	r.ScheduleLagP99Ms = ms(percentile(lag, 99))
+	noise := slices.Clone(d.Noise)
+	slices.Sort(noise)
+	r.NoiseP99Ms = ms(percentile(noise, 99))
+	if len(noise) > 0 {
+		r.NoiseMaxMs = ms(noise[len(noise)-1])
+	}
+
+	// First failure: the earliest end of a failed or slow attempt on the bad broker in the fault.
+	var firstFailure time.Duration = -1
+	for _, a := range d.Attempts {
+		if a.Broker != badBroker {
+			continue
+		}
+		r.BadAttempts++
+		if a.End >= sc.Onset && (!a.OK || a.End-a.Start >= badLatency) && (firstFailure < 0 || a.End < firstFailure) {
+			firstFailure = a.End
+		}
+	}
+	signal := sc.Onset
+	if firstFailure >= 0 {
+		r.FirstFailureMs = msp(firstFailure)
+		r.DetectMs = msp(firstFailure - sc.Onset)
+		if sc.Name != "terminating" {
+			signal = firstFailure
+		}
+	}
+	r.SignalMs = ms(signal)
+
+	share := func(keep func(s *sendRec) bool) float64 {
+		n, bad := 0, 0
+		for i := range d.Sends {
+			s := &d.Sends[i]
+			if keep(s) {
+				n++
+				if touchesBad(s) {
+					bad++
+				}
+			}
+		}
+		return pct(bad, n)
+	}
+	r.BadSharePct = share(func(*sendRec) bool { return true })
+	r.BadShareAfterOnsetPct = share(func(s *sendRec) bool { return s.Start >= sc.Onset })
+	r.BadShareAfterSignalPct = share(func(s *sendRec) bool { return s.Start >= signal })
+	r.BadShareWhileFaultyPct = share(func(s *sendRec) bool { return sc.faultyAt(s.Start) })
+
+	if at, ok := isolatedAt(d); ok {
+		r.IsolateMs = msp(max(0, at-signal))
+	}
+	if sc.Heal > 0 {
+		for _, a := range d.Attempts {
+			if a.Broker == badBroker && a.OK && a.Start >= sc.Heal {
+				r.RecoverMs = msp(a.Start - sc.Heal)
+				break
+			}
+		}
+	}
+
+	// Fairness checks.
+	if d.Strategy == "oracle" && (r.BadAttempts > 0 || d.BadSendsReceived > 0 || d.WarmupBadSends > 0) {
+		r.Checks = append(r.Checks, "oracle reached the bad broker")
+	}
+	for _, a := range d.Applied {
+		if late := a.Applied - a.Scheduled; late > 100*time.Millisecond {
+			r.Checks = append(r.Checks, "fault schedule step "+a.Note+" applied "+late.String()+" late")
+		}
+	}
+	if len(d.Applied) != len(sc.Actions) {
+		r.Checks = append(r.Checks, "fault schedule not fully applied")
+	}
+	return r
+}
+
+// isolatedAt finds when sends stopped reaching the bad broker during its fault: the start of the
+// last attempt on it (at or after the onset) that is followed by a quiet span in which it got no
+// attempt while the others got plenty. The second condition keeps a stall (every sender stuck on
+// the bad broker, so nobody sends anywhere) from passing for isolation. No attempt on the bad
+// broker after the onset means it was isolated at the onset.
+func isolatedAt(d *runData) (time.Duration, bool) {
+	sc := d.Scenario
+	quiet := min(time.Second, d.Params.Duration/10)
+	need := max(10, int(float64(d.Params.Rate)*quiet.Seconds()/2))
+	var bad []int
+	for i, a := range d.Attempts {
+		if a.Broker == badBroker && a.End >= sc.Onset {
+			bad = append(bad, i)
+		}
+	}
+	if len(bad) == 0 {
+		return sc.Onset, true
+	}
+	end := d.Params.Duration
+	for k, i := range bad {
+		a := d.Attempts[i]
+		if sc.Heal > 0 && a.Start >= sc.Heal {
+			break
+		}
+		until := end
+		nextBad := len(d.Attempts)
+		if k+1 < len(bad) {
+			nextBad = bad[k+1]
+			until = min(until, d.Attempts[nextBad].Start)
+		}
+		if sc.Heal > 0 {
+			until = min(until, sc.Heal)
+		}
+		if until-a.Start < quiet {
+			continue
+		}
+		others := 0
+		for j := i + 1; j < nextBad && d.Attempts[j].Start < until; j++ {
+			others++
+		}
+		if others >= need {
+			return a.Start, true
+		}
+	}
+	return 0, false
+}
+
+// applyTargets marks detour's results against the oracle of the same scenario.
+func applyTargets(rs []result) {
+	oracle := make(map[string]float64)
+	for _, r := range rs {
+		if r.Strategy == "oracle" {
+			oracle[r.Scenario] = r.P99Ms
+		}
+	}
+	for i := range rs {
+		r := &rs[i]
+		if r.Strategy != "detour" {
+			continue
+		}
+		o, ok := oracle[r.Scenario]
+		t := &targets{SuccessPass: r.Failed == 0 && r.Issued > 0 && !r.CutShort, BadSharePass: r.BadShareAfterSignalPct <= targetBadSharePct}
+		if ok && o > 0 {
+			t.OracleP99Ms = o
+			t.P99VsOracle = math.Round(100*r.P99Ms/o) / 100
+			t.P99Pass = r.P99Ms <= targetP99Factor*o
+		}
+		r.Targets = t
+	}
+}

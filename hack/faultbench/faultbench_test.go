@@ -1,0 +1,196 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestShortBlackholeRunMeasuresDetourAndKeepsTheOracleOffTheBadBroker runs the real harness for
+// one short scenario: brokers, fault schedule, two strategies, analysis and every output file.
+func TestShortBlackholeRunMeasuresDetourAndKeepsTheOracleOffTheBadBroker(t *testing.T) {
+	out := t.TempDir()
+	c, err := parseFlags([]string{"-out", out, "-duration", "2s", "-drain", "3s", "-scenarios", "blackhole", "-strategies", "detour,oracle"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var log bytes.Buffer
+	if err := run(ctx, c, &log); err != nil {
+		t.Fatalf("run: %v\n%s", err, log.String())
+	}
+
+	raw, err := os.ReadFile(filepath.Join(out, "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep report
+	if err := json.Unmarshal(raw, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Results) != 2 {
+		t.Fatalf("got %d results, want detour and oracle", len(rep.Results))
+	}
+	if rep.Params.ScheduledPerRun != 400 || rep.Machine.CPUs < 1 || rep.Machine.GoVersion == "" {
+		t.Errorf("run parameters or machine info missing: %+v %+v", rep.Params, rep.Machine)
+	}
+	by := map[string]result{}
+	for _, r := range rep.Results {
+		by[r.Strategy] = r
+		if r.Issued == 0 || r.Succeeded+r.Failed != r.Issued {
+			t.Errorf("%s: issued %d, succeeded %d, failed %d", r.Strategy, r.Issued, r.Succeeded, r.Failed)
+		}
+		if len(r.Checks) != 0 {
+			t.Errorf("%s: fairness checks failed: %v", r.Strategy, r.Checks)
+		}
+		if len(r.Timeline) != 1 || r.Timeline[0].ScheduledMs != 500 {
+			t.Errorf("%s: fault schedule %+v, want the black hole at 500 ms", r.Strategy, r.Timeline)
+		}
+	}
+	oracle, detour := by["oracle"], by["detour"]
+	if oracle.BadAttempts != 0 || oracle.BadBrokerReceived != 0 || oracle.BadSharePct != 0 {
+		t.Errorf("oracle reached the bad broker: %d attempts, broker counted %d", oracle.BadAttempts, oracle.BadBrokerReceived)
+	}
+	// Before the onset detour spreads over all three brokers, so it meets the black hole; the bad
+	// broker's own counter must agree with the attempts the harness recorded reaching it.
+	if detour.BadAttempts == 0 || detour.BadBrokerReceived == 0 {
+		t.Errorf("detour never reached the bad broker: %d attempts, broker counted %d", detour.BadAttempts, detour.BadBrokerReceived)
+	}
+	if int64(detour.BadAttempts) != detour.BadBrokerReceived {
+		t.Errorf("harness recorded %d attempts on the bad broker, the broker counted %d", detour.BadAttempts, detour.BadBrokerReceived)
+	}
+	if detour.FirstFailureMs == nil || *detour.FirstFailureMs < 500 {
+		t.Errorf("no failure on the black-holed broker after the onset was recorded: %v", detour.FirstFailureMs)
+	}
+	if detour.Targets == nil || oracle.Targets != nil {
+		t.Errorf("targets belong to detour only: detour %v, oracle %v", detour.Targets, oracle.Targets)
+	}
+
+	md, err := os.ReadFile(filepath.Join(out, "results.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"### blackhole", "| detour |", "| oracle |", c.Command, "blackhole-latency.png"} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("results.md lacks %q", want)
+		}
+	}
+	for _, name := range []string{"blackhole-latency.png", "blackhole-p99.png"} {
+		b, err := os.ReadFile(filepath.Join(out, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.HasPrefix(b, []byte("\x89PNG\r\n\x1a\n")) {
+			t.Errorf("%s is not a PNG", name)
+		}
+	}
+}
+
+// TestAnalyzeTellsIsolationFromStalls feeds the analysis synthetic runs: one where sends stop
+// reaching the bad broker after its first failure, one where round robin keeps sending to it, and
+// one where every sender is stuck on it (no attempts anywhere), which must not pass for isolation.
+func TestAnalyzeTellsIsolationFromStalls(t *testing.T) {
+	const ms = time.Millisecond
+	p := params{Duration: 10 * time.Second, Rate: 100, Senders: 1}
+	sc := scenario{Name: "blackhole", Onset: 2 * time.Second, Faulty: []window{{2 * time.Second, 10 * time.Second}}}
+	// build sends one message every 10 ms; pick names the broker of each send's only attempt, or
+	// "" for no send at that slot.
+	build := func(pick func(i int) (string, time.Duration, bool)) *runData {
+		d := &runData{Scenario: sc, Params: p}
+		for i := 0; i < 1000; i++ {
+			b, lat, ok := pick(i)
+			if b == "" {
+				continue
+			}
+			start := time.Duration(i) * 10 * ms
+			d.Sends = append(d.Sends, sendRec{Seq: i, Due: start, Start: start, Latency: lat, OK: ok, Tried: []string{b}})
+			d.Attempts = append(d.Attempts, attemptRec{Broker: b, Start: start, End: start + lat, OK: ok})
+		}
+		return d
+	}
+	names := []string{brokerA, badBroker, brokerC}
+	tests := []struct {
+		name        string
+		run         *runData
+		wantIsolate *time.Duration
+		wantShare   float64
+	}{
+		{
+			name: "sends stop after the first failure",
+			run: build(func(i int) (string, time.Duration, bool) {
+				if i == 200 {
+					return badBroker, 300 * ms, false // fails at 2.3 s
+				}
+				if i > 200 && i < 230 {
+					return "", 0, false // the sender was stuck in the failed send
+				}
+				if i > 200 {
+					return names[2*(i%2)], ms, true // a and c only
+				}
+				return names[i%3], ms, true
+			}),
+			wantIsolate: new(time.Duration),
+			wantShare:   0,
+		},
+		{
+			name: "round robin keeps sending to the bad broker",
+			run: build(func(i int) (string, time.Duration, bool) {
+				b := names[i%3]
+				return b, ms, b != badBroker || i < 200
+			}),
+			wantIsolate: nil,
+			wantShare:   33.33,
+		},
+		{
+			name: "a stall with nobody sending is not isolation",
+			run: build(func(i int) (string, time.Duration, bool) {
+				if i >= 200 && i%300 < 150 {
+					return "", 0, false // every sender stuck for 1.5 s
+				}
+				b := names[i%3]
+				return b, ms, b != badBroker || i < 200
+			}),
+			wantIsolate: nil,
+			wantShare:   33.33,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := analyze(tc.run)
+			if r.FirstFailureMs == nil {
+				t.Fatal("no first failure found")
+			}
+			switch {
+			case tc.wantIsolate == nil && r.IsolateMs != nil:
+				t.Errorf("isolated after %v ms, want never", *r.IsolateMs)
+			case tc.wantIsolate != nil && (r.IsolateMs == nil || *r.IsolateMs != ms2f(*tc.wantIsolate)):
+				t.Errorf("isolate %v, want %v", r.IsolateMs, *tc.wantIsolate)
+			}
+			if d := r.BadShareAfterSignalPct - tc.wantShare; d > 0.5 || d < -0.5 {
+				t.Errorf("bad share after signal %.2f%%, want %.2f%%", r.BadShareAfterSignalPct, tc.wantShare)
+			}
+		})
+	}
+}
+
+func ms2f(d time.Duration) float64 { return ms(d) }
+
+// TestParseFlagsRefusesUnknownNames checks that a typo in a scenario or strategy fails loudly
+// instead of silently running nothing.
+func TestParseFlagsRefusesUnknownNames(t *testing.T) {
+	for _, args := range [][]string{
+		{"-scenarios", "blackhol"},
+		{"-strategies", "detour,rocketmq6"},
+		{"-duration", "100ms"},
+	} {
+		if _, err := parseFlags(args); err == nil {
+			t.Errorf("parseFlags(%v) accepted it", args)
+		}
+	}
+}

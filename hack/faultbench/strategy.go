@@ -1,0 +1,334 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	rocketmq "github.com/apache/rocketmq-client-go/v2"
+	rmqprimitive "github.com/apache/rocketmq-client-go/v2/primitive"
+	rmqproducer "github.com/apache/rocketmq-client-go/v2/producer"
+
+	"github.com/detourmq/detour/pkg/fault"
+	"github.com/detourmq/detour/pkg/producer"
+)
+
+// Settings of the detour strategy (and of the oracle, which differs only in its route).
+const (
+	detourPerAttempt    = 400 * time.Millisecond
+	detourProbeInterval = 1000 * time.Millisecond
+	detourProbeTimeout  = 200 * time.Millisecond
+	detourMaxIsolated   = 50
+)
+
+var strategyNames = []string{"none", "rocketmq4", "rocketmq5", "detour", "oracle", "rocketmq-client-go"}
+
+// strategyDescriptions say what each strategy is, for the report.
+var strategyDescriptions = map[string]string{
+	"none": "detour's runtime with fault tolerance off, as RocketMQ's default (sendLatencyFaultEnable=false): " +
+		"a table that never isolates, pod state ignored, no probing; round robin that only avoids the previous " +
+		"attempt's broker; 3 attempts in 3000 ms",
+	"rocketmq4": "detour's runtime with the RocketMQ4 preset and RocketMQ's behaviour: no probing, no growth, " +
+		"no cap, pod state ignored, no per-attempt cap (sendMsgMaxTimeoutPerRequest off); 3 attempts in 3000 ms",
+	"rocketmq5": "as rocketmq4 with the RocketMQ5 preset",
+	"detour": fmt.Sprintf("RocketMQ5 preset, per-attempt cap %v, probing every %v (timeout %v), growth on repeat, "+
+		"pod health respected, at most %d%% of brokers isolated; 3 attempts in 3000 ms",
+		detourPerAttempt, detourProbeInterval, detourProbeTimeout, detourMaxIsolated),
+	"oracle":             "the detour policy with the bad broker left out of the route before the run",
+	"rocketmq-client-go": "the real rocketmq-client-go v2 producer through brokersim's name server: default round-robin selector, WithRetry(2), WithSendMsgTimeout(3s); it knows nothing of pod state",
+}
+
+// sendRec is one send of the workload, with times relative to the start of the run.
+type sendRec struct {
+	Seq     int           `json:"seq"`
+	Due     time.Duration `json:"due"`
+	Start   time.Duration `json:"start"`
+	Latency time.Duration `json:"latency"`
+	OK      bool          `json:"ok"`
+	// Broker is the broker that stored the message ("" when the send failed).
+	Broker string `json:"broker,omitempty"`
+	// Tried lists the broker of every attempt, in order.
+	Tried []string `json:"tried"`
+	Err   string   `json:"err,omitempty"`
+}
+
+// attemptRec is one attempt of a send on one broker.
+type attemptRec struct {
+	Broker     string
+	Start, End time.Duration
+	OK         bool
+}
+
+// isoRec is an isolation change of the bad broker reported by the runtime.
+type isoRec struct {
+	At       time.Duration `json:"atMs"`
+	Isolated bool          `json:"isolated"`
+	Reason   string        `json:"reason,omitempty"`
+}
+
+// recorder collects attempts and isolation changes during the measured part of a run. Before
+// begin is called (warm-up) it records nothing.
+type recorder struct {
+	t0 atomic.Pointer[time.Time]
+
+	mu       sync.Mutex
+	attempts []attemptRec
+	isos     []isoRec
+}
+
+func (r *recorder) begin(t0 time.Time) { r.t0.Store(&t0) }
+
+func (r *recorder) since(now time.Time) (time.Duration, bool) {
+	t0 := r.t0.Load()
+	if t0 == nil {
+		return 0, false
+	}
+	return now.Sub(*t0), true
+}
+
+func (r *recorder) attempt(a attemptRec) {
+	r.mu.Lock()
+	r.attempts = append(r.attempts, a)
+	r.mu.Unlock()
+}
+
+// runtimeMetrics feeds the runtime's per-attempt measurements into a recorder. The runtime calls
+// AttemptDone right after each attempt with that attempt's own latency, so the attempt started
+// latency before the call.
+type runtimeMetrics struct {
+	producer.NopMetrics
+	rec *recorder
+}
+
+func (m runtimeMetrics) AttemptDone(_, broker string, latency time.Duration, outcome fault.Outcome) {
+	end, ok := m.rec.since(time.Now())
+	if !ok {
+		return
+	}
+	m.rec.attempt(attemptRec{Broker: broker, Start: end - latency, End: end, OK: outcome == fault.Success})
+}
+
+func (m runtimeMetrics) IsolationChanged(_, broker string, isolated bool, reason fault.Reason) {
+	at, ok := m.rec.since(time.Now())
+	if !ok || broker != badBroker {
+		return
+	}
+	m.rec.mu.Lock()
+	m.rec.isos = append(m.rec.isos, isoRec{At: at, Isolated: isolated, Reason: string(reason)})
+	m.rec.mu.Unlock()
+}
+
+// driver sends the workload for one strategy.
+type driver interface {
+	// send sends one message and fills in the outcome fields of rec (times relative to t0).
+	send(ctx context.Context, rec *sendRec, body []byte, t0 time.Time)
+	// podTerminating tells the strategy that the bad broker's pod is terminating.
+	podTerminating()
+	close()
+}
+
+// neverIsolate is the table of the "none" strategy: its only threshold is the longest latency a
+// table may name and isolates for 0 ms, and a failure counts as 1 ms, so no outcome ever
+// isolates a broker. That is RocketMQ with sendLatencyFaultEnable=false: selection is plain round
+// robin that avoids the previous attempt's broker (the runtime's first selection pass, which
+// accepts every broker when none is isolated).
+func neverIsolate() (*fault.Table, error) {
+	return fault.NewTable([]fault.Rule{{LatencyMillis: fault.MaxMillis, IsolationMillis: 0}}, 1)
+}
+
+// policyFor returns the runtime policy of a strategy built on detour's runtime.
+func policyFor(name string) (producer.Policy, error) {
+	p := producer.DefaultPolicy(name)
+	p.Retry.Attempts = 3
+	p.Retry.SendTimeout = 3000 * time.Millisecond
+	p.Retry.PerAttemptTimeout = 0
+	p.Probe.Enabled = false
+	p.GrowOnRepeat = false
+	p.MaxIsolatedPercent = 0
+	p.RespectPodHealth = false
+	var err error
+	switch name {
+	case "none":
+		p.Table, err = neverIsolate()
+	case "rocketmq4":
+		p.Table, err = fault.PresetTable(fault.PresetRocketMQ4)
+	case "rocketmq5":
+		p.Table, err = fault.PresetTable(fault.PresetRocketMQ5)
+	case "detour", "oracle":
+		p.Table, err = fault.PresetTable(fault.PresetRocketMQ5)
+		p.Retry.PerAttemptTimeout = detourPerAttempt
+		p.Probe = producer.ProbePolicy{Enabled: true, Interval: detourProbeInterval, Timeout: detourProbeTimeout}
+		p.GrowOnRepeat = true
+		p.MaxIsolatedPercent = detourMaxIsolated
+		p.RespectPodHealth = true
+	default:
+		return p, fmt.Errorf("no runtime policy for strategy %q", name)
+	}
+	return p, err
+}
+
+// runtimeDriver drives detour's producer runtime.
+type runtimeDriver struct {
+	rt      *producer.Runtime
+	brokers map[string]producer.Broker
+}
+
+func newRuntimeDriver(strategy string, env *env, rec *recorder) (*runtimeDriver, error) {
+	pol, err := policyFor(strategy)
+	if err != nil {
+		return nil, err
+	}
+	rt := producer.New(producer.Options{Metrics: runtimeMetrics{rec: rec}, ProducerGroup: "faultbench"})
+	if err := rt.SetPolicy(pol); err != nil {
+		rt.Close()
+		return nil, err
+	}
+	d := &runtimeDriver{rt: rt, brokers: make(map[string]producer.Broker)}
+	route := producer.Route{Topic: topic, Policy: pol.Name}
+	for _, b := range env.brokers {
+		if strategy == "oracle" && b.Name() == badBroker {
+			// The oracle knows the bad broker in advance: it is neither routed nor even known to the
+			// runtime, so not even a probe can reach it.
+			continue
+		}
+		pb := producer.Broker{Name: b.Name(), Addr: b.Addr(), Ready: true}
+		d.brokers[pb.Name] = pb
+		rt.SetBroker(pb)
+		route.Brokers = append(route.Brokers, producer.BrokerQueues{Broker: b.Name(), WriteQueues: queues})
+	}
+	if err := rt.SetRoute(route); err != nil {
+		rt.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+func (d *runtimeDriver) send(ctx context.Context, rec *sendRec, body []byte, t0 time.Time) {
+	start := time.Now()
+	res, err := d.rt.Send(ctx, &producer.Message{Topic: topic, Body: body})
+	rec.Start = start.Sub(t0)
+	rec.Latency = time.Since(start)
+	if err != nil {
+		rec.Err = err.Error()
+		var se *producer.SendError
+		if errors.As(err, &se) {
+			rec.Tried = se.BrokersTried
+		}
+		return
+	}
+	rec.OK = true
+	rec.Broker = res.Broker
+	rec.Tried = res.BrokersTried
+}
+
+func (d *runtimeDriver) podTerminating() {
+	if b, ok := d.brokers[badBroker]; ok {
+		b.Terminating = true
+		d.rt.SetBroker(b)
+	}
+}
+
+func (d *runtimeDriver) close() { d.rt.Close() }
+
+// recordingSelector wraps rocketmq-client-go's default round-robin selector and notes, for every
+// attempt, when it was selected and which broker it went to. rocketmq-client-go calls the selector
+// once per attempt with the same *Message, right before the attempt's request, so this is the one
+// place where its attempts can be observed; its interceptors only see the last attempt.
+type recordingSelector struct {
+	inner rmqproducer.QueueSelector
+	mu    sync.Mutex
+	picks map[*rmqprimitive.Message][]pick
+}
+
+type pick struct {
+	broker string
+	at     time.Time
+}
+
+func (s *recordingSelector) Select(m *rmqprimitive.Message, mqs []*rmqprimitive.MessageQueue, last string) *rmqprimitive.MessageQueue {
+	q := s.inner.Select(m, mqs, last)
+	if q != nil {
+		s.mu.Lock()
+		s.picks[m] = append(s.picks[m], pick{broker: q.BrokerName, at: time.Now()})
+		s.mu.Unlock()
+	}
+	return q
+}
+
+func (s *recordingSelector) take(m *rmqprimitive.Message) []pick {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.picks[m]
+	delete(s.picks, m)
+	return p
+}
+
+// clientGoDriver drives the real rocketmq-client-go v2 producer.
+type clientGoDriver struct {
+	p   rocketmq.Producer
+	sel *recordingSelector
+	rec *recorder
+}
+
+var clientGoInstance atomic.Int64
+
+func newClientGoDriver(env *env, rec *recorder) (*clientGoDriver, error) {
+	sel := &recordingSelector{inner: rmqproducer.NewRoundRobinQueueSelector(), picks: make(map[*rmqprimitive.Message][]pick)}
+	// rocketmq-client-go keeps a process-wide client per instance name; each run needs its own.
+	n := clientGoInstance.Add(1)
+	p, err := rocketmq.NewProducer(
+		rmqproducer.WithNameServer([]string{env.ns.Addr()}),
+		rmqproducer.WithGroupName(fmt.Sprintf("faultbench-%d", n)),
+		rmqproducer.WithInstanceName(fmt.Sprintf("faultbench-%d-%d", n, time.Now().UnixNano())),
+		rmqproducer.WithRetry(2),
+		rmqproducer.WithSendMsgTimeout(3*time.Second),
+		rmqproducer.WithQueueSelector(sel),
+	)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.Start(); err != nil {
+		return nil, err
+	}
+	return &clientGoDriver{p: p, sel: sel, rec: rec}, nil
+}
+
+func (d *clientGoDriver) send(ctx context.Context, rec *sendRec, body []byte, t0 time.Time) {
+	m := rmqprimitive.NewMessage(topic, body)
+	start := time.Now()
+	res, err := d.p.SendSync(ctx, m)
+	end := time.Now()
+	rec.Start = start.Sub(t0)
+	rec.Latency = end.Sub(start)
+	if err == nil && res.Status != rmqprimitive.SendOK {
+		err = fmt.Errorf("send status %v", res.Status)
+	}
+	picks := d.sel.take(m)
+	for i, pk := range picks {
+		rec.Tried = append(rec.Tried, pk.broker)
+		// An attempt ends when the next one is selected, the last one when SendSync returns.
+		aEnd := end
+		if i+1 < len(picks) {
+			aEnd = picks[i+1].at
+		}
+		if _, ok := d.rec.since(pk.at); ok {
+			d.rec.attempt(attemptRec{Broker: pk.broker, Start: pk.at.Sub(t0), End: aEnd.Sub(t0),
+				OK: err == nil && i+1 == len(picks)})
+		}
+	}
+	if err != nil {
+		rec.Err = err.Error()
+		return
+	}
+	rec.OK = true
+	if res.MessageQueue != nil {
+		rec.Broker = res.MessageQueue.BrokerName
+	}
+}
+
+func (d *clientGoDriver) podTerminating() {} // it cannot know
+
+func (d *clientGoDriver) close() { _ = d.p.Shutdown() }
