@@ -1,0 +1,180 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+)
+
+// fakeAPI answers TokenReviews from a token table and SubjectAccessReviews from a grant table,
+// counting the requests it receives.
+type fakeAPI struct {
+	mu       sync.Mutex
+	users    map[string]authenticationv1.UserInfo // token -> user
+	grants   map[string]bool                      // "user ns/name" -> allowed
+	reviews  int
+	accesses []authorizationv1.SubjectAccessReviewSpec
+	fail     error
+}
+
+func newFakeAuth(api *fakeAPI, now func() time.Time) *KubeAuth {
+	cs := fake.NewClientset()
+	cs.PrependReactor("create", "tokenreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		tr := a.(k8stesting.CreateAction).GetObject().(*authenticationv1.TokenReview)
+		api.mu.Lock()
+		defer api.mu.Unlock()
+		api.reviews++
+		if api.fail != nil {
+			return true, nil, api.fail
+		}
+		out := tr.DeepCopy()
+		if u, ok := api.users[tr.Spec.Token]; ok {
+			out.Status = authenticationv1.TokenReviewStatus{Authenticated: true, User: u}
+		}
+		return true, out, nil
+	})
+	cs.PrependReactor("create", "subjectaccessreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		sar := a.(k8stesting.CreateAction).GetObject().(*authorizationv1.SubjectAccessReview)
+		api.mu.Lock()
+		defer api.mu.Unlock()
+		api.accesses = append(api.accesses, sar.Spec)
+		out := sar.DeepCopy()
+		ra := sar.Spec.ResourceAttributes
+		out.Status.Allowed = api.grants[sar.Spec.User+" "+ra.Namespace+"/"+ra.Name]
+		return true, out, nil
+	})
+	return NewKubeAuthFromClients(cs.AuthenticationV1().TokenReviews(), cs.AuthorizationV1().SubjectAccessReviews(), now)
+}
+
+// TestKubeAuthAsksForCreateOnTopicMessages proves the decisions follow TokenReview and
+// SubjectAccessReview, and that the access review asks exactly for create on the Topic's
+// messages subresource with the reviewed user's identity.
+func TestKubeAuthAsksForCreateOnTopicMessages(t *testing.T) {
+	alice := authenticationv1.UserInfo{Username: "alice", UID: "u-1", Groups: []string{"devs"},
+		Extra: map[string]authenticationv1.ExtraValue{"scope": {"a"}}}
+	api := &fakeAPI{
+		users:  map[string]authenticationv1.UserInfo{"good-token": alice},
+		grants: map[string]bool{"alice shop/orders": true},
+	}
+	auth := newFakeAuth(api, nil)
+	cases := []struct {
+		name, token, ns, topic string
+		want                   Decision
+		wantReason             string
+	}{
+		{"no token", "", "shop", "orders", Unauthenticated, "a bearer token is required"},
+		{"a token the API server rejects", "forged", "shop", "orders", Unauthenticated, "not accepted"},
+		{"a granted topic", "good-token", "shop", "orders", Allowed, ""},
+		{"a topic without a grant", "good-token", "shop", "refunds", Forbidden, `user "alice" may not create topics/messages "refunds" in namespace "shop"`},
+		{"another namespace", "good-token", "bank", "orders", Forbidden, `in namespace "bank"`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, reason, err := auth.Authorize(context.Background(), tc.token, tc.ns, tc.topic)
+			if err != nil || got != tc.want || !strings.Contains(reason, tc.wantReason) {
+				t.Fatalf("Authorize = %v, %q, %v; want %v with %q", got, reason, err, tc.want, tc.wantReason)
+			}
+		})
+	}
+	first := api.accesses[0]
+	ra := first.ResourceAttributes
+	if first.User != "alice" || first.UID != "u-1" || len(first.Groups) != 1 || first.Extra["scope"][0] != "a" ||
+		ra == nil || ra.Verb != "create" || ra.Group != "routing.detour.dev" || ra.Resource != "topics" ||
+		ra.Subresource != "messages" || ra.Namespace != "shop" || ra.Name != "orders" {
+		t.Fatalf("access review = %+v %+v, want alice's identity asking create topics/messages shop/orders", first, ra)
+	}
+}
+
+// TestKubeAuthRemembersAnswersForAWhile proves a repeated request costs the API server nothing
+// until the cached answers expire, that refusals expire sooner than grants so a new Role takes
+// effect quickly, and that rejected tokens are never remembered.
+func TestKubeAuthRemembersAnswersForAWhile(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	clock := func() time.Time { return now }
+	api := &fakeAPI{
+		users:  map[string]authenticationv1.UserInfo{"t": {Username: "bob"}},
+		grants: map[string]bool{},
+	}
+	auth := newFakeAuth(api, clock)
+	ask := func(token string) Decision {
+		t.Helper()
+		d, _, err := auth.Authorize(context.Background(), token, "ns", "topic")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	counts := func() (int, int) { api.mu.Lock(); defer api.mu.Unlock(); return api.reviews, len(api.accesses) }
+
+	if ask("t") != Forbidden || ask("t") != Forbidden {
+		t.Fatal("bob is not forbidden before the grant")
+	}
+	if r, a := counts(); r != 1 || a != 1 {
+		t.Fatalf("%d token reviews, %d access reviews for two requests; want one of each", r, a)
+	}
+	api.mu.Lock()
+	api.grants["bob ns/topic"] = true
+	api.mu.Unlock()
+	now = now.Add(denyTTL - time.Second)
+	if ask("t") != Forbidden {
+		t.Fatal("the refusal was not remembered within its lifetime")
+	}
+	now = now.Add(2 * time.Second)
+	if ask("t") != Allowed {
+		t.Fatal("the grant did not take effect once the refusal expired")
+	}
+	now = now.Add(allowTTL - time.Second)
+	ask("t")
+	if r, a := counts(); r != 2 || a != 2 {
+		t.Fatalf("%d token reviews, %d access reviews; want the token reviewed again after a minute, access twice", r, a)
+	}
+
+	for range 3 {
+		if ask("forged") != Unauthenticated {
+			t.Fatal("a forged token was accepted")
+		}
+	}
+	if r, _ := counts(); r != 5 {
+		t.Fatalf("%d token reviews; want every forged attempt reviewed (none remembered)", r)
+	}
+}
+
+// TestKubeAuthReportsAnUnreachableAPIServer proves an API failure is an error, not a refusal,
+// so the gateway answers 503 and the caller retries.
+func TestKubeAuthReportsAnUnreachableAPIServer(t *testing.T) {
+	api := &fakeAPI{fail: errors.New("connection refused")}
+	_, _, err := newFakeAuth(api, nil).Authorize(context.Background(), "t", "ns", "topic")
+	if err == nil || !strings.Contains(err.Error(), "connection refused") {
+		t.Fatalf("err = %v, want the API failure", err)
+	}
+}
+
+// TestBearerTokenParsing proves only a Bearer Authorization header yields a token.
+func TestBearerTokenParsing(t *testing.T) {
+	cases := map[string]string{
+		"Bearer abc":   "abc",
+		"bearer  abc ": "abc",
+		"Basic abc":    "",
+		"abc":          "",
+		"":             "",
+	}
+	for header, want := range cases {
+		r := httptest.NewRequest("POST", "/", nil)
+		if header != "" {
+			r.Header.Set("Authorization", header)
+		}
+		if got := bearerToken(r); got != want {
+			t.Errorf("bearerToken(%q) = %q, want %q", header, got, want)
+		}
+	}
+}

@@ -1,0 +1,198 @@
+// Package gateway serves detour's HTTP send gateway: applications POST a message to
+// /v1/namespaces/{namespace}/topics/{name}/messages and the operator sends it through its
+// health-aware producer runtime, answering with where the message was stored.
+//
+// Requests are authenticated with the API server's TokenReview and authorised with
+// SubjectAccessReview on the "messages" subresource of the Topic (verb create), unless the
+// gateway runs without an Authorizer. On shutdown the gateway stops accepting requests and
+// waits for the sends in flight, so every message acknowledged with 200 is stored.
+package gateway
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"github.com/detourmq/detour/pkg/producer"
+)
+
+// Sender sends one message; *producer.Runtime is the Sender the operator uses.
+type Sender interface {
+	Send(ctx context.Context, m *producer.Message) (*producer.SendResult, error)
+}
+
+// ErrTopicNotFound is returned (or wrapped) by a TopicResolver for a Topic that does not exist
+// or that the gateway does not serve.
+var ErrTopicNotFound = errors.New("topic not found")
+
+// TopicResolver maps a Topic resource to the RocketMQ topic it declares (spec.topicName).
+type TopicResolver interface {
+	ResolveTopic(ctx context.Context, namespace, name string) (string, error)
+}
+
+// TopicResolverFunc adapts a function to TopicResolver.
+type TopicResolverFunc func(ctx context.Context, namespace, name string) (string, error)
+
+// ResolveTopic implements TopicResolver.
+func (f TopicResolverFunc) ResolveTopic(ctx context.Context, namespace, name string) (string, error) {
+	return f(ctx, namespace, name)
+}
+
+// DefaultShutdownTimeout bounds how long shutdown waits for sends in flight.
+const DefaultShutdownTimeout = 30 * time.Second
+
+// Options configure a Server.
+type Options struct {
+	// Addr is the host:port to listen on (":0" or "127.0.0.1:0" picks a free port).
+	Addr string
+	// Sender sends the messages; required.
+	Sender Sender
+	// Topics resolves Topic resources; required.
+	Topics TopicResolver
+	// Authorizer decides who may send; nil serves everyone (for local use only).
+	Authorizer Authorizer
+	// TLS, when not nil, makes the gateway serve HTTPS with this configuration.
+	TLS *tls.Config
+	// ShutdownTimeout bounds the wait for sends in flight on shutdown; 0 means
+	// DefaultShutdownTimeout.
+	ShutdownTimeout time.Duration
+	// Logger receives request failures that are the gateway's fault and shutdown progress.
+	Logger logr.Logger
+}
+
+// Server states, in the order they occur.
+const (
+	stateNew int32 = iota
+	stateServing
+	stateDraining
+	stateStopped
+)
+
+// Server is the send gateway. It is a controller-runtime Runnable that runs on every replica
+// (NeedLeaderElection is false): each replica's runtime is kept current by the controllers.
+type Server struct {
+	opts     Options
+	listener net.Listener
+	srv      *http.Server
+	log      logr.Logger
+
+	state    atomic.Int32
+	inFlight atomic.Int64
+	done     chan struct{}
+	close    sync.Once
+}
+
+// New validates opts and binds the listener at once, so a taken port fails start-up instead
+// of a later runnable.
+func New(opts Options) (*Server, error) {
+	if opts.Sender == nil || opts.Topics == nil {
+		return nil, errors.New("gateway: Sender and Topics are required")
+	}
+	if opts.ShutdownTimeout <= 0 {
+		opts.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	l, err := net.Listen("tcp", opts.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: listening on %s: %w", opts.Addr, err)
+	}
+	if opts.TLS != nil {
+		l = tls.NewListener(l, opts.TLS)
+	}
+	s := &Server{opts: opts, listener: l, log: opts.Logger, done: make(chan struct{})}
+	s.srv = &http.Server{
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		// A maximal message takes a while to upload on a slow link; headers may not.
+		ReadTimeout: time.Minute,
+		IdleTimeout: 2 * time.Minute,
+	}
+	return s, nil
+}
+
+// Addr is the address the gateway listens on.
+func (s *Server) Addr() string { return s.listener.Addr().String() }
+
+// URL is the gateway's base URL, with the scheme it serves.
+func (s *Server) URL() string {
+	scheme := "http"
+	if s.opts.TLS != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + s.Addr()
+}
+
+// NeedLeaderElection implements manager.LeaderElectionRunnable: every replica serves.
+func (s *Server) NeedLeaderElection() bool { return false }
+
+// Start serves until ctx ends, then drains: it stops accepting connections, closes idle ones
+// and waits (at most ShutdownTimeout) for requests in flight to be answered.
+func (s *Server) Start(ctx context.Context) error {
+	if !s.state.CompareAndSwap(stateNew, stateServing) {
+		return errors.New("gateway: started twice or after Close")
+	}
+	defer s.finish()
+	errc := make(chan error, 1)
+	go func() { errc <- s.srv.Serve(s.listener) }()
+	s.log.Info("Serving the send gateway", "url", s.URL(), "authorization", s.opts.Authorizer != nil)
+	select {
+	case err := <-errc:
+		s.state.Store(stateStopped)
+		return fmt.Errorf("gateway: serving: %w", err)
+	case <-ctx.Done():
+	}
+	s.state.Store(stateDraining)
+	s.log.Info("Draining the send gateway", "inFlight", s.InFlight())
+	sctx, cancel := context.WithTimeout(context.Background(), s.opts.ShutdownTimeout)
+	defer cancel()
+	err := s.srv.Shutdown(sctx)
+	if err != nil {
+		s.log.Error(err, "Send gateway requests still in flight at the shutdown deadline were cut off", "inFlight", s.InFlight())
+		_ = s.srv.Close()
+	}
+	<-errc
+	s.state.Store(stateStopped)
+	s.log.Info("Send gateway stopped")
+	return nil
+}
+
+func (s *Server) finish() { s.close.Do(func() { close(s.done) }) }
+
+// Close releases the listener of a gateway that was never started; after Start it does
+// nothing (Start's context ends the gateway).
+func (s *Server) Close() error {
+	if !s.state.CompareAndSwap(stateNew, stateStopped) {
+		return nil
+	}
+	s.finish()
+	return s.listener.Close()
+}
+
+// Done is closed when the gateway has stopped: every request it accepted has been answered
+// (or cut off at the shutdown deadline), or it was closed without starting.
+func (s *Server) Done() <-chan struct{} { return s.done }
+
+// Serving returns nil while the gateway accepts requests, else why not; it backs the
+// manager's readiness check.
+func (s *Server) Serving() error {
+	switch s.state.Load() {
+	case stateServing:
+		return nil
+	case stateNew:
+		return errors.New("send gateway not started yet")
+	case stateDraining:
+		return errors.New("send gateway is draining")
+	default:
+		return errors.New("send gateway stopped")
+	}
+}
+
+// InFlight counts requests being handled now.
+func (s *Server) InFlight() int64 { return s.inFlight.Load() }

@@ -1,0 +1,406 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/detourmq/detour/pkg/brokersim"
+	"github.com/detourmq/detour/pkg/producer"
+)
+
+// testBed is a gateway in front of a real producer runtime sending to brokersim brokers over
+// loopback: Topic "orders" in namespace "shop" is RocketMQ topic "Orders" on a healthy broker,
+// Topic "doomed" is topic "Doomed" on a broker that refuses connections, and Topic "unrouted"
+// names a RocketMQ topic the runtime has no route for.
+type testBed struct {
+	srv     *Server
+	handler http.Handler
+	good    *brokersim.Broker
+}
+
+func newTestBed(t *testing.T, auth Authorizer) *testBed {
+	t.Helper()
+	good, err := brokersim.StartBroker("broker-good", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { good.Close() })
+	dead, err := brokersim.StartBroker("broker-dead", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dead.Close() })
+	dead.SetFault(brokersim.Fault{Refuse: true})
+
+	rt := producer.New(producer.Options{})
+	t.Cleanup(func() { rt.Close() })
+	rt.SetBroker(producer.Broker{Name: good.Name(), Addr: good.Addr(), Ready: true})
+	rt.SetBroker(producer.Broker{Name: dead.Name(), Addr: dead.Addr(), Ready: true})
+	for topic, broker := range map[string]string{"Orders": good.Name(), "Doomed": dead.Name()} {
+		if err := rt.SetRoute(producer.Route{Topic: topic, Brokers: []producer.BrokerQueues{{Broker: broker, WriteQueues: 2}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	topics := map[string]string{"shop/orders": "Orders", "shop/doomed": "Doomed", "shop/unrouted": "Unrouted"}
+	srv, err := New(Options{
+		Addr:   "127.0.0.1:0",
+		Sender: rt,
+		Topics: TopicResolverFunc(func(_ context.Context, ns, name string) (string, error) {
+			if topic, ok := topics[ns+"/"+name]; ok {
+				return topic, nil
+			}
+			return "", ErrTopicNotFound
+		}),
+		Authorizer: auth,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	return &testBed{srv: srv, handler: srv.Handler(), good: good}
+}
+
+func (b *testBed) do(t *testing.T, req *http.Request) (*http.Response, []byte) {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	b.handler.ServeHTTP(rec, req)
+	res := rec.Result()
+	body, _ := io.ReadAll(res.Body)
+	return res, body
+}
+
+const ordersPath = "/v1/namespaces/shop/topics/orders/messages"
+
+func post(path, contentType string, body []byte, headers map[string]string) *http.Request {
+	req := httptest.NewRequest(http.MethodPost, path, bytes.NewReader(body))
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	for k, v := range headers {
+		req.Header.Add(k, v)
+	}
+	return req
+}
+
+func jsonBody(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// storedMessage finds the message with the given msgId on the good broker.
+func (b *testBed) storedMessage(t *testing.T, res SendResponse) brokersim.StoredMessage {
+	t.Helper()
+	for _, m := range b.good.Messages(res.Topic, res.QueueID) {
+		if m.UniqKey == res.MsgID {
+			return m
+		}
+	}
+	t.Fatalf("message %s not stored on %s queue %d", res.MsgID, res.Topic, res.QueueID)
+	return brokersim.StoredMessage{}
+}
+
+// TestSendStoresTheMessageAsRequested proves that both request forms reach the broker with body,
+// tags, keys and properties as the caller gave them, and that the answer says where it is.
+func TestSendStoresTheMessageAsRequested(t *testing.T) {
+	bed := newTestBed(t, nil)
+	text := "hello"
+	cases := []struct {
+		name      string
+		req       *http.Request
+		wantBody  string
+		wantTags  string
+		wantKeys  string
+		wantProps map[string]string
+	}{
+		{
+			name: "raw body with tags, keys and properties in headers",
+			req: post(ordersPath, "application/octet-stream", []byte("raw bytes"), map[string]string{
+				HeaderTags: "TagA", HeaderKeys: "k1 k2", "X-Detour-Property-Order-Id": "42",
+			}),
+			wantBody: "raw bytes", wantTags: "TagA", wantKeys: "k1 k2", wantProps: map[string]string{"order-id": "42"},
+		},
+		{
+			name:     "raw body without a content type",
+			req:      post(ordersPath, "", []byte("plain"), nil),
+			wantBody: "plain",
+		},
+		{
+			name: "JSON with a base64 body and keys as a list",
+			req: post(ordersPath, "application/json; charset=utf-8", jsonBody(t, map[string]any{
+				"body": base64.StdEncoding.EncodeToString([]byte{0, 1, 2, 255}), "tags": "TagB",
+				"keys": []string{"a", "b"}, "properties": map[string]string{"orderId": "7"},
+			}), nil),
+			wantBody: "\x00\x01\x02\xff", wantTags: "TagB", wantKeys: "a b", wantProps: map[string]string{"orderId": "7"},
+		},
+		{
+			name:     "JSON with bodyText and keys as one string",
+			req:      post(ordersPath, "application/json", jsonBody(t, JSONMessage{BodyText: &text, Keys: Keys{"x", "y"}}), nil),
+			wantBody: "hello", wantKeys: "x y",
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			res, body := bed.do(t, tc.req)
+			if res.StatusCode != http.StatusOK {
+				t.Fatalf("status %d, body %s", res.StatusCode, body)
+			}
+			var sr SendResponse
+			if err := json.Unmarshal(body, &sr); err != nil {
+				t.Fatal(err)
+			}
+			if sr.MsgID == "" || sr.Topic != "Orders" || sr.Broker != "broker-good" || sr.Attempts != 1 ||
+				len(sr.BrokersTried) != 1 || sr.Status != producer.StatusSendOK {
+				t.Fatalf("answer %+v, want msgId, topic Orders, broker-good, one attempt, SEND_OK", sr)
+			}
+			m := bed.storedMessage(t, sr)
+			if string(m.Body) != tc.wantBody || m.Tags != tc.wantTags || m.Keys != tc.wantKeys || m.QueueOffset != sr.QueueOffset {
+				t.Errorf("stored body %q tags %q keys %q offset %d; want %q %q %q %d",
+					m.Body, m.Tags, m.Keys, m.QueueOffset, tc.wantBody, tc.wantTags, tc.wantKeys, sr.QueueOffset)
+			}
+			for k, v := range tc.wantProps {
+				if m.Properties[k] != v {
+					t.Errorf("stored property %q = %q, want %q (all: %v)", k, m.Properties[k], v, m.Properties)
+				}
+			}
+		})
+	}
+}
+
+// TestRefusalsHaveTheirStatusCodes proves every way a request can fail gets its own status code
+// and machine-readable code, with RocketMQ's own text for invalid messages.
+func TestRefusalsHaveTheirStatusCodes(t *testing.T) {
+	bed := newTestBed(t, nil)
+	big := bytes.Repeat([]byte("x"), producer.MaxMessageSize+1)
+	chunked := post(ordersPath, "", big, nil)
+	chunked.ContentLength = -1 // as a chunked upload arrives: the size is only known by reading
+	cases := []struct {
+		name       string
+		req        *http.Request
+		wantStatus int
+		wantCode   string
+		wantText   string
+	}{
+		{"an empty body breaks RocketMQ's rules", post(ordersPath, "", nil, nil),
+			http.StatusBadRequest, CodeInvalidMessage, "the message body length is zero"},
+		{"JSON without a body is a null body", post(ordersPath, "application/json", []byte(`{"tags":"a"}`), nil),
+			http.StatusBadRequest, CodeInvalidMessage, "the message body is null"},
+		{"JSON with both body forms", post(ordersPath, "application/json", []byte(`{"body":"eA==","bodyText":"x"}`), nil),
+			http.StatusBadRequest, CodeInvalidMessage, "either body (base64) or bodyText"},
+		{"JSON with a body that is not base64", post(ordersPath, "application/json", []byte(`{"body":"not base64!"}`), nil),
+			http.StatusBadRequest, CodeInvalidMessage, "not standard base64"},
+		{"JSON with an unknown field", post(ordersPath, "application/json", []byte(`{"bodyText":"x","tag":"a"}`), nil),
+			http.StatusBadRequest, CodeInvalidMessage, `unknown field "tag"`},
+		{"malformed JSON", post(ordersPath, "application/json", []byte(`{"bodyText":`), nil),
+			http.StatusBadRequest, CodeInvalidMessage, "decoding the JSON message"},
+		{"keys that are neither string nor list", post(ordersPath, "application/json", []byte(`{"bodyText":"x","keys":3}`), nil),
+			http.StatusBadRequest, CodeInvalidMessage, "keys must be a string or a list of strings"},
+		{"an unknown Topic", post("/v1/namespaces/shop/topics/missing/messages", "", []byte("x"), nil),
+			http.StatusNotFound, CodeTopicNotFound, `Topic "missing" not found in namespace "shop"`},
+		{"a namespace that cannot exist", post("/v1/namespaces/Shop_1/topics/orders/messages", "", []byte("x"), nil),
+			http.StatusNotFound, CodeTopicNotFound, "not found"},
+		{"a path that is not the gateway's", post("/v1/topics/orders", "", []byte("x"), nil),
+			http.StatusNotFound, CodeNotFound, "send with POST"},
+		{"a body over 4 MiB", post(ordersPath, "", big, nil),
+			http.StatusRequestEntityTooLarge, CodeMessageTooLarge, "MAX: 4194304"},
+		{"a chunked body over 4 MiB", chunked,
+			http.StatusRequestEntityTooLarge, CodeMessageTooLarge, "MAX: 4194304"},
+		{"a JSON body over 4 MiB", post(ordersPath, "application/json",
+			jsonBody(t, map[string]string{"body": base64.StdEncoding.EncodeToString(big)}), nil),
+			http.StatusRequestEntityTooLarge, CodeMessageTooLarge, "MAX: 4194304"},
+		{"GET is not a send", httptest.NewRequest(http.MethodGet, ordersPath, nil),
+			http.StatusMethodNotAllowed, CodeMethodNotAllowed, "send with POST"},
+		{"every attempt fails", post("/v1/namespaces/shop/topics/doomed/messages", "", []byte("x"), nil),
+			http.StatusServiceUnavailable, CodeSendFailed, "BrokersSent: [broker-dead"},
+		{"a topic without a route", post("/v1/namespaces/shop/topics/unrouted/messages", "", []byte("x"), nil),
+			http.StatusServiceUnavailable, CodeNoRoute, "no ready broker"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			res, body := bed.do(t, tc.req)
+			var er ErrorResponse
+			if err := json.Unmarshal(body, &er); err != nil {
+				t.Fatalf("status %d, body %q is not an ErrorResponse: %v", res.StatusCode, body, err)
+			}
+			if res.StatusCode != tc.wantStatus || er.Code != tc.wantCode || !strings.Contains(er.Error, tc.wantText) {
+				t.Fatalf("got %d %s %q; want %d %s containing %q", res.StatusCode, er.Code, er.Error,
+					tc.wantStatus, tc.wantCode, tc.wantText)
+			}
+			if tc.wantStatus == http.StatusMethodNotAllowed && res.Header.Get("Allow") != http.MethodPost {
+				t.Errorf("Allow = %q, want POST", res.Header.Get("Allow"))
+			}
+			if tc.wantCode == CodeSendFailed && (er.Attempts != producer.DefaultAttempts || len(er.BrokersTried) != er.Attempts) {
+				t.Errorf("attempts %d, brokers tried %v; want %d attempts, each named", er.Attempts, er.BrokersTried, producer.DefaultAttempts)
+			}
+		})
+	}
+}
+
+// TestExactlyFourMiBIsAccepted proves the size limit is RocketMQ's: a body of exactly 4 MiB is sent.
+func TestExactlyFourMiBIsAccepted(t *testing.T) {
+	bed := newTestBed(t, nil)
+	res, body := bed.do(t, post(ordersPath, "", bytes.Repeat([]byte("y"), producer.MaxMessageSize), nil))
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("status %d, body %s", res.StatusCode, body)
+	}
+}
+
+// fakeAuth answers with a fixed decision and records what it was asked.
+type fakeAuth struct {
+	decision Decision
+	err      error
+	mu       sync.Mutex
+	asked    []string
+}
+
+func (f *fakeAuth) Authorize(_ context.Context, token, ns, topic string) (Decision, string, error) {
+	f.mu.Lock()
+	f.asked = append(f.asked, token+"@"+ns+"/"+topic)
+	f.mu.Unlock()
+	return f.decision, "reason from the authorizer", f.err
+}
+
+// TestAuthorizerDecidesBeforeAnythingIsSent proves the gateway asks the Authorizer with the bearer
+// token and the Topic, and answers 401, 403 or 503 without sending when it does not allow.
+func TestAuthorizerDecidesBeforeAnythingIsSent(t *testing.T) {
+	cases := []struct {
+		name       string
+		auth       *fakeAuth
+		wantStatus int
+		wantCode   string
+	}{
+		{"allowed", &fakeAuth{decision: Allowed}, http.StatusOK, ""},
+		{"unauthenticated", &fakeAuth{decision: Unauthenticated}, http.StatusUnauthorized, CodeUnauthorized},
+		{"forbidden", &fakeAuth{decision: Forbidden}, http.StatusForbidden, CodeForbidden},
+		{"authorizer unavailable", &fakeAuth{err: errors.New("api server down")}, http.StatusServiceUnavailable, CodeUnavailable},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			bed := newTestBed(t, tc.auth)
+			res, body := bed.do(t, post(ordersPath, "", []byte("x"), map[string]string{"Authorization": "Bearer tok-1"}))
+			if res.StatusCode != tc.wantStatus {
+				t.Fatalf("status %d, body %s; want %d", res.StatusCode, body, tc.wantStatus)
+			}
+			if got := strings.Join(tc.auth.asked, ","); got != "tok-1@shop/orders" {
+				t.Errorf("authorizer asked %q, want tok-1@shop/orders", got)
+			}
+			stored := bed.good.Stats().MessagesStored
+			if tc.wantStatus != http.StatusOK {
+				var er ErrorResponse
+				_ = json.Unmarshal(body, &er)
+				if er.Code != tc.wantCode || stored != 0 {
+					t.Errorf("code %q, %d stored; want %q and nothing stored", er.Code, stored, tc.wantCode)
+				}
+			}
+			if tc.wantStatus == http.StatusUnauthorized && !strings.HasPrefix(res.Header.Get("WWW-Authenticate"), "Bearer") {
+				t.Errorf("WWW-Authenticate = %q, want a Bearer challenge", res.Header.Get("WWW-Authenticate"))
+			}
+		})
+	}
+}
+
+// blockingSender holds every send until released, so a test controls what is in flight.
+type blockingSender struct {
+	started chan struct{}
+	release chan struct{}
+}
+
+func (b *blockingSender) Send(_ context.Context, m *producer.Message) (*producer.SendResult, error) {
+	b.started <- struct{}{}
+	<-b.release
+	return &producer.SendResult{MsgID: "id-" + string(m.Body), Topic: m.Topic, Broker: "b", Attempts: 1,
+		BrokersTried: []string{"b"}, Status: producer.StatusSendOK}, nil
+}
+
+// TestShutdownAnswersRequestsInFlight proves that when the gateway stops it refuses new
+// connections at once but answers the request whose send is still running, and only then
+// reports that it is done.
+func TestShutdownAnswersRequestsInFlight(t *testing.T) {
+	sender := &blockingSender{started: make(chan struct{}, 1), release: make(chan struct{})}
+	srv, err := New(Options{Addr: "127.0.0.1:0", Sender: sender,
+		Topics: TopicResolverFunc(func(context.Context, string, string) (string, error) { return "T", nil })})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if srv.Serving() == nil {
+		t.Fatal("a gateway that has not started reports serving")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	startErr := make(chan error, 1)
+	go func() { startErr <- srv.Start(ctx) }()
+
+	url := srv.URL() + "/v1/namespaces/ns/topics/t/messages"
+	type answer struct {
+		status int
+		body   string
+		err    error
+	}
+	answered := make(chan answer, 1)
+	go func() {
+		res, err := http.Post(url, "text/plain", strings.NewReader("m1"))
+		if err != nil {
+			answered <- answer{err: err}
+			return
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		answered <- answer{status: res.StatusCode, body: string(b)}
+	}()
+	<-sender.started
+	if srv.Serving() != nil || srv.InFlight() != 1 {
+		t.Fatalf("serving %v, in flight %d; want serving with one request in flight", srv.Serving(), srv.InFlight())
+	}
+
+	cancel()
+	eventually(t, func() bool { return srv.Serving() != nil }, "the gateway to report draining")
+	eventually(t, func() bool {
+		conn, err := net.DialTimeout("tcp", srv.Addr(), time.Second)
+		if err != nil {
+			return true // the listener is closed: new requests are refused
+		}
+		conn.Close()
+		return false
+	}, "the draining gateway to refuse new connections")
+	select {
+	case <-srv.Done():
+		t.Fatal("the gateway reported done while a send was in flight")
+	default:
+	}
+
+	close(sender.release)
+	a := <-answered
+	if a.err != nil || a.status != http.StatusOK || !strings.Contains(a.body, `"msgId":"id-m1"`) {
+		t.Fatalf("in-flight request: %d %q %v; want 200 with its msgId", a.status, a.body, a.err)
+	}
+	if err := <-startErr; err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	<-srv.Done()
+}
+
+// eventually polls cond until it holds, failing the test after five seconds.
+func eventually(t *testing.T, cond func() bool, what string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond) // the poll interval; cond is the synchronisation
+	}
+}

@@ -1,0 +1,233 @@
+package gateway
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/detourmq/detour/pkg/producer"
+)
+
+// MessagesPath is the route of the send endpoint; {name} is the Topic resource's name.
+const MessagesPath = "/v1/namespaces/{namespace}/topics/{name}/messages"
+
+// Machine-readable codes of ErrorResponse, one per way a request can fail.
+const (
+	CodeInvalidMessage   = "InvalidMessage"   // 400: the message breaks RocketMQ's rules or the request is malformed
+	CodeUnauthorized     = "Unauthorized"     // 401: no token, or the API server did not accept it
+	CodeForbidden        = "Forbidden"        // 403: the caller may not create topics/messages here
+	CodeTopicNotFound    = "TopicNotFound"    // 404: no such Topic resource
+	CodeNotFound         = "NotFound"         // 404: not a gateway path
+	CodeMethodNotAllowed = "MethodNotAllowed" // 405: only POST sends
+	CodeMessageTooLarge  = "MessageTooLarge"  // 413: body over 4 MiB
+	CodeSendFailed       = "SendFailed"       // 503: every attempt failed
+	CodeNoRoute          = "NoRoute"          // 503: the topic has no writable queue (no ready broker yet)
+	CodeUnavailable      = "Unavailable"      // 503: shutting down, or authorisation or the Topic could not be looked up
+)
+
+// SendResponse is the 200 answer: where the message was stored and what it took.
+type SendResponse struct {
+	// MsgID is the message's UNIQ_KEY (RocketMQ's client message id).
+	MsgID string `json:"msgId"`
+	// OffsetMsgID is the broker's id of the stored message.
+	OffsetMsgID string `json:"offsetMsgId,omitempty"`
+	// Topic is the RocketMQ topic (the Topic resource's spec.topicName).
+	Topic       string `json:"topic"`
+	Broker      string `json:"broker"`
+	QueueID     int    `json:"queueId"`
+	QueueOffset int64  `json:"queueOffset"`
+	// Attempts counts the attempts made; BrokersTried names the broker of each, in order.
+	Attempts     int      `json:"attempts"`
+	BrokersTried []string `json:"brokersTried"`
+	// Status is SEND_OK or one of RocketMQ's "stored but" statuses.
+	Status        string `json:"status"`
+	LatencyMillis int64  `json:"latencyMillis"`
+}
+
+// ErrorResponse is the body of every answer other than 200.
+type ErrorResponse struct {
+	Code  string `json:"code"`
+	Error string `json:"error"`
+	// Attempts and BrokersTried are set when sending was tried.
+	Attempts     int      `json:"attempts,omitempty"`
+	BrokersTried []string `json:"brokersTried,omitempty"`
+}
+
+// Handler returns the gateway's HTTP handler (also usable without Start, e.g. in tests).
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc(MessagesPath, s.serveMessages)
+	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
+		writeError(w, http.StatusNotFound, ErrorResponse{Code: CodeNotFound,
+			Error: "not found; send with POST " + MessagesPath})
+	})
+	return s.instrument(mux)
+}
+
+// instrument counts requests in flight and records each answer's status and duration.
+func (s *Server) instrument(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.inFlight.Add(1)
+		gatewayMetrics.inFlight.Inc()
+		start := time.Now()
+		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+		defer func() {
+			code := strconv.Itoa(rec.status)
+			gatewayMetrics.requests.WithLabelValues(code).Inc()
+			gatewayMetrics.duration.WithLabelValues(code).Observe(time.Since(start).Seconds())
+			gatewayMetrics.inFlight.Dec()
+			s.inFlight.Add(-1)
+		}()
+		next.ServeHTTP(rec, r)
+	})
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	r.status = code
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (s *Server) serveMessages(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		writeError(w, http.StatusMethodNotAllowed, ErrorResponse{Code: CodeMethodNotAllowed,
+			Error: fmt.Sprintf("method %s not allowed; send with POST", r.Method)})
+		return
+	}
+	ns, name := r.PathValue("namespace"), r.PathValue("name")
+	// Names that cannot exist are answered before anyone is asked about them.
+	if len(validation.IsDNS1123Label(ns)) > 0 || len(validation.IsDNS1123Subdomain(name)) > 0 {
+		writeError(w, http.StatusNotFound, topicNotFound(ns, name))
+		return
+	}
+	if !s.authorize(w, r, ns, name) {
+		return
+	}
+	if r.ContentLength > maxJSONRequest || (!isJSON(r) && r.ContentLength > producer.MaxMessageSize) {
+		writeRequestError(w, tooLarge())
+		return
+	}
+	topic, err := s.opts.Topics.ResolveTopic(r.Context(), ns, name)
+	if errors.Is(err, ErrTopicNotFound) {
+		writeError(w, http.StatusNotFound, topicNotFound(ns, name))
+		return
+	}
+	if err != nil {
+		s.log.Error(err, "Looking up a Topic for the send gateway failed", "namespace", ns, "name", name)
+		writeError(w, http.StatusServiceUnavailable, ErrorResponse{Code: CodeUnavailable,
+			Error: "looking up the Topic failed; retry"})
+		return
+	}
+	msg, err := readMessage(w, r)
+	if err != nil {
+		var re *requestError
+		if errors.As(err, &re) {
+			writeRequestError(w, re)
+			return
+		}
+		writeError(w, http.StatusBadRequest, ErrorResponse{Code: CodeInvalidMessage, Error: err.Error()})
+		return
+	}
+	msg.Topic = topic
+	res, err := s.opts.Sender.Send(r.Context(), msg)
+	if err != nil {
+		s.writeSendError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, SendResponse{
+		MsgID:         res.MsgID,
+		OffsetMsgID:   res.OffsetMsgID,
+		Topic:         res.Topic,
+		Broker:        res.Broker,
+		QueueID:       res.QueueID,
+		QueueOffset:   res.QueueOffset,
+		Attempts:      res.Attempts,
+		BrokersTried:  res.BrokersTried,
+		Status:        res.Status,
+		LatencyMillis: res.Latency.Milliseconds(),
+	})
+}
+
+// authorize answers 401, 403 or 503 and returns false unless the request may send.
+func (s *Server) authorize(w http.ResponseWriter, r *http.Request, ns, name string) bool {
+	if s.opts.Authorizer == nil {
+		return true
+	}
+	decision, reason, err := s.opts.Authorizer.Authorize(r.Context(), bearerToken(r), ns, name)
+	if err != nil {
+		s.log.Error(err, "Authorizing a send gateway request failed", "namespace", ns, "name", name)
+		writeError(w, http.StatusServiceUnavailable, ErrorResponse{Code: CodeUnavailable,
+			Error: errAuthUnavailable.Error() + "; retry"})
+		return false
+	}
+	switch decision {
+	case Allowed:
+		return true
+	case Unauthenticated:
+		w.Header().Set("WWW-Authenticate", `Bearer realm="detour"`)
+		writeError(w, http.StatusUnauthorized, ErrorResponse{Code: CodeUnauthorized, Error: reason})
+	default:
+		writeError(w, http.StatusForbidden, ErrorResponse{Code: CodeForbidden, Error: reason})
+	}
+	return false
+}
+
+func (s *Server) writeSendError(w http.ResponseWriter, r *http.Request, err error) {
+	if ve, ok := errors.AsType[*producer.ValidationError](err); ok {
+		if errors.Is(err, producer.ErrBodyTooLarge) {
+			writeError(w, http.StatusRequestEntityTooLarge, ErrorResponse{Code: CodeMessageTooLarge, Error: ve.Error()})
+			return
+		}
+		writeError(w, http.StatusBadRequest, ErrorResponse{Code: CodeInvalidMessage, Error: ve.Error()})
+		return
+	}
+	if errors.Is(err, producer.ErrNoRoute) {
+		writeError(w, http.StatusServiceUnavailable, ErrorResponse{Code: CodeNoRoute,
+			Error: err.Error() + ": no ready broker serves this topic yet"})
+		return
+	}
+	if errors.Is(err, producer.ErrClosed) {
+		writeError(w, http.StatusServiceUnavailable, ErrorResponse{Code: CodeUnavailable, Error: err.Error()})
+		return
+	}
+	if se, ok := errors.AsType[*producer.SendError](err); ok {
+		if r.Context().Err() != nil {
+			// The caller went away; nobody reads the answer, and the broker is not to blame.
+			s.log.V(1).Info("Send gateway caller left before the send completed", "topic", se.Topic)
+		}
+		writeError(w, http.StatusServiceUnavailable, ErrorResponse{Code: CodeSendFailed, Error: se.Error(),
+			Attempts: se.Attempts, BrokersTried: se.BrokersTried})
+		return
+	}
+	s.log.Error(err, "Send through the gateway failed unexpectedly")
+	writeError(w, http.StatusInternalServerError, ErrorResponse{Code: CodeUnavailable, Error: err.Error()})
+}
+
+func topicNotFound(ns, name string) ErrorResponse {
+	return ErrorResponse{Code: CodeTopicNotFound, Error: fmt.Sprintf("Topic %q not found in namespace %q", name, ns)}
+}
+
+func writeRequestError(w http.ResponseWriter, e *requestError) {
+	writeError(w, e.status, ErrorResponse{Code: e.code, Error: e.msg})
+}
+
+func writeError(w http.ResponseWriter, status int, body ErrorResponse) {
+	writeJSON(w, status, body)
+}
+
+func writeJSON(w http.ResponseWriter, status int, body any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(body)
+}

@@ -1,0 +1,173 @@
+package gateway
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"mime"
+	"net/http"
+	"strings"
+
+	"github.com/detourmq/detour/pkg/producer"
+)
+
+// Headers of the raw form: the request body is the message body, and these carry the rest.
+const (
+	// HeaderTags carries the message's tags (RocketMQ's TAGS property).
+	HeaderTags = "X-Detour-Tags"
+	// HeaderKeys carries the message's keys, separated by spaces as RocketMQ separates KEYS;
+	// repeating the header adds keys.
+	HeaderKeys = "X-Detour-Keys"
+	// HeaderPropertyPrefix starts a user property header: X-Detour-Property-Order-Id: 42 sets the
+	// property "order-id". HTTP header names are case-insensitive, so names arrive lower-cased;
+	// the JSON form keeps a property name's case.
+	HeaderPropertyPrefix = "X-Detour-Property-"
+)
+
+// jsonOverhead is what a JSON request may carry besides the base64 body: tags, keys and
+// properties.
+const jsonOverhead = 1 << 20
+
+// maxJSONRequest is the largest JSON request body read: a maximal message body in base64 plus
+// room for the other fields.
+var maxJSONRequest = int64(base64.StdEncoding.EncodedLen(producer.MaxMessageSize)) + jsonOverhead
+
+// JSONMessage is the JSON form of a send request (Content-Type: application/json). Exactly one
+// of Body (standard base64) and BodyText (used as UTF-8 bytes) carries the message body.
+type JSONMessage struct {
+	Body       *string           `json:"body,omitempty"`
+	BodyText   *string           `json:"bodyText,omitempty"`
+	Tags       string            `json:"tags,omitempty"`
+	Keys       Keys              `json:"keys,omitempty"`
+	Properties map[string]string `json:"properties,omitempty"`
+}
+
+// Keys are a message's keys. In JSON they are a list of strings or one string of
+// space-separated keys.
+type Keys []string
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (k *Keys) UnmarshalJSON(data []byte) error {
+	var one string
+	if err := json.Unmarshal(data, &one); err == nil {
+		*k = strings.Fields(one)
+		return nil
+	}
+	var many []string
+	if err := json.Unmarshal(data, &many); err != nil {
+		return errors.New("keys must be a string or a list of strings")
+	}
+	*k = many
+	return nil
+}
+
+// requestError is a request the gateway refuses before sending, with the status to answer.
+type requestError struct {
+	status int
+	code   string
+	msg    string
+}
+
+func (e *requestError) Error() string { return e.msg }
+
+func badRequest(format string, args ...any) *requestError {
+	return &requestError{status: http.StatusBadRequest, code: CodeInvalidMessage, msg: fmt.Sprintf(format, args...)}
+}
+
+func tooLarge() *requestError {
+	return &requestError{status: http.StatusRequestEntityTooLarge, code: CodeMessageTooLarge,
+		msg: fmt.Sprintf("the message body size over max value, MAX: %d", producer.MaxMessageSize)}
+}
+
+// isJSON reports whether the request uses the JSON form.
+func isJSON(r *http.Request) bool {
+	ct := r.Header.Get("Content-Type")
+	if ct == "" {
+		return false
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	return err == nil && mt == "application/json"
+}
+
+// readMessage builds the message of a request, leaving Topic empty. A body over the limit is
+// refused with 413 without reading more of it than necessary.
+func readMessage(w http.ResponseWriter, r *http.Request) (*producer.Message, error) {
+	asJSON := isJSON(r)
+	limit := int64(producer.MaxMessageSize)
+	if asJSON {
+		limit = maxJSONRequest
+	}
+	if r.ContentLength > limit {
+		return nil, tooLarge()
+	}
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			return nil, tooLarge()
+		}
+		return nil, badRequest("reading the request body: %v", err)
+	}
+	if asJSON {
+		return decodeJSONMessage(data)
+	}
+	return headerMessage(r.Header, data), nil
+}
+
+// headerMessage is the raw form: body as sent, tags, keys and properties from headers.
+func headerMessage(h http.Header, body []byte) *producer.Message {
+	m := &producer.Message{Body: body, Tags: h.Get(HeaderTags)}
+	var keys []string
+	for _, v := range h.Values(HeaderKeys) {
+		keys = append(keys, strings.Fields(v)...)
+	}
+	m.Keys = strings.Join(keys, " ")
+	for name, values := range h {
+		if len(name) <= len(HeaderPropertyPrefix) || !strings.EqualFold(name[:len(HeaderPropertyPrefix)], HeaderPropertyPrefix) {
+			continue
+		}
+		if m.Properties == nil {
+			m.Properties = make(map[string]string)
+		}
+		m.Properties[strings.ToLower(name[len(HeaderPropertyPrefix):])] = strings.Join(values, ",")
+	}
+	return m
+}
+
+func decodeJSONMessage(data []byte) (*producer.Message, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var jm JSONMessage
+	if err := dec.Decode(&jm); err != nil {
+		return nil, badRequest("decoding the JSON message: %v", err)
+	}
+	if dec.More() {
+		return nil, badRequest("decoding the JSON message: more than one JSON value")
+	}
+	m := &producer.Message{Tags: jm.Tags, Keys: strings.Join(jm.Keys, " ")}
+	switch {
+	case jm.Body != nil && jm.BodyText != nil:
+		return nil, badRequest("set either body (base64) or bodyText, not both")
+	case jm.Body != nil:
+		if base64.StdEncoding.DecodedLen(len(*jm.Body)) > producer.MaxMessageSize+2 {
+			return nil, tooLarge()
+		}
+		b, err := base64.StdEncoding.DecodeString(*jm.Body)
+		if err != nil {
+			return nil, badRequest("body is not standard base64: %v", err)
+		}
+		m.Body = b
+	case jm.BodyText != nil:
+		m.Body = []byte(*jm.BodyText)
+	}
+	if len(m.Body) > producer.MaxMessageSize {
+		return nil, tooLarge()
+	}
+	if len(jm.Properties) > 0 {
+		m.Properties = maps.Clone(jm.Properties)
+	}
+	return m, nil
+}
