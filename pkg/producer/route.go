@@ -261,3 +261,37 @@ func (r *route) pickSlow(last string, random bool, i uint32) *queueEntry {
 	}
 	return nil
 }
+
+// smallRouteIndex is the most topics the route index scans linearly. Up to this size comparing
+// strings (length first) beats hashing the topic for a map lookup, which costs about as much as a
+// whole selection.
+const smallRouteIndex = 8
+
+// routeIndex finds a topic's compiled route on the send path.
+type routeIndex struct {
+	small []*route
+	big   map[string]*route
+}
+
+func newRouteIndex(routes map[string]*route) routeIndex {
+	if len(routes) > smallRouteIndex {
+		return routeIndex{big: routes}
+	}
+	small := make([]*route, 0, len(routes))
+	for _, rt := range routes {
+		small = append(small, rt)
+	}
+	return routeIndex{small: small}
+}
+
+func (x *routeIndex) get(topic string) *route {
+	if x.big != nil {
+		return x.big[topic]
+	}
+	for _, rt := range x.small {
+		if len(rt.topic) == len(topic) && rt.topic == topic {
+			return rt
+		}
+	}
+	return nil
+}

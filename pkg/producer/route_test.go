@@ -319,3 +319,35 @@ func TestDefaultPolicyChangeReachesRoutesThatFellBackToIt(t *testing.T) {
 		t.Fatal("route on an unknown policy kept the old default settings")
 	}
 }
+
+func TestRouteLookupFindsEveryTopicAtAnyTableSize(t *testing.T) {
+	r := New(Options{})
+	defer r.Close()
+	r.SetBroker(Broker{Name: "a", Addr: "127.0.0.1:1", Ready: true})
+	var topics []string
+	for n := 1; n <= 2*smallRouteIndex; n++ {
+		topic := fmt.Sprintf("T%d", n) // T1 and T10..T16 share lengths with others
+		topics = append(topics, topic)
+		if err := r.SetRoute(Route{Topic: topic, Brokers: []BrokerQueues{{"a", n}}}); err != nil {
+			t.Fatal(err)
+		}
+		for i, want := range topics {
+			q, ok := r.SelectQueue(want, "")
+			if !ok || q.Topic != want || q.QueueID > i {
+				t.Fatalf("%d routes: topic %s selected %+v %v", n, want, q, ok)
+			}
+		}
+		if _, ok := r.SelectQueue("T0", ""); ok {
+			t.Fatalf("%d routes: unknown topic found", n)
+		}
+	}
+	for _, topic := range topics[:smallRouteIndex+2] {
+		r.RemoveRoute(topic)
+		if _, ok := r.SelectQueue(topic, ""); ok {
+			t.Fatalf("removed %s still selectable", topic)
+		}
+	}
+	if _, ok := r.SelectQueue(topics[len(topics)-1], ""); !ok {
+		t.Fatal("remaining topic lost")
+	}
+}

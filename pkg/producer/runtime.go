@@ -57,6 +57,7 @@ type snapshot struct {
 	policies map[string]*policyState // always holds the default policy under ""
 	specs    map[string]Route        // routes as pushed, for rebuilding
 	routes   map[string]*route       // compiled routes by topic
+	index    routeIndex              // routes again, for the send path
 }
 
 // Runtime is the embedded producer: it holds brokers, routes and policies pushed by the
@@ -198,6 +199,7 @@ func (r *Runtime) update(fn func(s *snapshot) (topics []string, all bool)) {
 			}
 		}
 		s.routes = routes
+		s.index = newRouteIndex(routes)
 	}
 	r.state.Store(&s)
 }
@@ -431,8 +433,8 @@ func (r *Runtime) RouteInfo(topic string) (RouteInfo, bool) {
 // SelectQueue picks the queue the next send to topic would use, avoiding lastBroker as a retry
 // would, without sending anything. It takes no lock and allocates nothing.
 func (r *Runtime) SelectQueue(topic, lastBroker string) (Queue, bool) {
-	rt, ok := r.state.Load().routes[topic]
-	if !ok {
+	rt := r.state.Load().index.get(topic)
+	if rt == nil {
 		return Queue{}, false
 	}
 	q := rt.pick(lastBroker, lastBroker != "")

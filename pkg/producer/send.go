@@ -253,7 +253,7 @@ func (r *Runtime) send(ctx context.Context, m *Message, mode SendMode, begin tim
 	if r.closed.Load() {
 		return nil, ErrClosed
 	}
-	rt := r.state.Load().routes[m.Topic]
+	rt := r.state.Load().index.get(m.Topic)
 	if rt == nil || len(rt.queues) == 0 {
 		err := &NoRouteError{Topic: m.Topic}
 		r.metrics.SendDone(m.Topic, mode, 0, time.Since(begin), err)
@@ -309,7 +309,7 @@ func (r *Runtime) send(ctx context.Context, m *Message, mode SendMode, begin tim
 		}
 		if i > 0 {
 			// Retries see state pushed since the send began (a pod that just turned NotReady).
-			if cur := r.state.Load().routes[m.Topic]; cur != nil && len(cur.queues) > 0 {
+			if cur := r.state.Load().index.get(m.Topic); cur != nil && len(cur.queues) > 0 {
 				rt = cur
 			}
 		}
