@@ -351,3 +351,21 @@ func TestRouteLookupFindsEveryTopicAtAnyTableSize(t *testing.T) {
 		t.Fatal("remaining topic lost")
 	}
 }
+
+func TestRouteInfoReportsBrokersAndAvailableQueues(t *testing.T) {
+	r, _ := newSelectionRuntime(t, 2, "a", "b", "c")
+	r.tolerance("").Update("b", 0, fault.BrokerError)
+	r.SetBroker(Broker{Name: "c", Addr: "127.0.0.1:3", Ready: false})
+	info, ok := r.RouteInfo("T")
+	if !ok {
+		t.Fatal("no route")
+	}
+	want := []RouteBroker{
+		{Name: "a", Addr: "127.0.0.1:1", WriteQueues: 2, PodOK: true, Available: true, Reachable: true},
+		{Name: "b", Addr: "127.0.0.1:2", WriteQueues: 2, PodOK: true, Available: false, Reachable: false},
+		{Name: "c", Addr: "127.0.0.1:3", WriteQueues: 2, PodOK: false, Available: false, Reachable: true},
+	}
+	if fmt.Sprint(info.Brokers) != fmt.Sprint(want) || info.AvailableQueues != 2 || len(info.Queues) != 6 {
+		t.Fatalf("route info %+v", info)
+	}
+}

@@ -410,22 +410,48 @@ func (r *Runtime) Restore(policy string, items []fault.Item) {
 	r.restores[policy] = append(r.restores[policy], items...)
 }
 
-// RouteInfo describes a topic's compiled route: its queues in selection order and the policy in force.
+// RouteInfo describes a topic's compiled route: its queues in selection order, its brokers as
+// selection sees them now, and the policy in force. The Topic controller reports it in status.
 type RouteInfo struct {
 	Topic  string
 	Policy string
 	Queues []Queue
+	// Brokers lists the route's brokers in queue order.
+	Brokers []RouteBroker
+	// AvailableQueues counts the queues a first attempt may pick right now: pod healthy (when the
+	// policy respects pod health) and the broker available in the policy's fault table.
+	AvailableQueues int
+}
+
+// RouteBroker is one broker of a compiled route.
+type RouteBroker struct {
+	Name        string
+	Addr        string
+	WriteQueues int
+	// PodOK is false when the policy respects pod health and the pod is not ready or terminating.
+	PodOK bool
+	// Available and Reachable are the policy's fault-table verdicts at the time of the call.
+	Available, Reachable bool
 }
 
 // RouteInfo returns the compiled route of a topic, as selection sees it.
 func (r *Runtime) RouteInfo(topic string) (RouteInfo, bool) {
-	rt, ok := r.state.Load().routes[topic]
-	if !ok {
+	rt := r.state.Load().index.get(topic)
+	if rt == nil {
 		return RouteInfo{}, false
 	}
 	info := RouteInfo{Topic: topic, Policy: rt.policy.Name, Queues: make([]Queue, len(rt.queues))}
 	for i, q := range rt.queues {
 		info.Queues[i] = Queue{Topic: topic, Broker: q.b.name, QueueID: int(q.id)}
+		if i == 0 || rt.queues[i-1].b != q.b {
+			info.Brokers = append(info.Brokers, RouteBroker{Name: q.b.name, Addr: q.b.addr, PodOK: q.b.podOK,
+				Available: q.b.entry.Available(), Reachable: q.b.entry.Reachable()})
+		}
+		last := &info.Brokers[len(info.Brokers)-1]
+		last.WriteQueues++
+		if last.PodOK && last.Available {
+			info.AvailableQueues++
+		}
 	}
 	return info, true
 }
