@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -107,6 +108,32 @@ func NewKubeAuthFromClients(tokens authnclient.TokenReviewInterface, access auth
 
 // Authorize implements Authorizer.
 func (a *KubeAuth) Authorize(ctx context.Context, token, namespace, topic string) (Decision, string, error) {
+	attrs := authorizationv1.SubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
+		Namespace:   namespace,
+		Verb:        AuthVerb,
+		Group:       AuthGroup,
+		Resource:    AuthResource,
+		Subresource: AuthSubresource,
+		Name:        topic,
+	}}
+	return a.decide(ctx, token, attrs, func(user string) string {
+		return fmt.Sprintf("user %q may not %s %s/%s %q in namespace %q",
+			user, AuthVerb, AuthResource, AuthSubresource, topic, namespace)
+	})
+}
+
+// AuthorizeNonResource decides whether the token may use verb on a non-resource path, as the
+// API server authorises /metrics (verb "get") for Prometheus.
+func (a *KubeAuth) AuthorizeNonResource(ctx context.Context, token, path, verb string) (Decision, string, error) {
+	attrs := authorizationv1.SubjectAccessReviewSpec{NonResourceAttributes: &authorizationv1.NonResourceAttributes{
+		Path: path, Verb: verb,
+	}}
+	return a.decide(ctx, token, attrs, func(user string) string {
+		return fmt.Sprintf("user %q may not %s %s", user, verb, path)
+	})
+}
+
+func (a *KubeAuth) decide(ctx context.Context, token string, attrs authorizationv1.SubjectAccessReviewSpec, denied func(string) string) (Decision, string, error) {
 	if token == "" {
 		return Unauthenticated, "a bearer token is required", nil
 	}
@@ -117,13 +144,12 @@ func (a *KubeAuth) Authorize(ctx context.Context, token, namespace, topic string
 	if !ok {
 		return Unauthenticated, "the token was not accepted", nil
 	}
-	allowed, err := a.authorize(ctx, user, namespace, topic)
+	allowed, err := a.authorize(ctx, user, attrs)
 	if err != nil {
 		return 0, "", err
 	}
 	if !allowed {
-		return Forbidden, fmt.Sprintf("user %q may not %s %s/%s %q in namespace %q",
-			user.Username, AuthVerb, AuthResource, AuthSubresource, topic, namespace), nil
+		return Forbidden, denied(user.Username), nil
 	}
 	return Allowed, "", nil
 }
@@ -153,8 +179,8 @@ func (a *KubeAuth) authenticate(ctx context.Context, token string) (authenticati
 	return review.Status.User, true, nil
 }
 
-func (a *KubeAuth) authorize(ctx context.Context, user authenticationv1.UserInfo, namespace, topic string) (bool, error) {
-	key := accessKey(user, namespace, topic)
+func (a *KubeAuth) authorize(ctx context.Context, user authenticationv1.UserInfo, attrs authorizationv1.SubjectAccessReviewSpec) (bool, error) {
+	key := accessKey(user, attrs)
 	now := a.now()
 	a.mu.Lock()
 	c, hit := a.results[key]
@@ -162,26 +188,13 @@ func (a *KubeAuth) authorize(ctx context.Context, user authenticationv1.UserInfo
 	if hit && now.Before(c.expires) {
 		return c.value, nil
 	}
-	extra := make(map[string]authorizationv1.ExtraValue, len(user.Extra))
+	spec := attrs
+	spec.User, spec.UID, spec.Groups = user.Username, user.UID, user.Groups
+	spec.Extra = make(map[string]authorizationv1.ExtraValue, len(user.Extra))
 	for k, v := range user.Extra {
-		extra[k] = authorizationv1.ExtraValue(v)
+		spec.Extra[k] = authorizationv1.ExtraValue(v)
 	}
-	review, err := a.access.Create(ctx, &authorizationv1.SubjectAccessReview{
-		Spec: authorizationv1.SubjectAccessReviewSpec{
-			User:   user.Username,
-			UID:    user.UID,
-			Groups: user.Groups,
-			Extra:  extra,
-			ResourceAttributes: &authorizationv1.ResourceAttributes{
-				Namespace:   namespace,
-				Verb:        AuthVerb,
-				Group:       AuthGroup,
-				Resource:    AuthResource,
-				Subresource: AuthSubresource,
-				Name:        topic,
-			},
-		},
-	}, metav1.CreateOptions{})
+	review, err := a.access.Create(ctx, &authorizationv1.SubjectAccessReview{Spec: spec}, metav1.CreateOptions{})
 	if err != nil {
 		return false, fmt.Errorf("subject access review: %w", err)
 	}
@@ -198,13 +211,25 @@ func (a *KubeAuth) authorize(ctx context.Context, user authenticationv1.UserInfo
 }
 
 // accessKey identifies one authorisation question. Every part that the authorizer may look at
-// is in it, separated by a byte that cannot occur in user names, group names or resource names.
-func accessKey(user authenticationv1.UserInfo, namespace, topic string) string {
+// is in it, each followed by a separator byte that cannot occur in names.
+func accessKey(user authenticationv1.UserInfo, attrs authorizationv1.SubjectAccessReviewSpec) string {
 	var b strings.Builder
-	for _, s := range []string{user.Username, user.UID, namespace, topic} {
+	field := func(s string) {
 		b.WriteString(s)
 		b.WriteByte(0)
 	}
+	if ra := attrs.ResourceAttributes; ra != nil {
+		for _, s := range []string{"r", ra.Namespace, ra.Verb, ra.Group, ra.Resource, ra.Subresource, ra.Name} {
+			field(s)
+		}
+	}
+	if nra := attrs.NonResourceAttributes; nra != nil {
+		for _, s := range []string{"n", nra.Path, nra.Verb} {
+			field(s)
+		}
+	}
+	field(user.Username)
+	field(user.UID)
 	groups := slices.Clone(user.Groups)
 	slices.Sort(groups)
 	for _, g := range groups {
@@ -255,3 +280,27 @@ func bearerToken(r *http.Request) string {
 
 // errAuthUnavailable marks a request whose authorisation could not be decided.
 var errAuthUnavailable = errors.New("authorization is unavailable")
+
+// NonResourceFilter protects a handler the way the API server protects its own non-resource
+// paths: the bearer token must be valid and its user allowed the request's lowercased method on
+// the request's path (e.g. "get" on /metrics). Its signature is controller-runtime's
+// metrics server Filter.
+func NonResourceFilter(a *KubeAuth) func(logr.Logger, http.Handler) (http.Handler, error) {
+	return func(log logr.Logger, next http.Handler) (http.Handler, error) {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			decision, reason, err := a.AuthorizeNonResource(r.Context(), bearerToken(r), r.URL.Path, strings.ToLower(r.Method))
+			switch {
+			case err != nil:
+				log.Error(err, "Authorizing a metrics request failed")
+				http.Error(w, errAuthUnavailable.Error(), http.StatusServiceUnavailable)
+			case decision == Unauthenticated:
+				w.Header().Set("WWW-Authenticate", `Bearer realm="detour"`)
+				http.Error(w, reason, http.StatusUnauthorized)
+			case decision == Forbidden:
+				http.Error(w, reason, http.StatusForbidden)
+			default:
+				next.ServeHTTP(w, r)
+			}
+		}), nil
+	}
+}

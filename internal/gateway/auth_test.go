@@ -3,12 +3,14 @@ package gateway
 import (
 	"context"
 	"errors"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -49,8 +51,11 @@ func newFakeAuth(api *fakeAPI, now func() time.Time) *KubeAuth {
 		defer api.mu.Unlock()
 		api.accesses = append(api.accesses, sar.Spec)
 		out := sar.DeepCopy()
-		ra := sar.Spec.ResourceAttributes
-		out.Status.Allowed = api.grants[sar.Spec.User+" "+ra.Namespace+"/"+ra.Name]
+		if ra := sar.Spec.ResourceAttributes; ra != nil {
+			out.Status.Allowed = api.grants[sar.Spec.User+" "+ra.Namespace+"/"+ra.Name]
+		} else {
+			out.Status.Allowed = api.grants[sar.Spec.User+" "+sar.Spec.NonResourceAttributes.Path]
+		}
 		return true, out, nil
 	})
 	return NewKubeAuthFromClients(cs.AuthenticationV1().TokenReviews(), cs.AuthorizationV1().SubjectAccessReviews(), now)
@@ -176,5 +181,48 @@ func TestBearerTokenParsing(t *testing.T) {
 		if got := bearerToken(r); got != want {
 			t.Errorf("bearerToken(%q) = %q, want %q", header, got, want)
 		}
+	}
+}
+
+// TestNonResourceFilterGuardsMetrics proves the metrics filter lets only users allowed "get" on
+// the path through, asking with non-resource attributes.
+func TestNonResourceFilterGuardsMetrics(t *testing.T) {
+	api := &fakeAPI{
+		users:  map[string]authenticationv1.UserInfo{"prom": {Username: "prometheus"}, "other": {Username: "mallory"}},
+		grants: map[string]bool{},
+	}
+	auth := newFakeAuth(api, nil)
+	filter, err := NonResourceFilter(auth)(logr.Discard(), http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte("metrics"))
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	api.grants["prometheus /metrics"] = true
+	cases := []struct {
+		name, auth string
+		want       int
+	}{
+		{"no token", "", http.StatusUnauthorized},
+		{"a user without the grant", "Bearer other", http.StatusForbidden},
+		{"the metrics reader", "Bearer prom", http.StatusOK},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+			if tc.auth != "" {
+				r.Header.Set("Authorization", tc.auth)
+			}
+			rec := httptest.NewRecorder()
+			filter.ServeHTTP(rec, r)
+			if rec.Code != tc.want {
+				t.Fatalf("status %d (%s), want %d", rec.Code, rec.Body, tc.want)
+			}
+		})
+	}
+	last := api.accesses[len(api.accesses)-1]
+	if last.NonResourceAttributes == nil || last.NonResourceAttributes.Path != "/metrics" ||
+		last.NonResourceAttributes.Verb != "get" || last.ResourceAttributes != nil {
+		t.Fatalf("access review %+v, want non-resource get /metrics", last)
 	}
 }

@@ -1,0 +1,163 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
+	"github.com/detourmq/detour/controllers"
+	"github.com/detourmq/detour/internal/demo"
+)
+
+// localDefaults adapts the flags the user did not set to a single machine: everything on
+// loopback, no leader election, no authentication on the gateway, metrics and probes off.
+func localDefaults(o *options) *options {
+	lo := *o
+	defaults := map[string]func(){
+		"gateway-bind-address":      func() { lo.gatewayAddr = "127.0.0.1:0" },
+		"gateway-auth":              func() { lo.gatewayAuth = false },
+		"gateway-secure":            func() { lo.gatewaySecure = false },
+		"metrics-bind-address":      func() { lo.metricsAddr = "0" },
+		"health-probe-bind-address": func() { lo.probeAddr = "0" },
+		"leader-elect":              func() { lo.leaderElect = false },
+	}
+	for name, apply := range defaults {
+		if !o.set[name] {
+			apply()
+		}
+	}
+	return &lo
+}
+
+// runLocal is --local: the demo environment, the operator in this process, traffic and the
+// fault script, until the demo duration passes or ctx ends. Everything is stopped before it
+// returns, in order: traffic, operator (gateway drained, runtime closed), brokers, control plane.
+func runLocal(ctx context.Context, o *options, stdout, stderr io.Writer) error {
+	logOut := stderr
+	if o.demoLog != "-" {
+		if err := os.MkdirAll(filepath.Dir(o.demoLog), 0o755); err != nil {
+			return err
+		}
+		f, err := os.Create(o.demoLog)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		logOut = f
+	}
+	log := zap.New(zap.UseFlagOptions(&o.zap), zap.WriteTo(logOut))
+	ctrl.SetLogger(log)
+	lo := localDefaults(o)
+
+	env, err := demo.StartEnv(ctx, demo.EnvOptions{
+		AssetsDir:      o.localAssets,
+		CRDDir:         o.localCRDs,
+		SamplesDir:     o.localSamples,
+		KubeconfigPath: o.demoKubeconfig,
+		Progress:       stdout,
+	})
+	if err != nil {
+		return err
+	}
+	topic, policy, err := demoTopic(ctx, env)
+	if err != nil {
+		return errors.Join(err, env.Stop())
+	}
+
+	fmt.Fprintln(stdout, "demo: Starting the operator (controllers, runtime, send gateway)")
+	op, err := newOperator(env.Config, lo, log)
+	if err != nil {
+		return errors.Join(err, env.Stop())
+	}
+	opCtx, stopOp := context.WithCancel(context.Background())
+	defer stopOp()
+	opDone := make(chan error, 1)
+	go func() { opDone <- op.run(opCtx) }()
+
+	// The demo ends early if the operator fails.
+	demoCtx, stopDemo := context.WithCancel(ctx)
+	defer stopDemo()
+	var opErr error
+	opFinished := make(chan struct{})
+	go func() {
+		defer close(opFinished)
+		select {
+		case opErr = <-opDone:
+			stopDemo()
+		case <-opCtx.Done():
+			opErr = <-opDone
+		}
+	}()
+
+	printInstructions(stdout, env, op, lo, topic)
+	_, runErr := demo.Run(demoCtx, demo.RunOptions{
+		Runtime:  op.rt,
+		Env:      env,
+		Topic:    topic.Spec.TopicName,
+		Policy:   policy,
+		Victim:   o.demoVictimBroker,
+		Duration: o.demoDuration,
+		Phase:    o.demoPhase,
+		Rate:     o.demoRate,
+		Senders:  o.demoSenders,
+		Out:      stdout,
+	})
+	fmt.Fprintln(stdout, "demo: Stopping the operator, the brokers and the control plane")
+	stopOp()
+	<-opFinished
+	stopErr := env.Stop()
+	if errors.Is(runErr, context.Canceled) {
+		runErr = nil // interrupted by the user: a clean stop
+	}
+	return errors.Join(runErr, opErr, stopErr)
+}
+
+// demoTopic picks the Topic the demo sends to (the samples' "orders", else the first) and the
+// runtime policy key of the FaultPolicy it references.
+func demoTopic(ctx context.Context, env *demo.Env) (*routingv1alpha1.Topic, string, error) {
+	var topics routingv1alpha1.TopicList
+	if err := env.Client.List(ctx, &topics, client.InNamespace(env.Namespace)); err != nil {
+		return nil, "", err
+	}
+	if len(topics.Items) == 0 {
+		return nil, "", errors.New("the samples define no Topic to send to")
+	}
+	i := max(0, slices.IndexFunc(topics.Items, func(t routingv1alpha1.Topic) bool { return t.Name == "orders" }))
+	t := &topics.Items[i]
+	policy := ""
+	if t.Spec.FaultPolicyRef != nil {
+		policy = controllers.PolicyKey(t.Namespace, t.Spec.FaultPolicyRef.Name)
+	}
+	return t, policy, nil
+}
+
+func printInstructions(out io.Writer, env *demo.Env, op *operator, o *options, topic *routingv1alpha1.Topic) {
+	if env.KubeconfigPath != "" {
+		fmt.Fprintf(out, "demo: In another terminal, watch the isolations the operator writes:\n\n"+
+			"    kubectl --kubeconfig %s get faultpolicies -w\n\n", env.KubeconfigPath)
+	}
+	if op.gw != nil {
+		auth := ""
+		if o.gatewayAuth {
+			auth = "-H \"Authorization: Bearer $TOKEN\" "
+		}
+		fmt.Fprintf(out, "demo: Send a message yourself through the gateway:\n\n"+
+			"    curl -s %s-H 'X-Detour-Tags: hello' --data 'hi' %s/v1/namespaces/%s/topics/%s/messages\n\n",
+			auth, op.gw.URL(), topic.Namespace, topic.Name)
+	}
+	log := o.demoLog
+	if log == "-" {
+		log = "stderr"
+	}
+	fmt.Fprintf(out, "demo: Operator log: %s. RocketMQ name server for other clients: %s. Ctrl-C stops everything.\n",
+		log, env.NameServer.Addr())
+}

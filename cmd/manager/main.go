@@ -1,0 +1,182 @@
+// Command manager is the detour operator: the Topic, FaultPolicy and broker-pod controllers, the
+// embedded producer runtime they keep current, and the HTTP send gateway in front of it.
+//
+//	manager --leader-elect --metrics-bind-address=:8443 --gateway-bind-address=:8080
+//
+// With --local it runs the whole system on this machine instead (what `make demo` does): a
+// control plane, three simulated brokers with broker Pods, the samples, the operator, steady
+// traffic and a fault script, with a live view.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client/config"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// options are the command's flags.
+type options struct {
+	metricsAddr             string
+	secureMetrics           bool
+	probeAddr               string
+	leaderElect             bool
+	leaderElectionID        string
+	leaderElectionNamespace string
+	namespace               string
+	gatewayAddr             string
+	gatewayAuth             bool
+	gatewaySecure           bool
+	gatewayCertDir          string
+	enableHTTP2             bool
+	shutdownTimeout         time.Duration
+	producerGroup           string
+	zap                     zap.Options
+
+	local            bool
+	localAssets      string
+	localCRDs        string
+	localSamples     string
+	demoKubeconfig   string
+	demoLog          string
+	demoDuration     time.Duration
+	demoPhase        time.Duration
+	demoRate         int
+	demoSenders      int
+	demoVictimBroker string
+
+	// set records the flags given on the command line, so --local can pick loopback defaults
+	// for the ones the user left alone.
+	set map[string]bool
+}
+
+// parseFlags parses the command line in the kubebuilder style.
+func parseFlags(args []string, stderr io.Writer) (*options, error) {
+	o := &options{zap: zap.Options{Development: false}}
+	fs := flag.NewFlagSet("manager", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.metricsAddr, "metrics-bind-address", "0",
+		"The address the metrics endpoint binds to, e.g. :8443 (HTTPS) or :8080 (HTTP); 0 disables it.")
+	fs.BoolVar(&o.secureMetrics, "metrics-secure", true,
+		"Serve metrics over HTTPS, allowing only callers whose token may get the /metrics path (TokenReview and SubjectAccessReview).")
+	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "The address the /healthz and /readyz endpoints bind to; 0 disables them.")
+	fs.BoolVar(&o.leaderElect, "leader-elect", false,
+		"Enable leader election: one replica at a time writes status; every replica keeps its runtime current and serves the gateway.")
+	fs.StringVar(&o.leaderElectionID, "leader-election-id", "detour-manager.routing.detour.dev", "The name of the leader election Lease.")
+	fs.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "",
+		"The namespace of the leader election Lease; defaults to the pod's namespace in a cluster, else to --namespace.")
+	fs.StringVar(&o.namespace, "namespace", "", "Watch only this namespace (Topics, FaultPolicies, broker Pods); empty watches all.")
+	fs.StringVar(&o.gatewayAddr, "gateway-bind-address", ":8080", "The address the send gateway binds to; 0 disables it.")
+	fs.BoolVar(&o.gatewayAuth, "gateway-auth", true,
+		"Require a bearer token allowed to create topics/messages on the Topic (TokenReview and SubjectAccessReview). Turn off only for local use.")
+	fs.BoolVar(&o.gatewaySecure, "gateway-secure", true,
+		"Serve the send gateway over HTTPS, with tls.crt and tls.key from --gateway-cert-dir or a self-signed certificate.")
+	fs.StringVar(&o.gatewayCertDir, "gateway-cert-dir", "", "A directory with tls.crt and tls.key for the send gateway; reloaded when they change.")
+	fs.BoolVar(&o.enableHTTP2, "enable-http2", false, "Allow HTTP/2 on the HTTPS endpoints (off by default as a mitigation for HTTP/2 stream floods).")
+	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 25*time.Second,
+		"How long shutdown waits for gateway sends in flight and for the controllers to stop.")
+	fs.StringVar(&o.producerGroup, "producer-group", "", "The RocketMQ producer group announced in sends; empty means detour-producer.")
+
+	fs.BoolVar(&o.local, "local", false, "Run the whole system locally: control plane, brokers, operator, traffic and a fault script.")
+	fs.StringVar(&o.localAssets, "local-assets", "", "With --local: the folder with kube-apiserver and etcd (printed by hack/setup-envtest.sh).")
+	fs.StringVar(&o.localCRDs, "local-crds", "config/crd/bases", "With --local: the CRDs to install.")
+	fs.StringVar(&o.localSamples, "local-samples", "config/samples", "With --local: the resources to apply.")
+	fs.StringVar(&o.demoKubeconfig, "demo-kubeconfig", "bin/demo.kubeconfig", "With --local: where to write a kubeconfig for the control plane.")
+	fs.StringVar(&o.demoLog, "demo-log", "bin/demo.log", "With --local: where the operator's log goes (the terminal shows the live view); - means stderr.")
+	fs.DurationVar(&o.demoDuration, "demo-duration", 0, "With --local: stop after this long; 0 runs until interrupted.")
+	fs.DurationVar(&o.demoPhase, "demo-phase", 10*time.Second, "With --local: how long each step of the fault script lasts.")
+	fs.IntVar(&o.demoRate, "demo-rate", 200, "With --local: messages per second, in total.")
+	fs.IntVar(&o.demoSenders, "demo-senders", 4, "With --local: concurrent senders.")
+	fs.StringVar(&o.demoVictimBroker, "demo-fault-broker", "broker-b", "With --local: the broker the fault script abuses.")
+
+	config.RegisterFlags(fs)
+	o.zap.BindFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	o.set = map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { o.set[f.Name] = true })
+	if o.shutdownTimeout <= 0 {
+		return nil, errors.New("--shutdown-timeout must be positive")
+	}
+	if o.local && (o.demoRate <= 0 || o.demoSenders <= 0 || o.demoPhase < time.Second || o.demoDuration < 0) {
+		return nil, errors.New("--demo-rate and --demo-senders must be positive, --demo-phase at least 1s, --demo-duration not negative")
+	}
+	return o, nil
+}
+
+// run parses args and runs the operator (or the local demo) until SIGINT or SIGTERM; a second
+// signal exits at once. It returns the exit status.
+func run(args []string, stdout, stderr io.Writer) int {
+	o, err := parseFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "manager:", err)
+		return 2
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	signals := make(chan os.Signal, 2)
+	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(signals)
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		select {
+		case <-signals:
+			fmt.Fprintln(stderr, "manager: stopping (interrupt again to exit at once)")
+			cancel()
+		case <-done:
+			return
+		}
+		select {
+		case <-signals:
+			os.Exit(1)
+		case <-done:
+		}
+	}()
+
+	if o.local {
+		err = runLocal(ctx, o, stdout, stderr)
+	} else {
+		err = runCluster(ctx, o, stderr)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "manager:", err)
+		return 1
+	}
+	return 0
+}
+
+// runCluster runs the operator against the cluster of the kubeconfig (or in-cluster config).
+func runCluster(ctx context.Context, o *options, stderr io.Writer) error {
+	log := zap.New(zap.UseFlagOptions(&o.zap), zap.WriteTo(stderr))
+	ctrl.SetLogger(log)
+	cfg, err := config.GetConfig()
+	if err != nil {
+		return fmt.Errorf("loading the kubeconfig: %w", err)
+	}
+	op, err := newOperator(cfg, o, log)
+	if err != nil {
+		return err
+	}
+	return op.run(ctx)
+}

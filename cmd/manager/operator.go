@@ -1,0 +1,288 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/rest"
+	certutil "k8s.io/client-go/util/cert"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
+	"github.com/detourmq/detour/controllers"
+	"github.com/detourmq/detour/internal/demo"
+	"github.com/detourmq/detour/internal/gateway"
+	"github.com/detourmq/detour/pkg/producer"
+)
+
+// operator is one manager process: the controller-runtime manager with the controllers, the
+// producer runtime they feed, and the send gateway in front of the runtime.
+type operator struct {
+	mgr       ctrl.Manager
+	rt        *producer.Runtime
+	rtClosed  atomic.Bool
+	gw        *gateway.Server // nil when the gateway is disabled
+	namespace string
+	log       logr.Logger
+	shutdown  time.Duration
+}
+
+// operatorHooks are adjustments tests make to a manager that flags do not cover.
+type operatorHooks struct {
+	// skipNameValidation lets several managers register the same controllers in one process.
+	skipNameValidation bool
+}
+
+// newOperator builds the manager, the runtime, the controllers, the gateway and the health
+// checks. Nothing runs until run.
+func newOperator(cfg *rest.Config, o *options, log logr.Logger, hooks ...operatorHooks) (*operator, error) {
+	scheme, err := demo.Scheme()
+	if err != nil {
+		return nil, err
+	}
+	var h operatorHooks
+	for _, x := range hooks {
+		h.skipNameValidation = h.skipNameValidation || x.skipNameValidation
+	}
+	tlsOpts := []func(*tls.Config){}
+	if !o.enableHTTP2 {
+		tlsOpts = append(tlsOpts, func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} })
+	}
+	httpClient, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("building an HTTP client for the API server: %w", err)
+	}
+	var auth *gateway.KubeAuth
+	if (o.gatewayAuth && o.gatewayAddr != "0") || (o.secureMetrics && o.metricsAddr != "0") {
+		if auth, err = gateway.NewKubeAuth(cfg, httpClient); err != nil {
+			return nil, err
+		}
+	}
+	metricsOpts := metricsserver.Options{BindAddress: o.metricsAddr, SecureServing: o.secureMetrics, TLSOpts: tlsOpts}
+	if o.secureMetrics {
+		metricsOpts.FilterProvider = func(*rest.Config, *http.Client) (metricsserver.Filter, error) {
+			return gateway.NonResourceFilter(auth), nil
+		}
+	}
+	mgrOpts := ctrl.Options{
+		Scheme:                        scheme,
+		Logger:                        log,
+		Metrics:                       metricsOpts,
+		HealthProbeBindAddress:        o.probeAddr,
+		LeaderElection:                o.leaderElect,
+		LeaderElectionID:              o.leaderElectionID,
+		LeaderElectionNamespace:       o.leaderElectionNamespace,
+		LeaderElectionReleaseOnCancel: true, // the process exits right after the manager stops
+		GracefulShutdownTimeout:       ptr.To(o.shutdownTimeout),
+		Controller:                    config.Controller{SkipNameValidation: ptr.To(h.skipNameValidation)},
+	}
+	if o.namespace != "" {
+		mgrOpts.Cache = cache.Options{DefaultNamespaces: map[string]cache.Config{o.namespace: {}}}
+		if o.leaderElectionNamespace == "" && !inCluster() {
+			mgrOpts.LeaderElectionNamespace = o.namespace
+		}
+	}
+	mgr, err := ctrl.NewManager(cfg, mgrOpts)
+	if err != nil {
+		return nil, fmt.Errorf("creating the manager: %w", err)
+	}
+
+	op := &operator{mgr: mgr, namespace: o.namespace, log: log, shutdown: o.shutdownTimeout}
+	op.rt = producer.New(producer.Options{
+		Metrics:       controllers.RuntimeMetrics(),
+		Logger:        log.WithName("runtime"),
+		ProducerGroup: o.producerGroup,
+	})
+	ok := false
+	defer func() {
+		if !ok {
+			op.closeRuntime()
+		}
+	}()
+	if err := controllers.Setup(mgr, op.rt); err != nil {
+		return nil, fmt.Errorf("setting up the controllers: %w", err)
+	}
+
+	if o.gatewayAddr != "0" {
+		gwOpts := gateway.Options{
+			Addr:            o.gatewayAddr,
+			Sender:          op.rt,
+			Topics:          gateway.TopicResolverFunc(op.resolveTopic),
+			ShutdownTimeout: o.shutdownTimeout,
+			Logger:          log.WithName("gateway"),
+		}
+		if o.gatewayAuth {
+			gwOpts.Authorizer = auth
+		}
+		if o.gatewaySecure {
+			if gwOpts.TLS, err = op.gatewayTLS(o.gatewayCertDir, tlsOpts); err != nil {
+				return nil, err
+			}
+		}
+		if op.gw, err = gateway.New(gwOpts); err != nil {
+			return nil, err
+		}
+		if err := mgr.Add(op.gw); err != nil {
+			_ = op.gw.Close()
+			return nil, err
+		}
+		gateway.RegisterMetrics(ctrlmetrics.Registry)
+	}
+
+	if err := op.addHealthChecks(); err != nil {
+		if op.gw != nil {
+			_ = op.gw.Close()
+		}
+		return nil, err
+	}
+	ok = true
+	return op, nil
+}
+
+// run starts the manager and blocks until ctx ends. Shutdown goes in the order that loses no
+// acknowledged message: the gateway stops accepting and waits for the sends in flight (it stops
+// first, with the other runnables that need no leader), then the controllers and caches stop,
+// and only then is the runtime closed.
+func (op *operator) run(ctx context.Context) error {
+	err := op.mgr.Start(ctx)
+	if op.gw != nil {
+		_ = op.gw.Close() // releases the port if the manager failed before starting the gateway
+		<-op.gw.Done()
+	}
+	op.closeRuntime()
+	if err != nil {
+		return fmt.Errorf("running the manager: %w", err)
+	}
+	op.log.Info("Stopped")
+	return nil
+}
+
+func (op *operator) closeRuntime() {
+	if op.rtClosed.CompareAndSwap(false, true) {
+		_ = op.rt.Close()
+	}
+}
+
+// resolveTopic finds a Topic in the manager's cache. Namespaces outside --namespace are not
+// served: their Topics are not watched.
+func (op *operator) resolveTopic(ctx context.Context, namespace, name string) (string, error) {
+	if op.namespace != "" && namespace != op.namespace {
+		return "", gateway.ErrTopicNotFound
+	}
+	var t routingv1alpha1.Topic
+	err := op.mgr.GetClient().Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &t)
+	if apierrors.IsNotFound(err) {
+		return "", gateway.ErrTopicNotFound
+	}
+	if err != nil {
+		return "", err
+	}
+	return t.Spec.TopicName, nil
+}
+
+// addHealthChecks makes liveness follow the runtime, and readiness the runtime, the cache and
+// the gateway: a replica is ready when it can actually send what it is asked to.
+func (op *operator) addHealthChecks() error {
+	runtimeOpen := func(*http.Request) error {
+		if op.rtClosed.Load() {
+			return errors.New("the producer runtime is closed")
+		}
+		return nil
+	}
+	if err := op.mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	if err := op.mgr.AddHealthzCheck("runtime", runtimeOpen); err != nil {
+		return err
+	}
+	if err := op.mgr.AddReadyzCheck("runtime", runtimeOpen); err != nil {
+		return err
+	}
+	if err := op.mgr.AddReadyzCheck("cache-sync", func(r *http.Request) error {
+		ctx, cancel := context.WithTimeout(r.Context(), time.Second)
+		defer cancel()
+		if !op.mgr.GetCache().WaitForCacheSync(ctx) {
+			return errors.New("the informer caches have not synced")
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	if op.gw != nil {
+		if err := op.mgr.AddReadyzCheck("gateway", func(*http.Request) error { return op.gw.Serving() }); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// gatewayTLS serves tls.crt and tls.key from certDir, reloaded when they change, or a
+// self-signed certificate when certDir has none (encryption without a verifiable identity, as
+// the metrics endpoint does by default).
+func (op *operator) gatewayTLS(certDir string, opts []func(*tls.Config)) (*tls.Config, error) {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, NextProtos: []string{"h2", "http/1.1"}}
+	for _, f := range opts {
+		f(cfg)
+	}
+	if certDir != "" {
+		certPath, keyPath := filepath.Join(certDir, "tls.crt"), filepath.Join(certDir, "tls.key")
+		if fileExists(certPath) && fileExists(keyPath) {
+			w, err := certwatcher.New(certPath, keyPath)
+			if err != nil {
+				return nil, fmt.Errorf("loading the gateway certificate: %w", err)
+			}
+			if err := op.mgr.Add(everyReplica{w}); err != nil {
+				return nil, err
+			}
+			cfg.GetCertificate = w.GetCertificate
+			return cfg, nil
+		}
+		op.log.Info("No tls.crt and tls.key in the gateway certificate folder; using a self-signed certificate", "dir", certDir)
+	}
+	certPEM, keyPEM, err := certutil.GenerateSelfSignedCertKey("detour-gateway", []net.IP{net.IPv4(127, 0, 0, 1)}, []string{"localhost"})
+	if err != nil {
+		return nil, fmt.Errorf("generating a self-signed gateway certificate: %w", err)
+	}
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Certificates = []tls.Certificate{pair}
+	return cfg, nil
+}
+
+// everyReplica runs a runnable on every replica, leader or not.
+type everyReplica struct{ manager.Runnable }
+
+// NeedLeaderElection implements manager.LeaderElectionRunnable.
+func (everyReplica) NeedLeaderElection() bool { return false }
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+// inCluster reports whether the process runs in a pod with a service account.
+func inCluster() bool {
+	_, err := rest.InClusterConfig()
+	return err == nil
+}
