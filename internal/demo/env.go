@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -202,9 +203,17 @@ func (e *Env) writeKubeconfig() error {
 	return os.WriteFile(e.KubeconfigPath, data, 0o600)
 }
 
-// createBrokerPod creates the broker's Pod and, standing in for the kubelet, reports it
-// running and Ready on 127.0.0.1 with the broker's port as the container port "main".
+// createBrokerPod creates a demo broker Pod, held by the demo's finalizer so that deleting it
+// leaves it Terminating.
 func (e *Env) createBrokerPod(ctx context.Context, b *brokersim.Broker) error {
+	return CreateBrokerPod(ctx, e.Client, e.Namespace, b, nil, holdFinalizer)
+}
+
+// CreateBrokerPod creates a Pod for broker b in namespace, labelled as a master of that broker
+// (app=rocketmq-broker unless labels say otherwise, plus any other labels given) and, standing
+// in for the kubelet, reports it running and Ready on 127.0.0.1 with the broker's port as the
+// container port "main".
+func CreateBrokerPod(ctx context.Context, c client.Client, namespace string, b *brokersim.Broker, labels map[string]string, finalizers ...string) error {
 	_, portText, err := net.SplitHostPort(b.Addr())
 	if err != nil {
 		return fmt.Errorf("broker %s address %q: %w", b.Name(), b.Addr(), err)
@@ -213,12 +222,14 @@ func (e *Env) createBrokerPod(ctx context.Context, b *brokersim.Broker) error {
 	if err != nil {
 		return fmt.Errorf("broker %s address %q: %w", b.Name(), b.Addr(), err)
 	}
+	all := map[string]string{LabelApp: AppBroker, LabelBrokerName: b.Name(), LabelBrokerID: "0"}
+	maps.Copy(all, labels)
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
-			Namespace:  e.Namespace,
+			Namespace:  namespace,
 			Name:       PodName(b.Name()),
-			Labels:     map[string]string{LabelApp: AppBroker, LabelBrokerName: b.Name(), LabelBrokerID: "0"},
-			Finalizers: []string{holdFinalizer},
+			Labels:     all,
+			Finalizers: finalizers,
 		},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{
 			Name:  "broker",
@@ -226,7 +237,7 @@ func (e *Env) createBrokerPod(ctx context.Context, b *brokersim.Broker) error {
 			Ports: []corev1.ContainerPort{{Name: "main", ContainerPort: int32(port), Protocol: corev1.ProtocolTCP}},
 		}}},
 	}
-	if err := e.Client.Create(ctx, pod); err != nil {
+	if err := c.Create(ctx, pod); err != nil {
 		return fmt.Errorf("creating pod %s: %w", pod.Name, err)
 	}
 	now := metav1.Now()
@@ -240,7 +251,7 @@ func (e *Env) createBrokerPod(ctx context.Context, b *brokersim.Broker) error {
 			{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: now},
 		},
 	}
-	if err := e.Client.Status().Update(ctx, pod); err != nil {
+	if err := c.Status().Update(ctx, pod); err != nil {
 		return fmt.Errorf("reporting pod %s Ready: %w", pod.Name, err)
 	}
 	return nil

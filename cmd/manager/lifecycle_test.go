@@ -1,0 +1,274 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/detourmq/detour/pkg/brokersim"
+)
+
+func isElected(op *runningOperator) bool {
+	select {
+	case <-op.mgr.Elected():
+		return true
+	default:
+		return false
+	}
+}
+
+func lease(t *testing.T, ns, name string) (*coordinationv1.Lease, error) {
+	t.Helper()
+	var l coordinationv1.Lease
+	err := k8sClient.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &l)
+	return &l, err
+}
+
+func sendOK(t *testing.T, op *runningOperator, ns, name string) {
+	t.Helper()
+	a := postMessage(t, &http.Client{}, messagesURL(op.gw.URL(), ns, name), "text/plain", "", []byte("m"), nil)
+	if a.status != http.StatusOK {
+		t.Fatalf("send through %s: status %d %+v", op.gw.URL(), a.status, a.err)
+	}
+}
+
+// TestLeaderElection proves the manager starts and serves with leader election off (no Lease
+// is taken) and on: two replicas share one Lease, both serve the gateway, and when the leader
+// stops the other takes over.
+func TestLeaderElection(t *testing.T) {
+	t.Run("off", func(t *testing.T) {
+		ns := newNamespace(t)
+		startBroker(t, ns, "le-off", map[string]string{"app": "le-off"})
+		createTopic(t, ns, "orders", "LeaderOff", "le-off")
+		op := startOperator(t, adminConfig, testOptions(t, ns))
+		op.waitForRoute(t, "LeaderOff", 1)
+		sendOK(t, op, ns, "orders")
+		if !isElected(op) {
+			t.Error("without leader election the manager does not consider itself elected")
+		}
+		if _, err := lease(t, ns, leaseName); !apierrors.IsNotFound(err) {
+			t.Errorf("a Lease exists without leader election (err %v)", err)
+		}
+	})
+
+	t.Run("on", func(t *testing.T) {
+		ns := newNamespace(t)
+		startBroker(t, ns, "le-on", map[string]string{"app": "le-on"})
+		createTopic(t, ns, "orders", "LeaderOn", "le-on")
+		first := startOperator(t, adminConfig, testOptions(t, ns, "--leader-elect"))
+		eventually(t, "the first replica to lead", func() error {
+			if !isElected(first) {
+				return errors.New("not elected")
+			}
+			return nil
+		})
+		second := startOperator(t, adminConfig, testOptions(t, ns, "--leader-elect"))
+		first.waitForRoute(t, "LeaderOn", 1)
+		second.waitForRoute(t, "LeaderOn", 1)
+		sendOK(t, first, ns, "orders")
+		sendOK(t, second, ns, "orders") // a replica that does not lead still serves
+		if isElected(second) {
+			t.Fatal("two replicas lead at once")
+		}
+		l, err := lease(t, ns, leaseName)
+		if err != nil || l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" {
+			t.Fatalf("Lease %v, err %v; want one held by the leader", l, err)
+		}
+		firstHolder := *l.Spec.HolderIdentity
+
+		if err := first.stop(); err != nil {
+			t.Fatalf("stopping the leader: %v", err)
+		}
+		eventually(t, "the second replica to take over", func() error {
+			if !isElected(second) {
+				return errors.New("not elected")
+			}
+			l, err := lease(t, ns, leaseName)
+			if err != nil {
+				return err
+			}
+			if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == firstHolder {
+				return fmt.Errorf("Lease still held by %v", l.Spec.HolderIdentity)
+			}
+			return nil
+		})
+		sendOK(t, second, ns, "orders")
+	})
+}
+
+// leaseName is the Lease the default --leader-election-id names.
+const leaseName = "detour-manager.routing.detour.dev"
+
+// probe GETs a health endpoint and returns its status and body.
+func probe(addr, path string) (int, string, error) {
+	res, err := http.Get("http://" + addr + path + "?verbose")
+	if err != nil {
+		return 0, "", err
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, string(b), nil
+}
+
+// TestHealthFollowsTheRuntime proves /readyz reports the runtime, the cache and the gateway,
+// and that liveness and readiness fail once the runtime is closed.
+func TestHealthFollowsTheRuntime(t *testing.T) {
+	ns := newNamespace(t)
+	addr := freeAddr(t)
+	op := startOperator(t, adminConfig, testOptions(t, ns, "--health-probe-bind-address="+addr))
+	eventually(t, "readiness", func() error {
+		code, body, err := probe(addr, "/readyz")
+		if err != nil {
+			return err
+		}
+		if code != http.StatusOK {
+			return fmt.Errorf("%d %s", code, body)
+		}
+		for _, check := range []string{"[+]runtime ok", "[+]cache-sync ok", "[+]gateway ok"} {
+			if !strings.Contains(body, check) {
+				return fmt.Errorf("readyz lacks %q: %s", check, body)
+			}
+		}
+		return nil
+	})
+	op.closeRuntime()
+	for _, path := range []string{"/readyz", "/healthz"} {
+		code, body, err := probe(addr, path)
+		if err != nil || code != http.StatusInternalServerError || !strings.Contains(body, "[-]runtime failed") {
+			t.Errorf("%s with the runtime closed: %d %q %v; want 500 naming the runtime", path, code, body, err)
+		}
+	}
+}
+
+// result is one gateway request of the shutdown test.
+type result struct {
+	status int
+	msgID  string
+	at     time.Time
+	err    error
+}
+
+// TestGracefulShutdownLosesNoAcknowledgedMessage proves that stopping the manager while clients
+// send finishes the sends in flight: readiness drops first, requests already accepted are
+// answered after the stop began, and every message answered 200 is stored exactly once.
+func TestGracefulShutdownLosesNoAcknowledgedMessage(t *testing.T) {
+	ns := newNamespace(t)
+	brokers := []*brokersim.Broker{
+		startBroker(t, ns, "gs-a", map[string]string{"app": "gs"}),
+		startBroker(t, ns, "gs-b", map[string]string{"app": "gs"}),
+	}
+	createTopic(t, ns, "orders", "ShutdownOrders", "gs")
+	addr := freeAddr(t)
+	op := startOperator(t, adminConfig, testOptions(t, ns, "--health-probe-bind-address="+addr))
+	op.waitForRoute(t, "ShutdownOrders", 2)
+	// Slow enough that requests are in flight when the stop comes, well inside the send timeout.
+	for _, b := range brokers {
+		b.SetFault(brokersim.Fault{Delay: 300 * time.Millisecond, DelayMax: 600 * time.Millisecond})
+	}
+
+	url := messagesURL(op.gw.URL(), ns, "orders")
+	stopClients := make(chan struct{})
+	var (
+		mu      sync.Mutex
+		results []result
+		wg      sync.WaitGroup
+	)
+	httpClient := &http.Client{Timeout: 30 * time.Second}
+	for g := range 8 {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stopClients:
+					return
+				default:
+				}
+				res, err := httpClient.Post(url, "text/plain", strings.NewReader(fmt.Sprintf("m-%d-%d", g, i)))
+				r := result{err: err, at: time.Now()}
+				if err == nil {
+					a := decodeAnswer(res)
+					r.status, r.msgID = res.StatusCode, a.MsgID
+				}
+				mu.Lock()
+				results = append(results, r)
+				mu.Unlock()
+				if err != nil {
+					return // the gateway no longer accepts connections
+				}
+			}
+		})
+	}
+	eventually(t, "acknowledged traffic with requests in flight", func() error {
+		mu.Lock()
+		n := len(results)
+		mu.Unlock()
+		if n < 16 || op.gw.InFlight() < 4 {
+			return fmt.Errorf("%d answers, %d in flight", n, op.gw.InFlight())
+		}
+		return nil
+	})
+
+	stopAt := time.Now()
+	stopped := make(chan error, 1)
+	go func() { stopped <- op.stop() }()
+	eventually(t, "readiness to drop while draining", func() error {
+		code, body, err := probe(addr, "/readyz")
+		if err != nil {
+			return err
+		}
+		if code == http.StatusOK || !strings.Contains(body, "[-]gateway failed") {
+			return fmt.Errorf("%d %s", code, body)
+		}
+		return nil
+	})
+	if err := <-stopped; err != nil {
+		t.Fatalf("the manager stopped with %v", err)
+	}
+	close(stopClients)
+	wg.Wait()
+	if !op.rtClosed.Load() {
+		t.Error("the runtime is still open after the manager stopped")
+	}
+
+	stored := storedCounts(brokers...)
+	acked, ackedAfterStop := 0, 0
+	for _, r := range results {
+		if r.err != nil {
+			continue
+		}
+		if r.status != http.StatusOK {
+			t.Errorf("a request was answered %d during shutdown; accepted requests must finish", r.status)
+			continue
+		}
+		acked++
+		if r.at.After(stopAt) {
+			ackedAfterStop++
+		}
+		if n := stored[r.msgID]; n != 1 {
+			t.Errorf("acknowledged message %s is stored %d times, want exactly once", r.msgID, n)
+		}
+	}
+	if ackedAfterStop == 0 {
+		t.Errorf("no request was answered after the stop began; %d acknowledged in all", acked)
+	}
+	t.Logf("%d messages acknowledged, %d of them after the stop began", acked, ackedAfterStop)
+}
+
+func decodeAnswer(res *http.Response) (a struct {
+	MsgID string `json:"msgId"`
+}) {
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	_ = json.Unmarshal(b, &a)
+	return a
+}

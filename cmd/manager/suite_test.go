@@ -1,0 +1,292 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
+	"github.com/detourmq/detour/internal/demo"
+	"github.com/detourmq/detour/pkg/brokersim"
+)
+
+// How long tests wait for observable state, and how often they look.
+const (
+	eventuallyTimeout  = 30 * time.Second
+	eventuallyInterval = 25 * time.Millisecond
+)
+
+var (
+	testEnv        *envtest.Environment
+	adminConfig    *rest.Config
+	k8sClient      client.Client
+	clientset      *kubernetes.Clientset
+	kubeconfigPath string
+	repoRoot       string
+)
+
+// TestMain starts one envtest control plane for the package. The tests need it: without
+// KUBEBUILDER_ASSETS they fail rather than skip, so a green run always means they ran.
+func TestMain(m *testing.M) {
+	os.Exit(runSuite(m))
+}
+
+func runSuite(m *testing.M) int {
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		fmt.Fprintln(os.Stderr, "KUBEBUILDER_ASSETS is not set: run `make test`, or "+
+			"KUBEBUILDER_ASSETS=$(hack/setup-envtest.sh) go test ./cmd/manager/")
+		return 1
+	}
+	var err error
+	if repoRoot, err = filepath.Abs(filepath.Join("..", "..")); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	testEnv = &envtest.Environment{
+		CRDDirectoryPaths:     []string{filepath.Join(repoRoot, "config", "crd", "bases")},
+		ErrorIfCRDPathMissing: true,
+	}
+	if adminConfig, err = testEnv.Start(); err != nil {
+		fmt.Fprintf(os.Stderr, "starting the envtest control plane: %v\n", err)
+		return 1
+	}
+	defer func() {
+		if err := testEnv.Stop(); err != nil {
+			fmt.Fprintf(os.Stderr, "stopping the envtest control plane: %v\n", err)
+		}
+	}()
+	scheme, err := demo.Scheme()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if k8sClient, err = client.New(adminConfig, client.Options{Scheme: scheme}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if clientset, err = kubernetes.NewForConfig(adminConfig); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	dir, err := os.MkdirTemp("", "detour-manager-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	admin, err := testEnv.AddUser(envtest.User{Name: "detour-admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	data, err := admin.KubeConfig()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	kubeconfigPath = filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(kubeconfigPath, data, 0o600); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return m.Run()
+}
+
+// eventually polls cond until it returns nil, failing the test with cond's last error at the
+// deadline.
+func eventually(t *testing.T, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(eventuallyTimeout)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s: %v", what, err)
+		}
+		time.Sleep(eventuallyInterval) // the poll interval; cond is the synchronisation
+	}
+}
+
+// newNamespace creates a namespace for one test (envtest never finishes deleting namespaces, so
+// every test gets a fresh one).
+func newNamespace(t *testing.T) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "detour-manager-"}}
+	if err := k8sClient.Create(context.Background(), ns); err != nil {
+		t.Fatalf("creating a namespace: %v", err)
+	}
+	return ns.Name
+}
+
+// startBroker starts a brokersim broker and its Ready Pod in ns with the given labels.
+func startBroker(t *testing.T, ns, name string, labels map[string]string) *brokersim.Broker {
+	t.Helper()
+	b, err := brokersim.StartBroker(name, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	if err := demo.CreateBrokerPod(context.Background(), k8sClient, ns, b, labels); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// createTopic creates a FaultPolicy named after the topic and a Topic selecting pods labelled
+// app=<app>, with fast retries so failure cases end quickly.
+func createTopic(t *testing.T, ns, name, topicName, app string) {
+	t.Helper()
+	ctx := context.Background()
+	fp := &routingv1alpha1.FaultPolicy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: routingv1alpha1.FaultPolicySpec{
+			Retry: routingv1alpha1.RetryPolicy{Attempts: 2, SendTimeoutMillis: 2000, PerAttemptTimeoutMillis: ptr.To[int32](1000)},
+		},
+	}
+	if err := k8sClient.Create(ctx, fp); err != nil {
+		t.Fatal(err)
+	}
+	topic := &routingv1alpha1.Topic{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: routingv1alpha1.TopicSpec{
+			TopicName:      topicName,
+			BrokerSelector: metav1.LabelSelector{MatchLabels: map[string]string{demo.LabelApp: app}},
+			WriteQueueNums: 2,
+			ReadQueueNums:  2,
+			FaultPolicyRef: &routingv1alpha1.FaultPolicyReference{Name: name},
+		},
+	}
+	if err := k8sClient.Create(ctx, topic); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// testOptions parses a command line as the binary would, with the test's local defaults first:
+// nothing bound outside loopback, no metrics, scoped to ns.
+func testOptions(t *testing.T, ns string, args ...string) *options {
+	t.Helper()
+	base := []string{
+		"--metrics-bind-address=0",
+		"--health-probe-bind-address=0",
+		"--gateway-bind-address=127.0.0.1:0",
+		"--gateway-auth=false",
+		"--gateway-secure=false",
+		"--shutdown-timeout=20s",
+		"--namespace=" + ns,
+	}
+	o, err := parseFlags(append(base, args...), io.Discard)
+	if err != nil {
+		t.Fatalf("parsing flags: %v", err)
+	}
+	return o
+}
+
+// runningOperator is an operator started by a test.
+type runningOperator struct {
+	*operator
+	cancel context.CancelFunc
+	done   chan error
+	err    error
+	waited atomic.Bool
+}
+
+// startOperator builds and starts an operator on cfg and stops it when the test ends.
+func startOperator(t *testing.T, cfg *rest.Config, o *options) *runningOperator {
+	t.Helper()
+	logw := &testLogWriter{t: t}
+	log := zap.New(zap.WriteTo(logw))
+	op, err := newOperator(cfg, o, log, operatorHooks{skipNameValidation: true})
+	if err != nil {
+		t.Fatalf("building the operator: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &runningOperator{operator: op, cancel: cancel, done: make(chan error, 1)}
+	go func() { r.done <- op.run(ctx) }()
+	t.Cleanup(func() {
+		_ = r.stop()
+		logw.done.Store(true)
+	})
+	return r
+}
+
+// stop ends the operator and waits until run returned, returning its error.
+func (r *runningOperator) stop() error {
+	r.cancel()
+	if r.waited.CompareAndSwap(false, true) {
+		r.err = <-r.done
+	}
+	return r.err
+}
+
+// waitForRoute waits until the operator's runtime routes topic over n brokers.
+func (r *runningOperator) waitForRoute(t *testing.T, topic string, n int) {
+	t.Helper()
+	eventually(t, "topic "+topic+" routed over the brokers", func() error {
+		info, ok := r.rt.RouteInfo(topic)
+		if !ok {
+			return fmt.Errorf("no route")
+		}
+		seen := map[string]bool{}
+		for _, q := range info.Queues {
+			seen[q.Broker] = true
+		}
+		if len(seen) != n {
+			return fmt.Errorf("route over %v", seen)
+		}
+		return nil
+	})
+}
+
+// testLogWriter sends the operator's log to the test log when DETOUR_TEST_LOG is set, and stops
+// once the test is over.
+type testLogWriter struct {
+	t    *testing.T
+	done atomic.Bool
+}
+
+func (w *testLogWriter) Write(p []byte) (int, error) {
+	if !w.done.Load() && os.Getenv("DETOUR_TEST_LOG") != "" {
+		w.t.Log(strings.TrimRight(string(p), "\n"))
+	}
+	return len(p), nil
+}
+
+// freeAddr returns a loopback address with a port that was free a moment ago, for servers
+// (the health probe) that do not report the port they picked.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
+}
+
+// insecureClient trusts the gateway's self-signed certificate.
+func insecureClient() *http.Client {
+	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // the test gateway's certificate is self-signed
+	}}
+}
