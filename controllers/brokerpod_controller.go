@@ -11,9 +11,11 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
@@ -109,7 +111,9 @@ func (r *BrokerPodReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("brokerpod").
 		For(&corev1.Pod{}).
-		Watches(&routingv1alpha1.Topic{}, handler.EnqueueRequestsFromMapFunc(r.podsOfTopic)).
+		// Only a spec change (a new selector) changes which pods are brokers; status writes do not.
+		Watches(&routingv1alpha1.Topic{}, handler.EnqueueRequestsFromMapFunc(r.podsOfTopic),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		WithOptions(controller.Options{NeedLeaderElection: ptr.To(false), MaxConcurrentReconciles: 2}).
 		Complete(r)
 }

@@ -141,7 +141,15 @@ func (r *TopicReconciler) policyOf(ctx context.Context, topic *routingv1alpha1.T
 		}
 		return "", false, err
 	}
-	return PolicyKey(topic.Namespace, ref.Name), true, nil
+	key = PolicyKey(topic.Namespace, ref.Name)
+	// The FaultPolicy controller may not have pushed the policy yet; a route must never be
+	// governed by the defaults while its policy exists, so push it here too (it is idempotent).
+	if _, known := r.Runtime.Policy(key); !known {
+		if err := pushPolicy(r.Runtime, &fp); err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "FaultPolicy not pushed", "faultPolicy", key)
+		}
+	}
+	return key, true, nil
 }
 
 // pushRoute hands the route to the runtime; a read-only topic has no write queues.
