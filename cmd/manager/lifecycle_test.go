@@ -135,7 +135,7 @@ func TestHealthFollowsTheRuntime(t *testing.T) {
 		if code != http.StatusOK {
 			return fmt.Errorf("%d %s", code, body)
 		}
-		for _, check := range []string{"[+]runtime ok", "[+]cache-sync ok", "[+]gateway ok"} {
+		for _, check := range []string{"[+]runtime ok", "[+]shutdown ok", "[+]cache-sync ok", "[+]gateway ok"} {
 			if !strings.Contains(body, check) {
 				return fmt.Errorf("readyz lacks %q: %s", check, body)
 			}
@@ -271,4 +271,40 @@ func decodeAnswer(res *http.Response) (a struct {
 	b, _ := io.ReadAll(res.Body)
 	_ = json.Unmarshal(b, &a)
 	return a
+}
+
+// TestShutdownDelayKeepsServingWhileNotReady proves that with --shutdown-delay a stopping
+// replica reports not ready at once but still accepts sends until the delay is over, so a
+// Service can stop routing to it before it stops listening.
+func TestShutdownDelayKeepsServingWhileNotReady(t *testing.T) {
+	ns := newNamespace(t)
+	b := startBroker(t, ns, "sd-a", map[string]string{"app": "sd"})
+	createTopic(t, ns, "orders", "DelayOrders", "sd")
+	addr := freeAddr(t)
+	op := startOperator(t, adminConfig, testOptions(t, ns, "--health-probe-bind-address="+addr, "--shutdown-delay=5s"))
+	op.waitForRoute(t, "DelayOrders", 1)
+
+	stopped := make(chan error, 1)
+	go func() { stopped <- op.stop() }()
+	eventually(t, "readiness to drop", func() error {
+		code, body, err := probe(addr, "/readyz")
+		if err != nil {
+			return err
+		}
+		if code == http.StatusOK || !strings.Contains(body, "[-]shutdown failed") {
+			return fmt.Errorf("%d %s", code, body)
+		}
+		return nil
+	})
+	if err := op.gw.Serving(); err != nil {
+		t.Fatalf("the gateway stopped serving during the shutdown delay: %v", err)
+	}
+	a := postMessage(t, &http.Client{Transport: &http.Transport{DisableKeepAlives: true}},
+		messagesURL(op.gw.URL(), ns, "orders"), "text/plain", "", []byte("late"), nil)
+	if a.status != http.StatusOK || storedCounts(b)[a.ok.MsgID] != 1 {
+		t.Fatalf("a send during the shutdown delay: %d %+v; want 200 and stored", a.status, a.err)
+	}
+	if err := <-stopped; err != nil {
+		t.Fatalf("stopping: %v", err)
+	}
 }

@@ -43,6 +43,7 @@ type options struct {
 	gatewayCertDir          string
 	enableHTTP2             bool
 	shutdownTimeout         time.Duration
+	shutdownDelay           time.Duration
 	producerGroup           string
 	zap                     zap.Options
 
@@ -88,6 +89,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.BoolVar(&o.enableHTTP2, "enable-http2", false, "Allow HTTP/2 on the HTTPS endpoints (off by default as a mitigation for HTTP/2 stream floods).")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 25*time.Second,
 		"How long shutdown waits for gateway sends in flight and for the controllers to stop.")
+	fs.DurationVar(&o.shutdownDelay, "shutdown-delay", 0,
+		"On SIGTERM, report not ready but keep serving this long before draining, so Services stop routing here first.")
 	fs.StringVar(&o.producerGroup, "producer-group", "", "The RocketMQ producer group announced in sends; empty means detour-producer.")
 
 	fs.BoolVar(&o.local, "local", false, "Run the whole system locally: control plane, brokers, operator, traffic and a fault script.")
@@ -112,8 +115,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	}
 	o.set = map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { o.set[f.Name] = true })
-	if o.shutdownTimeout <= 0 {
-		return nil, errors.New("--shutdown-timeout must be positive")
+	if o.shutdownTimeout <= 0 || o.shutdownDelay < 0 {
+		return nil, errors.New("--shutdown-timeout must be positive and --shutdown-delay not negative")
 	}
 	if o.local && (o.demoRate <= 0 || o.demoSenders <= 0 || o.demoPhase < time.Second || o.demoDuration < 0) {
 		return nil, errors.New("--demo-rate and --demo-senders must be positive, --demo-phase at least 1s, --demo-duration not negative")

@@ -43,7 +43,10 @@ type operator struct {
 	gw        *gateway.Server // nil when the gateway is disabled
 	namespace string
 	log       logr.Logger
-	shutdown  time.Duration
+	// shutdownDelay is how long a stopping replica keeps serving while reporting not ready, so
+	// Services stop routing to it before its gateway stops accepting.
+	shutdownDelay time.Duration
+	stopping      atomic.Bool
 }
 
 // operatorHooks are adjustments tests make to a manager that flags do not cover.
@@ -106,7 +109,7 @@ func newOperator(cfg *rest.Config, o *options, log logr.Logger, hooks ...operato
 		return nil, fmt.Errorf("creating the manager: %w", err)
 	}
 
-	op := &operator{mgr: mgr, namespace: o.namespace, log: log, shutdown: o.shutdownTimeout}
+	op := &operator{mgr: mgr, namespace: o.namespace, log: log, shutdownDelay: o.shutdownDelay}
 	op.rt = producer.New(producer.Options{
 		Metrics:       controllers.RuntimeMetrics(),
 		Logger:        log.WithName("runtime"),
@@ -159,11 +162,31 @@ func newOperator(cfg *rest.Config, o *options, log logr.Logger, hooks ...operato
 }
 
 // run starts the manager and blocks until ctx ends. Shutdown goes in the order that loses no
-// acknowledged message: the gateway stops accepting and waits for the sends in flight (it stops
-// first, with the other runnables that need no leader), then the controllers and caches stop,
-// and only then is the runtime closed.
+// acknowledged message: readiness drops and the replica keeps serving for the shutdown delay;
+// then the gateway stops accepting and waits for the sends in flight (it stops first, with the
+// other runnables that need no leader); then the controllers and caches stop; and only then is
+// the runtime closed.
 func (op *operator) run(ctx context.Context) error {
-	err := op.mgr.Start(ctx)
+	mgrCtx, stopMgr := context.WithCancel(context.Background())
+	defer stopMgr()
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-mgrCtx.Done():
+			return // the manager ended on its own
+		}
+		op.stopping.Store(true)
+		if op.shutdownDelay > 0 {
+			op.log.Info("Stopping: reporting not ready while still serving", "delay", op.shutdownDelay)
+			select {
+			case <-time.After(op.shutdownDelay):
+			case <-mgrCtx.Done():
+			}
+		}
+		stopMgr()
+	}()
+	err := op.mgr.Start(mgrCtx)
+	stopMgr()
 	if op.gw != nil {
 		_ = op.gw.Close() // releases the port if the manager failed before starting the gateway
 		<-op.gw.Done()
@@ -215,6 +238,14 @@ func (op *operator) addHealthChecks() error {
 		return err
 	}
 	if err := op.mgr.AddReadyzCheck("runtime", runtimeOpen); err != nil {
+		return err
+	}
+	if err := op.mgr.AddReadyzCheck("shutdown", func(*http.Request) error {
+		if op.stopping.Load() {
+			return errors.New("the manager is stopping")
+		}
+		return nil
+	}); err != nil {
 		return err
 	}
 	if err := op.mgr.AddReadyzCheck("cache-sync", func(r *http.Request) error {
