@@ -55,7 +55,8 @@ func (r *FaultPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	}
 	orig := fp.DeepCopy()
 	r.computeStatus(ctx, &fp, key, pushErr)
-	return r.writeStatus(ctx, &fp, orig)
+	return r.policyWrites.patchStatus(ctx, r.Client, &fp, orig,
+		!equality.Semantic.DeepEqual(fp.Status, orig.Status), r.metrics, "FaultPolicy")
 }
 
 // pushPolicy translates a FaultPolicy and hands it to the runtime.
@@ -128,24 +129,6 @@ func (r *FaultPolicyReconciler) isolatedBroker(it fault.Item, now time.Time) rou
 		ib.Until = ptr.To(metav1.NewTime(it.Until.Truncate(time.Second)))
 	}
 	return ib
-}
-
-// writeStatus patches status when it changed, at most once a second per policy; a change
-// inside that second is written when the second is up.
-func (r *FaultPolicyReconciler) writeStatus(ctx context.Context, fp, orig *routingv1alpha1.FaultPolicy) (ctrl.Result, error) {
-	if equality.Semantic.DeepEqual(fp.Status, orig.Status) {
-		return ctrl.Result{}, nil
-	}
-	key := client.ObjectKeyFromObject(fp)
-	if d := r.policyWrites.wait(key); d > 0 {
-		return ctrl.Result{RequeueAfter: d}, nil
-	}
-	if err := r.Status().Patch(ctx, fp, client.MergeFrom(orig)); err != nil {
-		return ctrl.Result{}, err
-	}
-	r.policyWrites.wrote(key)
-	r.metrics.statusWritten("FaultPolicy")
-	return ctrl.Result{}, nil
 }
 
 // SetupWithManager registers the reconciler with its watches: FaultPolicies, Topics (which

@@ -1,10 +1,13 @@
 package controllers
 
 import (
+	"context"
 	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // brokerDirectory remembers which pod backs each broker the runtime knows, so status can name
@@ -93,4 +96,24 @@ func (l *writeLimiter) forget(obj types.NamespacedName) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	delete(l.last, obj)
+}
+
+// patchStatus merge-patches obj's status from orig when it changed, at most once per interval
+// per object; a change inside the interval is written when the interval is up (the caller's
+// reconcile is requeued for then).
+func (l *writeLimiter) patchStatus(ctx context.Context, c client.Client, obj, orig client.Object, changed bool,
+	m *Metrics, kind string) (ctrl.Result, error) {
+	if !changed {
+		return ctrl.Result{}, nil
+	}
+	key := client.ObjectKeyFromObject(obj)
+	if d := l.wait(key); d > 0 {
+		return ctrl.Result{RequeueAfter: d}, nil
+	}
+	if err := c.Status().Patch(ctx, obj, client.MergeFrom(orig)); err != nil {
+		return ctrl.Result{}, err
+	}
+	l.wrote(key)
+	m.statusWritten(kind)
+	return ctrl.Result{}, nil
 }

@@ -88,7 +88,8 @@ func (r *TopicReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 
 	orig := topic.DeepCopy()
 	r.computeStatus(&topic, brokers, policyKey, policyFound, errors.Join(routeErr, createErr))
-	result, err := r.writeStatus(ctx, &topic, orig)
+	result, err := r.topicWrites.patchStatus(ctx, r.Client, &topic, orig,
+		!equality.Semantic.DeepEqual(topic.Status, orig.Status), r.metrics, "Topic")
 	if err != nil {
 		return result, err
 	}
@@ -266,23 +267,6 @@ func (r *TopicReconciler) computeStatus(topic *routingv1alpha1.Topic, brokers []
 		cond.Message = fmt.Sprintf("Routed to %d brokers; %d of %d write queues available", len(brokers), st.AvailableQueues, st.WritableQueues)
 	}
 	meta.SetStatusCondition(&st.Conditions, cond)
-}
-
-// writeStatus patches status when it changed, at most once a second per Topic.
-func (r *TopicReconciler) writeStatus(ctx context.Context, topic, orig *routingv1alpha1.Topic) (ctrl.Result, error) {
-	if equality.Semantic.DeepEqual(topic.Status, orig.Status) {
-		return ctrl.Result{}, nil
-	}
-	key := client.ObjectKeyFromObject(topic)
-	if d := r.topicWrites.wait(key); d > 0 {
-		return ctrl.Result{RequeueAfter: d}, nil
-	}
-	if err := r.Status().Patch(ctx, topic, client.MergeFrom(orig)); err != nil {
-		return ctrl.Result{}, err
-	}
-	r.topicWrites.wrote(key)
-	r.metrics.statusWritten("Topic")
-	return ctrl.Result{}, nil
 }
 
 // topicsOfPod maps a pod to the Topics in its namespace whose selector matches it.
