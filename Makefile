@@ -10,6 +10,8 @@ KUBECTL ?= kubectl
 # modules the first time, reused afterwards).
 ENVTEST_ASSETS = $(shell hack/setup-envtest.sh)
 TEST_TIMEOUT ?= 40m
+# GENERATED are the files `make manifests generate` writes; `make verify` checks them.
+GENERATED = config/crd/bases config/rbac/role.yaml api/v1alpha1/zz_generated.deepcopy.go
 FUZZ_TIME ?= 10s
 
 .PHONY: all
@@ -34,9 +36,9 @@ manifests: ## Generate CRDs into config/crd/bases and RBAC into config/rbac.
 
 .PHONY: verify
 verify: manifests generate ## Fail when generated files are out of date.
-	@if [ -n "$$(git status --porcelain -- api config)" ]; then \
+	@if [ -n "$$(git status --porcelain -- $(GENERATED))" ]; then \
 		echo "generated files are out of date; run 'make manifests generate' and commit:"; \
-		git status --porcelain -- api config; git diff --stat -- api config; exit 1; fi
+		git status --porcelain -- $(GENERATED); git diff --stat -- $(GENERATED); exit 1; fi
 
 .PHONY: fmt
 fmt: ## Run gofmt.
