@@ -98,6 +98,19 @@ func TestSlowBrokerIsIsolatedAndReportedThenRecovers(t *testing.T) {
 		t.Errorf("status.brokers = %d, want 3", fp.Status.Brokers)
 	}
 
+	eventually(t, "the Topic shows the isolated broker and fewer available queues", func() error {
+		var got routingv1alpha1.Topic
+		if err := k8sClient.Get(context.Background(), client.ObjectKeyFromObject(topic), &got); err != nil {
+			return err
+		}
+		st := got.Status
+		if st.WritableQueues != 6 || st.AvailableQueues != 4 || len(st.Brokers) != 3 || !st.Brokers[1].Isolated ||
+			st.Brokers[0].Isolated || st.Brokers[1].Address != slow.Addr() {
+			return fmt.Errorf("status = %+v", st)
+		}
+		return nil
+	})
+
 	out, err := kubectl(t, "", "get", "faultpolicies", "-n", ns, "--no-headers")
 	if err != nil {
 		t.Fatalf("kubectl get faultpolicies: %v\n%s", err, out)
@@ -462,4 +475,48 @@ func findEvent(ns, policy, reason, broker string) error {
 		}
 	}
 	return fmt.Errorf("no %s Event for %s among %d", reason, broker, len(list.Items))
+}
+
+// TestBrokerRefusingTheTopicIsReportedAndRetried proves a broker that refuses
+// UPDATE_AND_CREATE_TOPIC turns the Topic Ready=False with an Event, and the controller retries
+// until the broker accepts.
+func TestBrokerRefusingTheTopicIsReportedAndRetried(t *testing.T) {
+	ns := newNamespace(t)
+	startManager(t)
+	c := startCluster(t, ns, 2)
+	refusing := c.brokers[1]
+	refusing.SetFault(brokersim.Fault{Code: 1}) // SYSTEM_ERROR to every request
+	topic := c.createTopic(t, "orders", "")
+	eventually(t, "Ready=False TopicCreateFailed", func() error {
+		var got routingv1alpha1.Topic
+		if err := k8sClient.Get(context.Background(), client.ObjectKeyFromObject(topic), &got); err != nil {
+			return err
+		}
+		cond := apimeta.FindStatusCondition(got.Status.Conditions, routingv1alpha1.ConditionReady)
+		if cond == nil || cond.Reason != routingv1alpha1.ReasonTopicCreateFailed || !strings.Contains(cond.Message, refusing.Name()) {
+			return fmt.Errorf("condition = %+v", cond)
+		}
+		return nil
+	})
+	eventually(t, "a Warning Event names the broker", func() error {
+		var list eventsv1.EventList
+		if err := k8sClient.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		for _, ev := range list.Items {
+			if ev.Reason == routingv1alpha1.ReasonTopicCreateFailed && ev.Regarding.Name == topic.Name &&
+				ev.Type == "Warning" && strings.Contains(ev.Note, refusing.Name()) {
+				return nil
+			}
+		}
+		return errors.New("no TopicCreateFailed Event")
+	})
+	refusing.SetFault(brokersim.Fault{})
+	topicReady(t, topic, 2)
+	for _, tc := range refusing.Topics() {
+		if tc.Name == topic.Spec.TopicName {
+			return
+		}
+	}
+	t.Errorf("the healed broker never got the topic")
 }
