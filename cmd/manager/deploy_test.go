@@ -1,0 +1,403 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
+)
+
+// runKubectl runs the real kubectl, as a user would, and returns its standard output.
+func runKubectl(t *testing.T, stdin []byte, args ...string) []byte {
+	t.Helper()
+	path, err := exec.LookPath("kubectl")
+	if err != nil {
+		t.Fatalf("kubectl is required for this test: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, path, args...)
+	cmd.Stdin = bytes.NewReader(stdin)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, errOut.String())
+	}
+	return out.Bytes()
+}
+
+// renderKustomization renders dir with `kubectl kustomize` into objects.
+func renderKustomization(t *testing.T, dir string) ([]byte, []*unstructured.Unstructured) {
+	t.Helper()
+	out := runKubectl(t, nil, "kustomize", dir)
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(out), 4096)
+	var objs []*unstructured.Unstructured
+	for {
+		var u unstructured.Unstructured
+		if err := dec.Decode(&u.Object); err != nil {
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			t.Fatalf("decoding the output of kubectl kustomize %s: %v", dir, err)
+		}
+		if len(u.Object) > 0 {
+			objs = append(objs, &u)
+		}
+	}
+	return out, objs
+}
+
+// typed finds the single object of a kind and name in objs and converts it.
+func typed[T any](t *testing.T, objs []*unstructured.Unstructured, kind, name string) *T {
+	t.Helper()
+	for _, u := range objs {
+		if u.GetKind() == kind && u.GetName() == name {
+			var out T
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &out); err != nil {
+				t.Fatalf("converting %s %s: %v", kind, name, err)
+			}
+			return &out
+		}
+	}
+	t.Fatalf("kubectl kustomize output has no %s %s", kind, name)
+	return nil
+}
+
+func labelsMatch(selector, labels map[string]string) bool {
+	for k, v := range selector {
+		if labels[k] != v {
+			return false
+		}
+	}
+	return len(selector) > 0
+}
+
+// TestDefaultKustomizationRenders proves `kubectl kustomize config/default` renders a coherent
+// deployment: the manager's arguments are flags the binary accepts, the Services select its
+// pods and reach named container ports, and its service account is bound to the roles that the
+// controllers, leader election and the gateway's TokenReview/SubjectAccessReview need.
+func TestDefaultKustomizationRenders(t *testing.T) {
+	_, objs := renderKustomization(t, filepath.Join(repoRoot, "config", "default"))
+	dep := typed[appsv1.Deployment](t, objs, "Deployment", "detour-controller-manager")
+	if dep.Namespace != "detour-system" || dep.Spec.Replicas == nil || *dep.Spec.Replicas < 2 {
+		t.Errorf("Deployment in %q with %v replicas; want detour-system and at least two", dep.Namespace, dep.Spec.Replicas)
+	}
+	c := dep.Spec.Template.Spec.Containers[0]
+	o, err := parseFlags(c.Args, io.Discard)
+	if err != nil {
+		t.Fatalf("the Deployment's arguments %v are not the manager's flags: %v", c.Args, err)
+	}
+	if !o.leaderElect || !o.gatewayAuth || !o.gatewaySecure || !o.secureMetrics {
+		t.Errorf("deployed flags: leader election %v, gateway auth %v, gateway TLS %v, secure metrics %v; want all on",
+			o.leaderElect, o.gatewayAuth, o.gatewaySecure, o.secureMetrics)
+	}
+	grace := dep.Spec.Template.Spec.TerminationGracePeriodSeconds
+	if grace == nil || time.Duration(*grace)*time.Second <= o.shutdownDelay+o.shutdownTimeout {
+		t.Errorf("terminationGracePeriodSeconds %v does not cover shutdown delay %s + timeout %s", grace, o.shutdownDelay, o.shutdownTimeout)
+	}
+	ports := map[string]int32{}
+	for _, p := range c.Ports {
+		ports[p.Name] = p.ContainerPort
+	}
+	for name, addr := range map[string]string{"gateway": o.gatewayAddr, "metrics": o.metricsAddr, "health": o.probeAddr} {
+		if p, ok := ports[name]; !ok || !strings.HasSuffix(addr, fmt.Sprintf(":%d", p)) {
+			t.Errorf("container port %q = %d does not match the bind address %q", name, p, addr)
+		}
+	}
+	podLabels := dep.Spec.Template.Labels
+	for _, name := range []string{"detour-gateway", "detour-controller-manager-metrics-service"} {
+		svc := typed[corev1.Service](t, objs, "Service", name)
+		if !labelsMatch(svc.Spec.Selector, podLabels) {
+			t.Errorf("Service %s selects %v, not the manager's pods %v", name, svc.Spec.Selector, podLabels)
+		}
+		for _, p := range svc.Spec.Ports {
+			if _, ok := ports[p.TargetPort.StrVal]; !ok {
+				t.Errorf("Service %s targets port %q, which the container does not name", name, p.TargetPort.StrVal)
+			}
+		}
+	}
+	sa := dep.Spec.Template.Spec.ServiceAccountName
+	typed[corev1.ServiceAccount](t, objs, "ServiceAccount", sa)
+	granted := map[string]bool{}
+	for _, u := range objs {
+		var roleRef rbacv1.RoleRef
+		var subjects []rbacv1.Subject
+		switch u.GetKind() {
+		case "ClusterRoleBinding":
+			b := typed[rbacv1.ClusterRoleBinding](t, objs, u.GetKind(), u.GetName())
+			roleRef, subjects = b.RoleRef, b.Subjects
+		case "RoleBinding":
+			b := typed[rbacv1.RoleBinding](t, objs, u.GetKind(), u.GetName())
+			roleRef, subjects = b.RoleRef, b.Subjects
+		default:
+			continue
+		}
+		if !slices.ContainsFunc(subjects, func(s rbacv1.Subject) bool { return s.Name == sa && s.Namespace == dep.Namespace }) {
+			continue
+		}
+		var rules []rbacv1.PolicyRule
+		if roleRef.Kind == "ClusterRole" {
+			rules = typed[rbacv1.ClusterRole](t, objs, "ClusterRole", roleRef.Name).Rules
+		} else {
+			rules = typed[rbacv1.Role](t, objs, "Role", roleRef.Name).Rules
+		}
+		for _, r := range rules {
+			for _, res := range r.Resources {
+				for _, v := range r.Verbs {
+					granted[res+":"+v] = true
+				}
+			}
+		}
+	}
+	for _, need := range []string{"tokenreviews:create", "subjectaccessreviews:create", "leases:create", "leases:update",
+		"pods:watch", "topics:watch", "faultpolicies:watch", "faultpolicies/status:update", "events:create"} {
+		if !granted[need] {
+			t.Errorf("the manager's service account lacks %s", need)
+		}
+	}
+	if granted["secrets:get"] || granted["pods:delete"] || granted["topics:update"] {
+		t.Errorf("the manager's service account has rights it does not use: %v", granted)
+	}
+}
+
+// TestPrometheusKustomizationRenders proves that enabling config/prometheus in the default
+// kustomization renders a ServiceMonitor in the manager's namespace that selects the metrics
+// Service and scrapes a port it has.
+func TestPrometheusKustomizationRenders(t *testing.T) {
+	tmp := t.TempDir()
+	if err := os.CopyFS(filepath.Join(tmp, "config"), os.DirFS(filepath.Join(repoRoot, "config"))); err != nil {
+		t.Fatal(err)
+	}
+	kpath := filepath.Join(tmp, "config", "default", "kustomization.yaml")
+	data, err := os.ReadFile(kpath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	enabled := strings.Replace(string(data), "#- ../prometheus", "- ../prometheus", 1)
+	if enabled == string(data) {
+		t.Fatal("config/default/kustomization.yaml has no commented '#- ../prometheus' line to enable")
+	}
+	if err := os.WriteFile(kpath, []byte(enabled), fs.FileMode(0o644)); err != nil {
+		t.Fatal(err)
+	}
+	_, objs := renderKustomization(t, filepath.Join(tmp, "config", "default"))
+	var mon *unstructured.Unstructured
+	for _, u := range objs {
+		if u.GetKind() == "ServiceMonitor" {
+			mon = u
+		}
+	}
+	if mon == nil {
+		t.Fatal("no ServiceMonitor rendered")
+	}
+	svc := typed[corev1.Service](t, objs, "Service", "detour-controller-manager-metrics-service")
+	if mon.GetNamespace() != svc.Namespace {
+		t.Errorf("ServiceMonitor in %q, metrics Service in %q", mon.GetNamespace(), svc.Namespace)
+	}
+	sel, _, _ := unstructured.NestedStringMap(mon.Object, "spec", "selector", "matchLabels")
+	if !labelsMatch(sel, svc.Labels) {
+		t.Errorf("ServiceMonitor selects %v, the metrics Service has labels %v", sel, svc.Labels)
+	}
+	endpoints, _, _ := unstructured.NestedSlice(mon.Object, "spec", "endpoints")
+	if len(endpoints) != 1 {
+		t.Fatalf("ServiceMonitor endpoints %v, want one", endpoints)
+	}
+	port, _, _ := unstructured.NestedString(endpoints[0].(map[string]any), "port")
+	if !slices.ContainsFunc(svc.Spec.Ports, func(p corev1.ServicePort) bool { return p.Name == port }) {
+		t.Errorf("ServiceMonitor scrapes port %q, which the metrics Service does not have", port)
+	}
+}
+
+// logCapture keeps an operator's log lines so a test can look for refusals in them.
+type logCapture struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *logCapture) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	l.lines = append(l.lines, string(p))
+	l.mu.Unlock()
+	return len(p), nil
+}
+
+func (l *logCapture) find(s string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, line := range l.lines {
+		if strings.Contains(line, s) {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+// TestManagerRunsWithTheDeployedRBAC proves the RBAC in config/ is enough and is what the
+// operator uses: the rendered default kustomization is applied with kubectl, the manager runs as
+// its service account with the Deployment's own flags (bind addresses moved to loopback), leads
+// through its Lease, writes status, authorises a sender that the topic-sender ClusterRole
+// allows, serves metrics to a metrics-reader only, and nothing it does is forbidden.
+func TestManagerRunsWithTheDeployedRBAC(t *testing.T) {
+	manifests, objs := renderKustomization(t, filepath.Join(repoRoot, "config", "default"))
+	runKubectl(t, manifests, "--kubeconfig", kubeconfigPath, "apply", "--server-side", "--force-conflicts", "-f", "-")
+	dep := typed[appsv1.Deployment](t, objs, "Deployment", "detour-controller-manager")
+	saName := dep.Spec.Template.Spec.ServiceAccountName
+	identity, err := testEnv.AddUser(envtest.User{
+		Name:   "system:serviceaccount:" + dep.Namespace + ":" + saName,
+		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + dep.Namespace, "system:authenticated"},
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	ns := newNamespace(t)
+	b := startBroker(t, ns, "rbac-a", map[string]string{"app": "rbac"})
+	createTopic(t, ns, "orders", "RbacOrders", "rbac")
+	appToken := serviceAccountToken(t, ns, "app")
+	promToken := serviceAccountToken(t, ns, "prometheus")
+	ctx := context.Background()
+	if err := k8sClient.Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app-sends"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "detour-topic-sender"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "app", Namespace: ns}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8sClient.Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "prometheus-reads-detour-" + ns},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "detour-metrics-reader"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "prometheus", Namespace: ns}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	metricsAddr := freeAddr(t)
+	args := append(slices.Clone(dep.Spec.Template.Spec.Containers[0].Args),
+		"--gateway-bind-address=127.0.0.1:0",
+		"--metrics-bind-address="+metricsAddr,
+		"--health-probe-bind-address=0",
+		"--leader-election-namespace="+dep.Namespace, // in a pod this comes from the service account
+		"--shutdown-delay=0s")
+	o, err := parseFlags(args, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &logCapture{}
+	// client-go (leader election, event broadcasting) reports refusals through klog; this is
+	// undone only after the operator has stopped (defers run last in, first out).
+	klog.SetLogger(zap.New(zap.WriteTo(logs)))
+	defer klog.ClearLogger()
+	op, err := newOperator(identity.Config(), o, zap.New(zap.WriteTo(logs)), operatorHooks{skipNameValidation: true})
+	if err != nil {
+		t.Fatalf("building the operator as %s: %v", saName, err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- op.run(runCtx) }()
+	stopped := false
+	stop := func() {
+		if !stopped {
+			stopped = true
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("the operator stopped with %v", err)
+			}
+		}
+	}
+	defer stop()
+	running := &runningOperator{operator: op}
+	running.waitForRoute(t, "RbacOrders", 1)
+
+	eventually(t, "leadership through the Lease", func() error {
+		select {
+		case <-op.mgr.Elected():
+			return nil
+		default:
+			return errors.New("not elected")
+		}
+	})
+	eventually(t, "the FaultPolicy's status", func() error {
+		var fp routingv1alpha1.FaultPolicy
+		if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "orders"}, &fp); err != nil {
+			return err
+		}
+		if !apimeta.IsStatusConditionTrue(fp.Status.Conditions, "Ready") {
+			return fmt.Errorf("conditions %v", fp.Status.Conditions)
+		}
+		return nil
+	})
+
+	c := insecureClient()
+	a := postMessage(t, c, messagesURL(op.gw.URL(), ns, "orders"), "text/plain", appToken, []byte("order"), nil)
+	if a.status != http.StatusOK || storedCounts(b)[a.ok.MsgID] != 1 {
+		t.Fatalf("a sender bound to detour-topic-sender: %d %+v; want 200 and stored", a.status, a.err)
+	}
+	if a := postMessage(t, c, messagesURL(op.gw.URL(), ns, "orders"), "text/plain", promToken, []byte("x"), nil); a.status != http.StatusForbidden {
+		t.Fatalf("the metrics reader sending: %d, want 403", a.status)
+	}
+
+	eventually(t, "the metrics endpoint", func() error {
+		res, err := c.Get("https://" + metricsAddr + "/metrics")
+		if err != nil {
+			return err
+		}
+		res.Body.Close()
+		return nil
+	})
+	for _, tc := range []struct {
+		token string
+		want  int
+	}{{"", http.StatusUnauthorized}, {appToken, http.StatusForbidden}, {promToken, http.StatusOK}} {
+		req, _ := http.NewRequest(http.MethodGet, "https://"+metricsAddr+"/metrics", nil)
+		if tc.token != "" {
+			req.Header.Set("Authorization", "Bearer "+tc.token)
+		}
+		res, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != tc.want {
+			t.Fatalf("GET /metrics: %d, want %d", res.StatusCode, tc.want)
+		}
+		if tc.want == http.StatusOK {
+			for _, series := range []string{"detour_gateway_requests_total", "detour_sends_total"} {
+				if !bytes.Contains(body, []byte(series)) {
+					t.Errorf("metrics lack %s", series)
+				}
+			}
+		}
+	}
+	stop() // what the operator does while stopping (releasing the Lease) must be allowed too
+	if refused := logs.find("forbidden"); len(refused) > 0 {
+		t.Errorf("the operator was refused by the API server:\n%s", strings.Join(refused, ""))
+	}
+}
