@@ -401,3 +401,52 @@ func TestManagerRunsWithTheDeployedRBAC(t *testing.T) {
 		t.Errorf("the operator was refused by the API server:\n%s", strings.Join(refused, ""))
 	}
 }
+
+// TestDockerfileBuildsTheManager checks what can be checked without a container engine: the
+// build stage copies every folder holding a package the manager imports from this module, and
+// the image's entrypoint is the command the Deployment runs.
+func TestDockerfileBuildsTheManager(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(repoRoot, "Dockerfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	copied := map[string]bool{}
+	entrypoint := ""
+	for _, line := range strings.Split(string(data), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) >= 3 && fields[0] == "COPY" && !strings.HasPrefix(fields[1], "--from") {
+			for _, src := range fields[1 : len(fields)-1] {
+				copied[strings.TrimSuffix(src, "/")] = true
+			}
+		}
+		if len(fields) > 1 && fields[0] == "ENTRYPOINT" {
+			entrypoint = strings.Join(fields[1:], " ")
+		}
+	}
+	cmd := exec.Command("go", "list", "-deps", "-f", "{{if .Module}}{{if .Module.Main}}{{.Dir}}{{end}}{{end}}", "./cmd/manager")
+	cmd.Dir = repoRoot
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for _, dir := range strings.Fields(string(out)) {
+		rel, err := filepath.Rel(repoRoot, dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		top, _, _ := strings.Cut(filepath.ToSlash(rel), "/")
+		if !copied[top] {
+			t.Errorf("the manager imports %s, but the Dockerfile does not copy %s/", rel, top)
+		}
+	}
+	for _, f := range []string{"go.mod", "go.sum"} {
+		if !copied[f] {
+			t.Errorf("the Dockerfile does not copy %s", f)
+		}
+	}
+	_, objs := renderKustomization(t, filepath.Join(repoRoot, "config", "default"))
+	dep := typed[appsv1.Deployment](t, objs, "Deployment", "detour-controller-manager")
+	if want := fmt.Sprintf("[%q]", dep.Spec.Template.Spec.Containers[0].Command[0]); entrypoint != want {
+		t.Errorf("ENTRYPOINT %s, but the Deployment runs %s", entrypoint, want)
+	}
+}
