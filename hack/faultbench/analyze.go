@@ -3,6 +3,7 @@ package main
 import (
 	"math"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -47,13 +48,17 @@ type result struct {
 	NoiseMaxMs float64 `json:"noiseMaxMs"`
 
 	// Shares of sends with at least one attempt on the bad broker, in percent: over the whole
-	// run, among sends started after the fault's onset, after the first signal, and while the bad
-	// broker was in a faulty span.
+	// run, among sends started after the fault's onset, after the first signal (until the broker
+	// heals, in the recovery scenario), and while the bad broker was in a faulty span.
 	BadSharePct            float64 `json:"badSharePct"`
 	BadShareAfterOnsetPct  float64 `json:"badShareAfterOnsetPct"`
 	BadShareAfterSignalPct float64 `json:"badShareAfterSignalPct"`
 	BadShareWhileFaultyPct float64 `json:"badShareWhileFaultyPct"`
 	BadAttempts            int     `json:"badAttempts"`
+	// AfterSignal breaks down the sends counted in BadShareAfterSignalPct.
+	AfterSignal afterSignal `json:"afterSignalBadSends"`
+	// Slow breaks down, for detour, the sends slower than the oracle's p99 in the same scenario.
+	Slow *slowBreakdown `json:"slowerThanOracleP99,omitempty"`
 	// BadBrokerReceived is the bad broker's own count of send requests during the run.
 	BadBrokerReceived int64 `json:"badBrokerReceived"`
 
@@ -73,9 +78,12 @@ type result struct {
 	// broker; nil if none came within the run.
 	RecoverMs *float64 `json:"recoverMs"`
 
-	Isolations []isoRec         `json:"badBrokerIsolationChanges,omitempty"`
+	Isolations []isoChange      `json:"badBrokerIsolationChanges,omitempty"`
 	Timeline   []appliedActionM `json:"timeline"`
 	ElapsedMs  float64          `json:"elapsedMs"`
+
+	// Errors are the most frequent send errors (at most three), for failed sends.
+	Errors []errCount `json:"errors,omitempty"`
 
 	// Targets apply to the detour strategy only.
 	Targets *targets `json:"targets,omitempty"`
@@ -83,11 +91,71 @@ type result struct {
 	Checks []string `json:"failedChecks"`
 }
 
+// isoChange is an isoRec in milliseconds.
+type isoChange struct {
+	AtMs     float64 `json:"atMs"`
+	Isolated bool    `json:"isolated"`
+	Reason   string  `json:"reason,omitempty"`
+}
+
 // appliedActionM is appliedAction in milliseconds.
 type appliedActionM struct {
 	Note        string  `json:"note"`
 	ScheduledMs float64 `json:"scheduledMs"`
 	AppliedMs   float64 `json:"appliedMs"`
+}
+
+// errCount is one error text and how many sends ended with it.
+type errCount struct {
+	Text  string `json:"text"`
+	Count int    `json:"count"`
+}
+
+// afterSignal counts the sends after the signal that reached the bad broker: all of them, those
+// started while it was faulty (the rest went to it while it was healthy, e.g. a flap's up phase),
+// and those that failed.
+type afterSignal struct {
+	BadSends    int `json:"badSends"`
+	WhileFaulty int `json:"whileFaulty"`
+	Failed      int `json:"failed"`
+}
+
+// slowBreakdown says where a strategy's sends slower than the oracle's p99 come from: sends that
+// touched the bad broker, sends that needed a retry, and the rest, which the fault cannot explain.
+type slowBreakdown struct {
+	ThresholdMs  float64 `json:"thresholdMs"`
+	Sends        int     `json:"sends"`
+	TouchedBad   int     `json:"touchedBad"`
+	Retried      int     `json:"retried"`
+	BeforeOnset  int     `json:"beforeOnset"`
+	Unexplained  int     `json:"neitherBadNorRetried"`
+	OracleSlower int     `json:"oracleSendsAboveThreshold"`
+}
+
+// slowerThan counts d's sends slower than threshold and where they come from.
+func slowerThan(d *runData, threshold time.Duration) slowBreakdown {
+	b := slowBreakdown{ThresholdMs: ms(threshold)}
+	for i := range d.Sends {
+		s := &d.Sends[i]
+		if s.Latency <= threshold {
+			continue
+		}
+		b.Sends++
+		bad, retried := touchesBad(s), len(s.Tried) > 1
+		if bad {
+			b.TouchedBad++
+		}
+		if retried {
+			b.Retried++
+		}
+		if s.Start < d.Scenario.Onset {
+			b.BeforeOnset++
+		}
+		if !bad && !retried {
+			b.Unexplained++
+		}
+	}
+	return b
 }
 
 type targets struct {
@@ -127,7 +195,10 @@ func analyze(d *runData) result {
 		Scenario: sc.Name, Strategy: d.Strategy,
 		Scheduled: d.Params.scheduled(), Issued: len(d.Sends), Abandoned: d.Abandoned,
 		OnsetMs: ms(sc.Onset), ElapsedMs: ms(d.Elapsed), BadBrokerReceived: d.BadSendsReceived,
-		Isolations: d.Isos, Checks: []string{},
+		Checks: []string{},
+	}
+	for _, c := range d.Isos {
+		r.Isolations = append(r.Isolations, isoChange{AtMs: ms(c.At), Isolated: c.Isolated, Reason: c.Reason})
 	}
 	r.CutShort = r.Issued < r.Scheduled || r.Abandoned > 0
 	for _, a := range d.Applied {
@@ -151,6 +222,7 @@ func analyze(d *runData) result {
 	}
 	slices.Sort(lat)
 	slices.Sort(lag)
+	r.Errors = topErrors(d.Sends, 3)
 	r.SuccessPct = pct(r.Succeeded, r.Issued)
 	r.P50Ms, r.P99Ms, r.P999Ms = ms(percentile(lat, 50)), ms(percentile(lat, 99)), ms(percentile(lat, 99.9))
 	if len(lat) > 0 {
@@ -200,7 +272,25 @@ func analyze(d *runData) result {
 	}
 	r.BadSharePct = share(func(*sendRec) bool { return true })
 	r.BadShareAfterOnsetPct = share(func(s *sendRec) bool { return s.Start >= sc.Onset })
-	r.BadShareAfterSignalPct = share(func(s *sendRec) bool { return s.Start >= signal })
+	// After the signal, while the fault lasts: in the recovery scenario, traffic that returns to
+	// the healed broker is the point (recoverMs measures it), not a miss.
+	faultEnd := d.Params.Duration + d.Params.Drain
+	if sc.Heal > 0 {
+		faultEnd = sc.Heal
+	}
+	r.BadShareAfterSignalPct = share(func(s *sendRec) bool { return s.Start >= signal && s.Start < faultEnd })
+	for i := range d.Sends {
+		s := &d.Sends[i]
+		if s.Start >= signal && s.Start < faultEnd && touchesBad(s) {
+			r.AfterSignal.BadSends++
+			if sc.faultyAt(s.Start) {
+				r.AfterSignal.WhileFaulty++
+			}
+			if !s.OK {
+				r.AfterSignal.Failed++
+			}
+		}
+	}
 	r.BadShareWhileFaultyPct = share(func(s *sendRec) bool { return sc.faultyAt(s.Start) })
 
 	if at, ok := isolatedAt(d); ok {
@@ -299,4 +389,28 @@ func applyTargets(rs []result) {
 		}
 		r.Targets = t
 	}
+}
+
+// topErrors returns the n most frequent error texts of failed sends, shortened.
+func topErrors(sends []sendRec, n int) []errCount {
+	count := map[string]int{}
+	for i := range sends {
+		if e := sends[i].Err; e != "" {
+			if len(e) > 200 {
+				e = e[:200] + "…"
+			}
+			count[e]++
+		}
+	}
+	var out []errCount
+	for t, c := range count {
+		out = append(out, errCount{Text: t, Count: c})
+	}
+	slices.SortFunc(out, func(a, b errCount) int {
+		if a.Count != b.Count {
+			return b.Count - a.Count
+		}
+		return strings.Compare(a.Text, b.Text)
+	})
+	return out[:min(n, len(out))]
 }

@@ -34,7 +34,7 @@ type config struct {
 	Scenarios  []string
 	Strategies []string
 	Charts     bool
-	Raw        bool
+	Raw        string
 	// Command is the command line that reproduces the run, for the report.
 	Command string
 }
@@ -51,7 +51,7 @@ func parseFlags(args []string) (config, error) {
 	scen := fs.String("scenarios", strings.Join(scenarioNames, ","), "comma-separated scenarios to run")
 	strat := fs.String("strategies", strings.Join(strategyNames, ","), "comma-separated strategies to run")
 	fs.BoolVar(&c.Charts, "charts", true, "draw PNG charts")
-	fs.BoolVar(&c.Raw, "raw", false, "also write every send and attempt of every run as CSV (large; for investigation)")
+	fs.StringVar(&c.Raw, "raw", "", "if set, a directory to write every send and attempt of every run into as CSV (large; for investigation)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -70,7 +70,8 @@ func parseFlags(args []string) (config, error) {
 	}
 	cmd := []string{"go run ./hack/faultbench", "-out " + c.Out}
 	fs.Visit(func(f *flag.Flag) {
-		if f.Name != "out" {
+		// -raw only adds investigation files; it changes nothing measured.
+		if f.Name != "out" && f.Name != "raw" {
 			cmd = append(cmd, "-"+f.Name+" "+f.Value.String())
 		}
 	})
@@ -164,12 +165,13 @@ func run(ctx context.Context, c config, w interface{ Write([]byte) (int, error) 
 			}
 			results = append(results, r)
 			runs = append(runs, d)
-			if c.Raw {
-				if err := writeRaw(c.Out, d); err != nil {
+			if c.Raw != "" {
+				if err := writeRaw(c.Raw, d); err != nil {
 					return err
 				}
 			}
 		}
+		explainSlow(results, runs)
 		if c.Charts {
 			paths, err := writeCharts(c.Out, sc, runs)
 			if err != nil {
@@ -191,6 +193,37 @@ func run(ctx context.Context, c config, w interface{ Write([]byte) (int, error) 
 		return fmt.Errorf("fairness checks failed:\n  %s", strings.Join(failed, "\n  "))
 	}
 	return nil
+}
+
+// explainSlow adds, to detour's result of the scenario just run, where its sends slower than the
+// oracle's p99 come from.
+func explainSlow(results []result, runs []*runData) {
+	var det, orc *runData
+	for _, d := range runs {
+		switch d.Strategy {
+		case "detour":
+			det = d
+		case "oracle":
+			orc = d
+		}
+	}
+	if det == nil || orc == nil {
+		return
+	}
+	lat := make([]time.Duration, 0, len(orc.Sends))
+	for _, s := range orc.Sends {
+		lat = append(lat, s.Latency)
+	}
+	slices.Sort(lat)
+	th := percentile(lat, 99)
+	for i := range results {
+		r := &results[i]
+		if r.Scenario == det.Scenario.Name && r.Strategy == "detour" {
+			b := slowerThan(det, th)
+			b.OracleSlower = slowerThan(orc, th).Sends
+			r.Slow = &b
+		}
+	}
 }
 
 func checksNote(r result) string {

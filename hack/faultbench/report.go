@@ -57,7 +57,7 @@ type strategyJSON struct {
 var definitions = map[string]string{
 	"latency":                "time of the Send/SendSync call, failed sends included; percentiles are nearest-rank over every issued send of the run",
 	"badSharePct":            "share of sends with at least one attempt on the bad broker",
-	"badShareAfterSignalPct": "the same among sends started after the first signal (target: <= 1 % for detour)",
+	"badShareAfterSignalPct": "the same among sends started after the first signal and, in the recovery scenario, before the broker healed (target: <= 1 % for detour)",
 	"badShareWhileFaultyPct": "the same among sends started while the bad broker was faulty (down, slow, marked or closed)",
 	"firstFailureMs":         "end of the first attempt on the bad broker, at or after the onset, that failed or took >= 500 ms",
 	"signalMs":               "first failure; in the terminating scenario the pod mark (onset); the onset if no failure was seen",
@@ -172,6 +172,8 @@ func writeMarkdown(path string, rep *report, charts map[string][]string) error {
 			fmtMs(r.P99Ms), fmtMs(t.OracleP99Ms), t.P99VsOracle, mark(t.P99Pass), r.BadShareAfterSignalPct, mark(t.BadSharePass))
 	}
 
+	writeMisses(&b, rep)
+
 	b.WriteString("\n## Results per scenario\n\n")
 	b.WriteString("Latencies in ms. *bad share*: % of sends with an attempt on the bad broker — over the run / after the " +
 		"first signal / while it was faulty. *detect*: onset → first failure; *isolate*: signal → last send to it before " +
@@ -198,9 +200,12 @@ func writeMarkdown(path string, rep *report, charts map[string][]string) error {
 			if t := r.Targets; t != nil {
 				tg = fmt.Sprintf("success %s, p99 %s, share %s", mark(t.SuccessPass), mark(t.P99Pass), mark(t.BadSharePass))
 			}
-			recov := "—"
-			if sc.HealMs > 0 {
+			recov, isolate := "—", "—"
+			if sc.HealMs > 0 && r.Strategy != "oracle" {
 				recov = fmtOpt(r.RecoverMs)
+			}
+			if r.Strategy != "oracle" {
+				isolate = fmtOpt(r.IsolateMs)
 			}
 			detect := "—"
 			if r.DetectMs != nil {
@@ -208,13 +213,13 @@ func writeMarkdown(path string, rep *report, charts map[string][]string) error {
 			}
 			fmt.Fprintf(&b, "| %s | %d / %d | %.2f | %s | %s | %s | %s | %.2f / %.2f / %.2f | %s | %s | %s | %s | %s | %s |\n",
 				r.Strategy, r.Issued, r.Scheduled, r.SuccessPct, fmtMs(r.P50Ms), fmtMs(r.P99Ms), fmtMs(r.P999Ms), fmtMs(r.MaxMs),
-				r.BadSharePct, r.BadShareAfterSignalPct, r.BadShareWhileFaultyPct, detect, fmtOpt(r.IsolateMs), recov,
+				r.BadSharePct, r.BadShareAfterSignalPct, r.BadShareWhileFaultyPct, detect, isolate, recov,
 				fmtMs(r.NoiseP99Ms), tg,
 				strings.Join(notes, "; "))
 		}
 		b.WriteString("\n")
 		for _, c := range charts[sc.Name] {
-			fmt.Fprintf(&b, "![%s](%s)\n", c, filepath.Base(c))
+			fmt.Fprintf(&b, "![%s](%s)\n", filepath.Base(c), filepath.Base(c))
 		}
 		if len(charts[sc.Name]) > 0 {
 			b.WriteString("\n")
@@ -225,6 +230,9 @@ func writeMarkdown(path string, rep *report, charts map[string][]string) error {
 
 // writeRaw writes a run's sends and attempts as CSV files, for looking into a result.
 func writeRaw(dir string, d *runData) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
 	var b strings.Builder
 	b.WriteString("seq,due_ms,start_ms,latency_ms,ok,broker,tried,err\n")
 	for _, s := range d.Sends {
@@ -241,4 +249,76 @@ func writeRaw(dir string, d *runData) error {
 		fmt.Fprintf(&b, "%s,%.3f,%.3f,%t\n", a.Broker, ms(a.Start), ms(a.End), a.OK)
 	}
 	return os.WriteFile(base+"-attempts.csv", []byte(b.String()), 0o644)
+}
+
+// writeMisses explains, from the run's own records, every target detour missed.
+func writeMisses(b *strings.Builder, rep *report) {
+	var lines []string
+	for _, r := range rep.Results {
+		t := r.Targets
+		if t == nil {
+			continue
+		}
+		if !t.SuccessPass {
+			l := fmt.Sprintf("- **%s, success**: %d of %d issued sends failed", r.Scenario, r.Failed, r.Issued)
+			if r.Issued < r.Scheduled {
+				l += fmt.Sprintf(" and %d scheduled sends were never issued", r.Scheduled-r.Issued)
+			}
+			for _, e := range r.Errors {
+				l += fmt.Sprintf("; %d× `%s`", e.Count, e.Text)
+			}
+			lines = append(lines, l+".")
+		}
+		if !t.P99Pass && r.Slow != nil {
+			s := r.Slow
+			l := fmt.Sprintf("- **%s, p99**: detour's p99 is %s ms, %.2f× the oracle's %s ms. Of detour's %d sends slower "+
+				"than %s ms, %d reached %s, %d needed a retry, %d started before the fault's onset (when nothing was "+
+				"wrong) and %d neither reached %s nor needed a retry; the oracle had %d sends above that line (1 %% of "+
+				"its sends, by definition). Scheduling noise of the machine during the runs (p99 lateness of a 1 ms "+
+				"sleep): detour's run %s ms, the oracle's %s ms.",
+				r.Scenario, fmtMs(r.P99Ms), t.P99VsOracle, fmtMs(t.OracleP99Ms), s.Sends, fmtMs(s.ThresholdMs), s.TouchedBad,
+				badBroker, s.Retried, s.BeforeOnset, s.Unexplained, badBroker, s.OracleSlower, fmtMs(r.NoiseP99Ms),
+				fmtMs(oracleNoise(rep, r.Scenario)))
+			if 2*s.Unexplained >= s.Sends {
+				l += " Most of the excess is in sends the fault never touched: it is the machine, not the strategy."
+			} else {
+				l += " Most of the excess is in sends that met the bad broker or retried: it is the fault's cost."
+			}
+			lines = append(lines, l)
+		}
+		if !t.BadSharePass {
+			a := r.AfterSignal
+			l := fmt.Sprintf("- **%s, bad-broker share**: %.2f %% of sends after the signal reached %s: %d sends, "+
+				"%d of them while it was faulty (%.2f %% of sends started in its faulty spans) and %d while it was "+
+				"healthy; %d of them failed.", r.Scenario, r.BadShareAfterSignalPct, badBroker, a.BadSends, a.WhileFaulty,
+				r.BadShareWhileFaultyPct, a.BadSends-a.WhileFaulty, a.Failed)
+			if len(r.Isolations) > 0 {
+				var ch []string
+				for _, c := range r.Isolations {
+					verb := "left isolation"
+					if c.Isolated {
+						verb = "isolated (" + c.Reason + ")"
+					}
+					ch = append(ch, fmt.Sprintf("%s at %.1f s", verb, c.AtMs/1000))
+				}
+				l += " The runtime reported " + badBroker + " " + strings.Join(ch, ", ") + "."
+			}
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) == 0 {
+		return
+	}
+	b.WriteString("\nWhy targets were missed, from this run's records:\n\n")
+	b.WriteString(strings.Join(lines, "\n"))
+	b.WriteString("\n")
+}
+
+func oracleNoise(rep *report, scenario string) float64 {
+	for _, r := range rep.Results {
+		if r.Scenario == scenario && r.Strategy == "oracle" {
+			return r.NoiseP99Ms
+		}
+	}
+	return 0
 }

@@ -64,9 +64,9 @@ type attemptRec struct {
 
 // isoRec is an isolation change of the bad broker reported by the runtime.
 type isoRec struct {
-	At       time.Duration `json:"atMs"`
-	Isolated bool          `json:"isolated"`
-	Reason   string        `json:"reason,omitempty"`
+	At       time.Duration
+	Isolated bool
+	Reason   string
 }
 
 // recorder collects attempts and isolation changes during the measured part of a run. Before
