@@ -41,6 +41,8 @@ var (
 	clientset      *kubernetes.Clientset
 	kubeconfigPath string
 	repoRoot       string
+	// suiteDir holds the suite's files; it is removed when the tests end.
+	suiteDir string
 )
 
 // TestMain starts one envtest control plane for the package. The tests need it: without
@@ -92,6 +94,7 @@ func runSuite(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
+	suiteDir = dir
 	admin, err := testEnv.AddUser(envtest.User{Name: "detour-admin", Groups: []string{"system:masters"}}, nil)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
