@@ -68,37 +68,39 @@ type phase struct {
 	apply func(context.Context) error
 }
 
-// script is the fault script: a healthy start, then slow, black-holed, terminating and healed,
-// repeating from "slow" for as long as the demo runs.
+// script is the fault script: a healthy start, then the victim slow, black-holed and with its
+// pod terminating, each fault followed by a healthy step so that the next one starts from a
+// broker back in service; the cycle repeats from "slow" for as long as the demo runs.
 func script(env *Env, victim string) []phase {
 	b := env.Broker(victim)
+	setFault := func(f brokersim.Fault) func(context.Context) error {
+		return func(context.Context) error {
+			b.SetFault(f)
+			return nil
+		}
+	}
 	return []phase{
 		{"all brokers healthy", nil},
-		{victim + " slow (800 ms)", func(context.Context) error {
-			b.SetFault(brokersim.Fault{Delay: 800 * time.Millisecond})
-			return nil
-		}},
-		{victim + " black-holed", func(context.Context) error {
-			b.SetFault(brokersim.Fault{BlackHole: true})
-			return nil
-		}},
+		{victim + " slow (800 ms)", setFault(brokersim.Fault{Delay: 800 * time.Millisecond})},
+		{victim + " fast again", setFault(brokersim.Fault{})},
+		{victim + " black-holed", setFault(brokersim.Fault{BlackHole: true})},
+		{victim + " answering again", setFault(brokersim.Fault{})},
 		{victim + " pod terminating", func(ctx context.Context) error {
-			b.SetFault(brokersim.Fault{})
 			return env.MarkTerminating(ctx, victim)
 		}},
-		{victim + " healed", func(ctx context.Context) error {
+		{victim + " pod replaced", func(ctx context.Context) error {
 			return env.ReplacePod(ctx, victim)
 		}},
 	}
 }
 
 // phaseAt is the script step in force during the k-th phase period: the healthy start once,
-// then the four faults in a loop.
-func phaseAt(k int) int {
+// then the other steps in a loop.
+func phaseAt(k, steps int) int {
 	if k == 0 {
 		return 0
 	}
-	return 1 + (k-1)%4
+	return 1 + (k-1)%(steps-1)
 }
 
 // Run waits for the topic's route to cover every broker, then sends steady traffic and plays
@@ -170,7 +172,7 @@ func Run(ctx context.Context, o RunOptions) (Summary, error) {
 loop:
 	for {
 		k := int(time.Since(start) / o.Phase)
-		if next := phaseAt(k); next != current {
+		if next := phaseAt(k, len(steps)); next != current {
 			current = next
 			st.setPhase(current)
 			fmt.Fprintf(o.Out, "demo: --- %s ---\n", steps[current].name)
