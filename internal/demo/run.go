@@ -45,6 +45,9 @@ type RunOptions struct {
 // so the runtime's own budget decides.
 const sendTimeout = 10 * time.Second
 
+// stepTimeout bounds one step of the fault script (a pod replacement waits for the old pod to go).
+const stepTimeout = 30 * time.Second
+
 // Summary is what a run measured.
 type Summary struct {
 	Phases []PhaseSummary
@@ -177,7 +180,15 @@ loop:
 			st.setPhase(current)
 			fmt.Fprintf(o.Out, "demo: --- %s ---\n", steps[current].name)
 			if apply := steps[current].apply; apply != nil {
-				if err := apply(ctx); err != nil && ctx.Err() == nil {
+				if ctx.Err() != nil {
+					break loop
+				}
+				// A step runs to completion on its own clock, even when the demo's end comes
+				// while it talks to the API server.
+				sctx, cancel := context.WithTimeout(context.Background(), stepTimeout)
+				err := apply(sctx)
+				cancel()
+				if err != nil {
 					scriptErr = fmt.Errorf("fault script step %q: %w", steps[current].name, err)
 					break loop
 				}
