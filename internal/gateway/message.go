@@ -104,7 +104,17 @@ func readMessage(w http.ResponseWriter, r *http.Request) (*producer.Message, err
 	if r.ContentLength > limit {
 		return nil, tooLarge()
 	}
-	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	body := http.MaxBytesReader(w, r.Body, limit)
+	var data []byte
+	var err error
+	if r.ContentLength >= 0 {
+		// A known length (the server ends the body there) is read into one buffer of that size;
+		// the body becomes the message as it is.
+		data = make([]byte, r.ContentLength)
+		_, err = io.ReadFull(body, data)
+	} else {
+		data, err = io.ReadAll(body)
+	}
 	if err != nil {
 		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
 			return nil, tooLarge()
