@@ -80,7 +80,9 @@ run: ## Run the manager against the cluster in the current kubeconfig.
 
 .PHONY: demo
 demo: ## Run everything locally: control plane, brokers, operator, traffic and a fault script.
-	$(GO) run ./cmd/manager --local --local-assets "$(ENVTEST_ASSETS)"
+	@# Built, not `go run`: Ctrl-C ends the demo, and `go run` exits non-zero when interrupted.
+	$(GO) build -o bin/manager ./cmd/manager
+	bin/manager --local --local-assets "$(ENVTEST_ASSETS)"
 
 ##@ Deployment
 
