@@ -191,10 +191,13 @@ func touchesBad(s *sendRec) bool { return slices.Contains(s.Tried, badBroker) }
 // analyze computes a run's result.
 func analyze(d *runData) result {
 	sc := d.Scenario
+	// The onset is when the first step of the schedule was carried out (a moment after it was
+	// due): a send that started before that could not have known.
+	onset := d.onset()
 	r := result{
 		Scenario: sc.Name, Strategy: d.Strategy,
 		Scheduled: d.Params.scheduled(), Issued: len(d.Sends), Abandoned: d.Abandoned,
-		OnsetMs: ms(sc.Onset), ElapsedMs: ms(d.Elapsed), BadBrokerReceived: d.BadSendsReceived,
+		OnsetMs: ms(onset), ElapsedMs: ms(d.Elapsed), BadBrokerReceived: d.BadSendsReceived,
 		Checks: []string{},
 	}
 	for _, c := range d.Isos {
@@ -243,14 +246,14 @@ func analyze(d *runData) result {
 			continue
 		}
 		r.BadAttempts++
-		if a.End >= sc.Onset && (!a.OK || a.End-a.Start >= badLatency) && (firstFailure < 0 || a.End < firstFailure) {
+		if a.End >= onset && (!a.OK || a.End-a.Start >= badLatency) && (firstFailure < 0 || a.End < firstFailure) {
 			firstFailure = a.End
 		}
 	}
-	signal := sc.Onset
+	signal := onset
 	if firstFailure >= 0 {
 		r.FirstFailureMs = msp(firstFailure)
-		r.DetectMs = msp(firstFailure - sc.Onset)
+		r.DetectMs = msp(firstFailure - onset)
 		if sc.Name != "terminating" {
 			signal = firstFailure
 		}
@@ -271,7 +274,7 @@ func analyze(d *runData) result {
 		return pct(bad, n)
 	}
 	r.BadSharePct = share(func(*sendRec) bool { return true })
-	r.BadShareAfterOnsetPct = share(func(s *sendRec) bool { return s.Start >= sc.Onset })
+	r.BadShareAfterOnsetPct = share(func(s *sendRec) bool { return s.Start >= onset })
 	// After the signal, while the fault lasts: in the recovery scenario, traffic that returns to
 	// the healed broker is the point (recoverMs measures it), not a miss.
 	faultEnd := d.Params.Duration + d.Params.Drain
@@ -320,6 +323,15 @@ func analyze(d *runData) result {
 	return r
 }
 
+// onset returns when the schedule's first step was carried out, or when it was due if the run
+// ended before.
+func (d *runData) onset() time.Duration {
+	if len(d.Applied) > 0 {
+		return d.Applied[0].Applied
+	}
+	return d.Scenario.Onset
+}
+
 // isolatedAt finds when sends stopped reaching the bad broker during its fault: the start of the
 // last attempt on it (at or after the onset) that is followed by a quiet span in which it got no
 // attempt while the others got plenty. The second condition keeps a stall (every sender stuck on
@@ -327,16 +339,17 @@ func analyze(d *runData) result {
 // broker after the onset means it was isolated at the onset.
 func isolatedAt(d *runData) (time.Duration, bool) {
 	sc := d.Scenario
+	onset := d.onset()
 	quiet := min(time.Second, d.Params.Duration/10)
 	need := max(10, int(float64(d.Params.Rate)*quiet.Seconds()/2))
 	var bad []int
 	for i, a := range d.Attempts {
-		if a.Broker == badBroker && a.End >= sc.Onset {
+		if a.Broker == badBroker && a.End >= onset {
 			bad = append(bad, i)
 		}
 	}
 	if len(bad) == 0 {
-		return sc.Onset, true
+		return onset, true
 	}
 	end := d.Params.Duration
 	for k, i := range bad {

@@ -135,6 +135,9 @@ func p99Chart(path string, sc scenario, runs []*runData) error {
 	p := plot.New()
 	p.Title.Text = fmt.Sprintf("%s: p99 send latency per second", sc.Name)
 	p.X.Label.Text = "second of the run"
+	if len(runs) > 0 {
+		p.X.Min, p.X.Max = 0, runs[0].Params.Duration.Seconds()
+	}
 	logY(p)
 	if err := addMarks(p, sc); err != nil {
 		return err

@@ -60,6 +60,7 @@ var definitions = map[string]string{
 	"badShareAfterSignalPct": "the same among sends started after the first signal and, in the recovery scenario, before the broker healed (target: <= 1 % for detour)",
 	"badShareWhileFaultyPct": "the same among sends started while the bad broker was faulty (down, slow, marked or closed)",
 	"firstFailureMs":         "end of the first attempt on the bad broker, at or after the onset, that failed or took >= 500 ms",
+	"onsetMs":                "when the first step of the fault schedule was carried out (a moment after it was due)",
 	"signalMs":               "first failure; in the terminating scenario the pod mark (onset); the onset if no failure was seen",
 	"detectMs":               "first failure - onset",
 	"isolateMs":              "signal -> start of the last attempt on the bad broker that is followed by a quiet span (min(1 s, duration/10)) with no attempt on it and at least rate*quiet/2 attempts on the others; 0 if it got no attempt after the onset; null if that never happened",

@@ -100,7 +100,8 @@ func (r *recorder) attempt(a attemptRec) {
 // latency before the call.
 type runtimeMetrics struct {
 	producer.NopMetrics
-	rec *recorder
+	rec    *recorder
+	policy string
 }
 
 func (m runtimeMetrics) AttemptDone(_, broker string, latency time.Duration, outcome fault.Outcome) {
@@ -111,9 +112,11 @@ func (m runtimeMetrics) AttemptDone(_, broker string, latency time.Duration, out
 	m.rec.attempt(attemptRec{Broker: broker, Start: end - latency, End: end, OK: outcome == fault.Success})
 }
 
-func (m runtimeMetrics) IsolationChanged(_, broker string, isolated bool, reason fault.Reason) {
+func (m runtimeMetrics) IsolationChanged(policy, broker string, isolated bool, reason fault.Reason) {
 	at, ok := m.rec.since(time.Now())
-	if !ok || broker != badBroker {
+	// The runtime's default policy ("") keeps a table of its own that pod marks reach too; only
+	// the strategy's policy governs the sends measured here.
+	if !ok || broker != badBroker || policy != m.policy {
 		return
 	}
 	m.rec.mu.Lock()
@@ -181,7 +184,7 @@ func newRuntimeDriver(strategy string, env *env, rec *recorder) (*runtimeDriver,
 	if err != nil {
 		return nil, err
 	}
-	rt := producer.New(producer.Options{Metrics: runtimeMetrics{rec: rec}, ProducerGroup: "faultbench"})
+	rt := producer.New(producer.Options{Metrics: runtimeMetrics{rec: rec, policy: pol.Name}, ProducerGroup: "faultbench"})
 	if err := rt.SetPolicy(pol); err != nil {
 		rt.Close()
 		return nil, err
