@@ -222,40 +222,72 @@ func TestDemoRunsBoundedAndKubectlSeesTheIsolation(t *testing.T) {
 
 var nameServerAddr = regexp.MustCompile(`name server for other clients: (127\.0\.0\.1:\d+)`)
 
-// TestDemoStopsCleanlyOnInterrupt proves Ctrl-C ends a demo that would run forever: it prints
-// its summary, exits with status 0, and leaves no control plane or broker listening.
-func TestDemoStopsCleanlyOnInterrupt(t *testing.T) {
-	d := startDemo(t, "--demo-duration", "0")
-	d.waitFor(t, "live traffic", 2*time.Minute, func() error {
-		if !strings.Contains(d.output(), " sends  ok ") {
-			return fmt.Errorf("no live view line yet")
-		}
-		return nil
-	})
-	kc, err := clientcmd.LoadFromFile(d.kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var apiServer string
-	for _, c := range kc.Clusters {
-		apiServer = strings.TrimPrefix(c.Server, "https://")
-	}
-	m := nameServerAddr.FindStringSubmatch(d.output())
-	if apiServer == "" || m == nil {
-		t.Fatalf("no API server (%q) or name server address in the output", apiServer)
-	}
+// TestDemoStopsOnInterrupt proves Ctrl-C ends a demo that would run forever and leaves no
+// control plane or broker listening: one interrupt stops it cleanly with its summary and status
+// 0; an impatient second interrupt exits at once with status 1, but still takes the control
+// plane down (it runs in process groups of its own, which the terminal's signal never reaches).
+func TestDemoStopsOnInterrupt(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		interrupts int
+	}{
+		{"once", 1},
+		{"twice", 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := startDemo(t, "--demo-duration", "0")
+			d.waitFor(t, "live traffic", 2*time.Minute, func() error {
+				if !strings.Contains(d.output(), " sends  ok ") {
+					return fmt.Errorf("no live view line yet")
+				}
+				return nil
+			})
+			kc, err := clientcmd.LoadFromFile(d.kubeconfig)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var apiServer string
+			for _, c := range kc.Clusters {
+				apiServer = strings.TrimPrefix(c.Server, "https://")
+			}
+			m := nameServerAddr.FindStringSubmatch(d.output())
+			if apiServer == "" || m == nil {
+				t.Fatalf("no API server (%q) or name server address in the output", apiServer)
+			}
 
-	if err := d.cmd.Process.Signal(os.Interrupt); err != nil {
-		t.Fatal(err)
-	}
-	d.wait(t, time.Minute)
-	if !strings.Contains(d.output(), "demo: summary") {
-		t.Error("no summary after the interrupt")
-	}
-	for what, addr := range map[string]string{"the API server": apiServer, "the name server": m[1]} {
-		if conn, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
-			conn.Close()
-			t.Errorf("%s at %s still accepts connections after the demo exited", what, addr)
-		}
+			if err := d.cmd.Process.Signal(os.Interrupt); err != nil {
+				t.Fatal(err)
+			}
+			if tc.interrupts == 2 {
+				d.waitFor(t, "the stop to begin", time.Minute, func() error {
+					if !strings.Contains(d.output(), "manager: stopping") {
+						return fmt.Errorf("not stopping yet")
+					}
+					return nil
+				})
+				if err := d.cmd.Process.Signal(os.Interrupt); err != nil {
+					t.Fatal(err)
+				}
+				select {
+				case <-d.exited:
+				case <-time.After(time.Minute):
+					t.Fatal("the demo did not exit after a second interrupt")
+				}
+				if code := d.cmd.ProcessState.ExitCode(); code != 1 {
+					t.Errorf("exit status %d after two interrupts, want 1", code)
+				}
+			} else {
+				d.wait(t, time.Minute)
+				if !strings.Contains(d.output(), "demo: summary") {
+					t.Error("no summary after the interrupt")
+				}
+			}
+			for what, addr := range map[string]string{"the API server": apiServer, "the name server": m[1]} {
+				if conn, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+					conn.Close()
+					t.Errorf("%s at %s still accepts connections after the demo exited", what, addr)
+				}
+			}
+		})
 	}
 }

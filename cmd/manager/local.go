@@ -41,7 +41,7 @@ func localDefaults(o *options) *options {
 // runLocal is --local: the demo environment, the operator in this process, traffic and the
 // fault script, until the demo duration passes or ctx ends. Everything is stopped before it
 // returns, in order: traffic, operator (gateway drained, runtime closed), brokers, control plane.
-func runLocal(ctx context.Context, o *options, stdout, stderr io.Writer) error {
+func runLocal(ctx context.Context, o *options, stdout, stderr io.Writer, force *forcedStop) error {
 	logOut := stderr
 	if o.demoLog != "-" {
 		if err := os.MkdirAll(filepath.Dir(o.demoLog), 0o755); err != nil {
@@ -64,6 +64,7 @@ func runLocal(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 		SamplesDir:     o.localSamples,
 		KubeconfigPath: o.demoKubeconfig,
 		Progress:       stdout,
+		OnControlPlane: func(stop func() error) { force.set(func() { _ = stop() }) },
 	})
 	if err != nil {
 		return err

@@ -16,6 +16,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 	"time"
 
@@ -142,6 +143,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	defer signal.Stop(signals)
 	done := make(chan struct{})
 	defer close(done)
+	var force forcedStop
 	go func() {
 		select {
 		case <-signals:
@@ -152,13 +154,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		select {
 		case <-signals:
+			force.run(5 * time.Second)
 			os.Exit(1)
 		case <-done:
 		}
 	}()
 
 	if o.local {
-		err = runLocal(ctx, o, stdout, stderr)
+		err = runLocal(ctx, o, stdout, stderr, &force)
 	} else {
 		err = runCluster(ctx, o, stderr)
 	}
@@ -182,4 +185,38 @@ func runCluster(ctx context.Context, o *options, stderr io.Writer) error {
 		return err
 	}
 	return op.run(ctx)
+}
+
+// forcedStop is what a second interrupt does before the process exits: the local demo's control
+// plane runs in process groups of its own, which no terminal signal reaches, so it must be told
+// to stop or it outlives the demo.
+type forcedStop struct {
+	mu sync.Mutex
+	fn func()
+}
+
+// set registers the function to run on a forced exit.
+func (f *forcedStop) set(fn func()) {
+	f.mu.Lock()
+	f.fn = fn
+	f.mu.Unlock()
+}
+
+// run runs the registered function, waiting at most timeout for it.
+func (f *forcedStop) run(timeout time.Duration) {
+	f.mu.Lock()
+	fn := f.fn
+	f.mu.Unlock()
+	if fn == nil {
+		return
+	}
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		fn()
+	}()
+	select {
+	case <-finished:
+	case <-time.After(timeout):
+	}
 }

@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -61,6 +62,10 @@ type EnvOptions struct {
 	Brokers []string
 	// Progress receives one line per start-up step; nil discards.
 	Progress io.Writer
+	// OnControlPlane, when set, receives Env.Stop as soon as the control plane runs, for a caller
+	// that must be able to stop it before StartEnv returns (its processes are in process groups
+	// of their own, which a terminal's interrupt does not reach).
+	OnControlPlane func(stop func() error)
 }
 
 // Env is a running demo environment.
@@ -79,6 +84,9 @@ type Env struct {
 	brokers  []*brokersim.Broker
 	testEnv  *envtest.Environment
 	progress io.Writer
+
+	stopOnce sync.Once
+	stopErr  error
 }
 
 // Scheme knows the built-in kinds and detour's.
@@ -127,6 +135,9 @@ func StartEnv(ctx context.Context, opts EnvOptions) (_ *Env, err error) {
 	}
 	if e.Config, err = e.testEnv.Start(); err != nil {
 		return nil, fmt.Errorf("starting the control plane: %w", err)
+	}
+	if opts.OnControlPlane != nil {
+		opts.OnControlPlane(e.Stop)
 	}
 	scheme, err := Scheme()
 	if err != nil {
@@ -342,22 +353,26 @@ func (e *Env) applySamples(ctx context.Context, dir string) error {
 }
 
 // Stop stops the brokers, the name server and the control plane, and removes the kubeconfig
-// (it points at a control plane that no longer exists).
+// (it points at a control plane that no longer exists). It may be called more than once, from
+// any goroutine; every call returns the first one's result.
 func (e *Env) Stop() error {
-	var errs []error
-	if e.NameServer != nil {
-		errs = append(errs, e.NameServer.Close())
-	}
-	for _, b := range e.brokers {
-		errs = append(errs, b.Close())
-	}
-	if e.testEnv != nil && e.Config != nil {
-		errs = append(errs, e.testEnv.Stop())
-	}
-	if e.KubeconfigPath != "" {
-		if err := os.Remove(e.KubeconfigPath); err != nil && !errors.Is(err, os.ErrNotExist) {
-			errs = append(errs, err)
+	e.stopOnce.Do(func() {
+		var errs []error
+		if e.NameServer != nil {
+			errs = append(errs, e.NameServer.Close())
 		}
-	}
-	return errors.Join(errs...)
+		for _, b := range e.brokers {
+			errs = append(errs, b.Close())
+		}
+		if e.testEnv != nil && e.Config != nil {
+			errs = append(errs, e.testEnv.Stop())
+		}
+		if e.KubeconfigPath != "" {
+			if err := os.Remove(e.KubeconfigPath); err != nil && !errors.Is(err, os.ErrNotExist) {
+				errs = append(errs, err)
+			}
+		}
+		e.stopErr = errors.Join(errs...)
+	})
+	return e.stopErr
 }
