@@ -25,7 +25,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -312,8 +311,8 @@ func TestManagerRunsWithTheDeployedRBAC(t *testing.T) {
 	logs := &logCapture{}
 	// client-go (leader election, event broadcasting) reports refusals through klog; this is
 	// undone only after the operator has stopped (defers run last in, first out).
-	klog.SetLogger(zap.New(zap.WriteTo(logs)))
-	defer klog.ClearLogger()
+	klogSink.set(logs)
+	defer klogSink.set(nil)
 	op, err := newOperator(identity.Config(), o, zap.New(zap.WriteTo(logs)), operatorHooks{skipNameValidation: true})
 	if err != nil {
 		t.Fatalf("building the operator as %s: %v", saName, err)
