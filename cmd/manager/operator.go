@@ -140,6 +140,8 @@ func newOperator(cfg *rest.Config, o *options, log logr.Logger, hooks ...operato
 			if gwOpts.TLS, err = op.gatewayTLS(o.gatewayCertDir, tlsOpts); err != nil {
 				return nil, err
 			}
+		} else if o.gatewayAuth {
+			log.Info("The send gateway serves plain HTTP: callers' bearer tokens cross the network unencrypted")
 		}
 		if op.gw, err = gateway.New(gwOpts); err != nil {
 			return nil, err
