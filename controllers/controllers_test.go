@@ -118,6 +118,13 @@ func TestSlowBrokerIsIsolatedAndReportedThenRecovers(t *testing.T) {
 	if f := strings.Fields(out); len(f) < 4 || f[0] != "slow" || f[1] != "3" || f[2] != "1" || f[3] != "True" {
 		t.Errorf("kubectl get faultpolicies = %q, want slow 3 1 True", out)
 	}
+	out, err = kubectl(t, "", "get", "topics.routing.detour.dev", "-n", ns, "--no-headers")
+	if err != nil {
+		t.Fatalf("kubectl get topics: %v\n%s", err, out)
+	}
+	if f := strings.Fields(out); len(f) < 5 || f[1] != topic.Spec.TopicName || f[2] != "3" || f[3] != "4" || f[4] != "True" {
+		t.Errorf("kubectl get topics = %q, want orders %s 3 4 True", out, topic.Spec.TopicName)
+	}
 	eventually(t, "an Event reports the isolation", func() error {
 		return findEvent(ns, "slow", EventBrokerIsolated, slow.Name())
 	})

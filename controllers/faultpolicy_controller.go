@@ -73,10 +73,16 @@ func (r *FaultPolicyReconciler) computeStatus(ctx context.Context, fp *routingv1
 	now := time.Now()
 	st := &fp.Status
 	st.ObservedGeneration = fp.Generation
-	st.Brokers = int32(len(r.governedBrokers(ctx, fp, key)))
+	governed := r.governedBrokers(ctx, fp, key)
+	st.Brokers = int32(len(governed))
 	st.IsolatedBrokers = nil
 	for _, it := range r.Runtime.Isolated(key) {
-		st.IsolatedBrokers = append(st.IsolatedBrokers, r.isolatedBroker(it, now))
+		// Pod marks reach every policy's table; a policy reports them only for brokers it governs.
+		// Isolations learnt from sends (or restored) are always its own.
+		podMark := it.Reason == fault.ReasonPodNotReady || it.Reason == fault.ReasonPodTerminating
+		if !podMark || governed[it.Broker] {
+			st.IsolatedBrokers = append(st.IsolatedBrokers, r.isolatedBroker(it, now))
+		}
 	}
 	st.Isolated = int32(len(st.IsolatedBrokers))
 	r.metrics.setIsolated(key, len(st.IsolatedBrokers))

@@ -71,6 +71,9 @@ func runSuite(m *testing.M) int {
 	restConfig, err = testEnv.Start()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "starting the envtest control plane: %v\n", err)
+		// Start can fail after launching etcd and kube-apiserver (a CRD the server refuses):
+		// stop them, or they outlive the test binary.
+		_ = testEnv.Stop()
 		return 1
 	}
 	defer func() {

@@ -250,6 +250,7 @@ func (r *TopicReconciler) computeStatus(topic *routingv1alpha1.Topic, brokers []
 			st.AvailableQueues += writeQueues
 		}
 	}
+	st.BrokerCount = int32(len(brokers))
 	st.ObservedGeneration = topic.Generation
 
 	cond := metav1.Condition{Type: routingv1alpha1.ConditionReady, ObservedGeneration: topic.Generation}

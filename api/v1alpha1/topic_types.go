@@ -108,6 +108,10 @@ type TopicStatus struct {
 	// +kubebuilder:validation:MaxItems=1024
 	Brokers []TopicBroker `json:"brokers,omitempty"`
 
+	// brokerCount is the number of master brokers in the route.
+	// +optional
+	BrokerCount int32 `json:"brokerCount,omitempty"`
+
 	// writableQueues is the number of write queues over all brokers in the route.
 	// +optional
 	WritableQueues int32 `json:"writableQueues,omitempty"`
@@ -125,7 +129,7 @@ type TopicStatus struct {
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=rmqtopic,categories=detour
 // +kubebuilder:printcolumn:name="Topic",type=string,JSONPath=`.spec.topicName`
-// +kubebuilder:printcolumn:name="Brokers",type=string,JSONPath=`.status.brokers[*].name`
+// +kubebuilder:printcolumn:name="Brokers",type=integer,JSONPath=`.status.brokerCount`
 // +kubebuilder:printcolumn:name="Available",type=integer,JSONPath=`.status.availableQueues`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`

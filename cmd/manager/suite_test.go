@@ -70,6 +70,7 @@ func runSuite(m *testing.M) int {
 	}
 	if adminConfig, err = testEnv.Start(); err != nil {
 		fmt.Fprintf(os.Stderr, "starting the envtest control plane: %v\n", err)
+		_ = testEnv.Stop() // Start can fail after launching the processes
 		return 1
 	}
 	defer func() {
