@@ -164,7 +164,15 @@ func TestPodNotReadyAndTerminatingAreSkippedWithoutFailedSends(t *testing.T) {
 	topicReady(t, topic, 3)
 	routedTo(t, rt, topic.Spec.TopicName, 3)
 
+	markedAt := time.Now()
 	setPodReady(t, c.pods[0], false)
+	eventually(t, "the runtime stops selecting the NotReady broker", func() error {
+		if podOK(rt, topic.Spec.TopicName, c.brokers[0].Name()) {
+			return errors.New("still selectable")
+		}
+		return nil
+	})
+	t.Logf("pod NotReady -> out of selection in %v", time.Since(markedAt).Round(time.Millisecond))
 	eventually(t, "status lists the NotReady pod", func() error {
 		ib := isolatedIn(getPolicy(t, ns, "pods"), c.brokers[0].Name())
 		if ib == nil || ib.Reason != routingv1alpha1.IsolationPodNotReady || ib.Pod != c.pods[0].Name {
@@ -254,6 +262,7 @@ func TestChangedPolicyTakesEffectForTheNextSend(t *testing.T) {
 
 	fp := getPolicy(t, ns, "tunable")
 	fp.Spec.Rules[1].LatencyMillis = 200
+	changedAt := time.Now()
 	if err := k8sClient.Update(context.Background(), fp); err != nil {
 		t.Fatal(err)
 	}
@@ -264,6 +273,7 @@ func TestChangedPolicyTakesEffectForTheNextSend(t *testing.T) {
 		}
 		return nil
 	})
+	t.Logf("FaultPolicy change -> in force in %v", time.Since(changedAt).Round(time.Millisecond))
 	sendUntilBroker(t, rt, topic.Spec.TopicName, slow.Name())
 	if iso := rt.Isolated(key); len(iso) != 1 || iso[0].Broker != slow.Name() {
 		t.Fatalf("isolated = %+v, want %s", iso, slow.Name())
@@ -526,4 +536,15 @@ func TestBrokerRefusingTheTopicIsReportedAndRetried(t *testing.T) {
 		}
 	}
 	t.Errorf("the healed broker never got the topic")
+}
+
+// podOK reports the runtime's pod verdict for broker in topic's route.
+func podOK(rt *producer.Runtime, topic, broker string) bool {
+	info, _ := rt.RouteInfo(topic)
+	for _, b := range info.Brokers {
+		if b.Name == broker {
+			return b.PodOK
+		}
+	}
+	return false
 }
