@@ -313,7 +313,7 @@ func analyze(d *runData) result {
 		r.Checks = append(r.Checks, "oracle reached the bad broker")
 	}
 	for _, a := range d.Applied {
-		if late := a.Applied - a.Scheduled; late > 100*time.Millisecond {
+		if late := a.Applied - a.Scheduled; late > d.Params.ScheduleSlack {
 			r.Checks = append(r.Checks, "fault schedule step "+a.Note+" applied "+late.String()+" late")
 		}
 	}

@@ -48,6 +48,7 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&c.Params.Senders, "senders", 4, "concurrent synchronous senders")
 	fs.DurationVar(&c.Params.Drain, "drain", 10*time.Second, "how long to wait for sends in flight after the run's time is up")
 	fs.IntVar(&c.Params.BodyLen, "body", 128, "message body size in bytes")
+	fs.DurationVar(&c.Params.ScheduleSlack, "schedule-slack", 100*time.Millisecond, "how late a fault step may be applied before the run is flagged as not comparable")
 	scen := fs.String("scenarios", strings.Join(scenarioNames, ","), "comma-separated scenarios to run")
 	strat := fs.String("strategies", strings.Join(strategyNames, ","), "comma-separated strategies to run")
 	fs.BoolVar(&c.Charts, "charts", true, "draw PNG charts")

@@ -31,6 +31,7 @@ type paramsJSON struct {
 	Brokers         []string `json:"brokers"`
 	BadBroker       string   `json:"badBroker"`
 	QueuesPerBroker int      `json:"queuesPerBroker"`
+	ScheduleSlackMs float64  `json:"scheduleSlackMs"`
 }
 
 type machine struct {
@@ -82,6 +83,7 @@ func newReport(cmd string, p params, scs []scenario, strategies []string, rs []r
 		Params: paramsJSON{
 			DurationMs: ms(p.Duration), Rate: p.Rate, Senders: p.Senders, ScheduledPerRun: p.scheduled(),
 			DrainMs: ms(p.Drain), BodyBytes: p.BodyLen, Brokers: brokerNames, BadBroker: badBroker, QueuesPerBroker: queues,
+			ScheduleSlackMs: ms(p.ScheduleSlack),
 		},
 		Machine: machine{
 			CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), OS: runtime.GOOS, Arch: runtime.GOARCH,
@@ -281,9 +283,11 @@ func writeMisses(b *strings.Builder, rep *report) {
 				badBroker, s.Retried, s.BeforeOnset, s.Unexplained, badBroker, s.OracleSlower, fmtMs(r.NoiseP99Ms),
 				fmtMs(oracleNoise(rep, r.Scenario)))
 			if 2*s.Unexplained >= s.Sends {
-				l += " Most of the excess is in sends the fault never touched: it is the machine, not the strategy."
+				l += " Most of the excess is in sends that neither reached " + badBroker + " nor needed a retry, which " +
+					"the fault does not explain: it is run-to-run variation of sub-millisecond loopback sends on this " +
+					"machine rather than a cost of the fault."
 			} else {
-				l += " Most of the excess is in sends that met the bad broker or retried: it is the fault's cost."
+				l += " Most of the excess is in sends that reached " + badBroker + " or needed a retry: it is a cost of the fault."
 			}
 			lines = append(lines, l)
 		}

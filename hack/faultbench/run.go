@@ -19,6 +19,9 @@ type params struct {
 	// Drain bounds the wait for sends still in flight when the run's time is up.
 	Drain   time.Duration
 	BodyLen int
+	// ScheduleSlack is how late a fault step may be carried out before the run is flagged as not
+	// comparable (the machine stalled the schedule).
+	ScheduleSlack time.Duration
 }
 
 func (p params) scheduled() int { return int(p.Duration.Seconds() * float64(p.Rate)) }
