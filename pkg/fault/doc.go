@@ -27,17 +27,25 @@
 // Each of these is off unless its Options field asks for it, so the zero Options behave like
 // RocketMQ 5.x with fault tolerance enabled.
 //
-//   - GrowOnRepeat: the isolation of a failed send is doubled for every consecutive failure
-//     before it (1x, 2x, 4x, then 8x at most) and never exceeds the table's MaxIsolation, the
-//     longest isolation the policy declares. A successful send resets the count; probes do not,
-//     so a broker that keeps failing right after a successful probe is isolated for longer each
-//     time.
+//   - GrowOnRepeat: the isolation of a failed send grows with the number of isolation episodes
+//     the broker has had (1x, 2x, 4x, then 8x at most) and never exceeds the table's
+//     MaxIsolation, the longest isolation the policy declares. An episode is an entry into
+//     isolation by a failure: failures while the broker is still isolated by an earlier one
+//     (its failure isolation has not run out, or under probing it still waits for proof) do not
+//     count again, so concurrent senders failing in one incident count once. The count does not
+//     reset on a success; it is cleared once the broker has gone a probation period, the table's
+//     FailureIsolation, without failing since its last episode ended. With probing, a successful
+//     probe ends the isolation of a first offender only: a repeat offender is marked reachable
+//     but sits out its grown timer. A broker that flaps is thereby readmitted less and less often,
+//     while one that recovers for good returns to first-offence treatment after the probation.
+//     Without GrowOnRepeat the count is of failed attempts and a successful send resets it.
 //   - Probing (recovery only on proof): a transport error marks the broker unreachable, and an
 //     unreachable broker stays unavailable after its isolation timer has run out, until a
 //     successful probe (ProbeResult with ok) or a successful send proves it reachable again. A
-//     successful probe also ends the timer isolation at once. A failed probe keeps the broker
-//     unreachable with reason ProbeFailed. Without probing, ProbeResult only sets the reachable
-//     flag, as RocketMQ's detector does (and, unlike it, also clears the flag on failure).
+//     successful probe also ends the timer isolation at once (with GrowOnRepeat, only for a
+//     first offender, see above). A failed probe keeps the broker unreachable with reason
+//     ProbeFailed. Without probing, ProbeResult only sets the reachable flag, as RocketMQ's
+//     detector does (and, unlike it, also clears the flag on failure).
 //   - MaxIsolatedPercent: at most this share of the known brokers is unavailable at once, rounded
 //     down but at least one when there are two or more brokers, and never all of them, so at
 //     least one broker stays selectable. When a new isolation would break the cap, the least bad
@@ -57,7 +65,7 @@
 //     broker whatever the options say.
 //
 // An isolation therefore ends early in exactly two ways, both beyond RocketMQ: a successful
-// probe when probing, and a release by the cap. Everything else only extends it, apart from
+// probe when probing (of a first offender, when GrowOnRepeat is on), and a release by the cap. Everything else only extends it, apart from
 // Remove, which forgets the broker altogether.
 //
 // # Read path

@@ -27,8 +27,9 @@ func fuzzOptions(b byte, tables [2]*Table) Options {
 
 // FuzzUpdates runs random sequences of updates, probes, pod marks, removals, policy switches,
 // restores and clock steps, and checks after every step that:
-//   - an isolation end never moves earlier, except by a successful probe while probing, by a
-//     release the cap reports, or because the broker was removed;
+//   - an isolation end never moves earlier, except by a successful probe while probing (with
+//     GrowOnRepeat, of a broker with at most one isolation episode), by a release the cap
+//     reports, or because the broker was removed;
 //   - Available, Entry.Available and Isolated agree;
 //   - under a cap, no more brokers are unavailable than it allows unless all of them are
 //     pod-marked, and a broker without a pod mark is always selectable;
@@ -74,7 +75,9 @@ func FuzzUpdates(f *testing.F) {
 			case 5:
 				ok := arg&1 == 0
 				tol.ProbeResult(broker, ok, ms(int64(arg)))
-				if ok && opts.Probing {
+				// With growth, only a first offender's isolation may end by a probe.
+				if it, known := tol.Lookup(broker); ok && opts.Probing && known &&
+					(!opts.GrowOnRepeat || it.ConsecutiveFailures <= 1) {
 					mayShorten = broker
 				}
 			case 6:

@@ -89,6 +89,10 @@ func (t *Tolerance) Restore(items []Item) {
 			e.reason = it.Reason
 		}
 		e.failures = max(e.failures, it.ConsecutiveFailures)
+		if e.failures > 0 {
+			// The restored episode's probation starts when its isolation ends, as it would have.
+			e.calm = max(e.calm, e.until)
+		}
 		e.latency.Store(int64(it.Latency))
 		e.severity = it.Latency
 		if it.Reason == ReasonSendFailed || it.Reason == ReasonBrokerError || it.Reason == ReasonProbeFailed {

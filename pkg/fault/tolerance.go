@@ -96,10 +96,12 @@ type Options struct {
 	Clock Clock
 	// Probing means recovery only on proof: transport errors mark a broker unreachable, an
 	// unreachable broker stays unavailable until a probe or send succeeds, and a successful
-	// probe ends its isolation.
+	// probe ends its isolation (with GrowOnRepeat, only a first offender's).
 	Probing bool
-	// GrowOnRepeat doubles a failure's isolation for each consecutive failure before it, up to
-	// MaxGrowthFactor and the table's MaxIsolation.
+	// GrowOnRepeat doubles a failure's isolation for each earlier isolation episode of the
+	// broker, up to MaxGrowthFactor and the table's MaxIsolation. An episode is an entry into
+	// isolation by a failure; the count is cleared only after the broker has gone the table's
+	// FailureIsolation without failing since its last episode ended.
 	GrowOnRepeat bool
 	// MaxIsolatedPercent caps the share of brokers unavailable at once. 0 or 100 (or anything
 	// outside 1..99) means no cap, as in RocketMQ.
@@ -131,8 +133,13 @@ type Item struct {
 	Latency time.Duration
 	// Since is when the broker last became unavailable; Until is when its timer isolation ends
 	// (zero if it never had one; in the past when it is held by a pod mark or awaits proof).
-	Since, Until        time.Time
-	Reachable           bool
+	Since, Until time.Time
+	Reachable    bool
+	// ConsecutiveFailures is, without GrowOnRepeat, the number of failed sends and probes since
+	// the last successful send. With GrowOnRepeat it is the number of isolation episodes (entries
+	// into isolation by a failure; further failures while so isolated do not count) since the
+	// broker last went a probation period without failing; successes alone do not clear it.
+	// Restore carries it over, so growth survives a restart.
 	ConsecutiveFailures int
 }
 
@@ -176,7 +183,8 @@ type Entry struct {
 	until    int64 // tick at which the timer isolation ends, 0 if none
 	since    int64 // tick at which the broker last became unavailable
 	holds    uint8 // holdProof | holdPod
-	failures int
+	failures int   // failed attempts in a row, or with GrowOnRepeat isolation episodes
+	calm     int64 // with GrowOnRepeat: tick from which the probation after the last episode runs
 	reason   Reason
 	severity time.Duration // how bad the last update was, for the cap's "least bad"
 	pod      PodState
@@ -405,7 +413,7 @@ func (t *Tolerance) obtain(broker string, now int64) *Entry {
 
 // reset clears everything learnt about e, leaving it available and reachable. Callers hold mu.
 func (t *Tolerance) reset(e *Entry) {
-	e.until, e.since, e.holds, e.failures = 0, 0, 0, 0
+	e.until, e.since, e.holds, e.failures, e.calm = 0, 0, 0, 0, 0
 	e.reason, e.severity, e.pod = "", 0, PodReady
 	e.latency.Store(0)
 	e.reachable.Store(true)

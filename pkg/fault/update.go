@@ -25,7 +25,16 @@ func (t *Tolerance) Update(broker string, latency time.Duration, outcome Outcome
 	e.latency.Store(int64(latency))
 	switch outcome {
 	case Success:
-		e.failures = 0
+		if t.opts.GrowOnRepeat {
+			// One success is no proof of lasting health: the episode count only decays after a
+			// probation without failure.
+			if !e.reachable.Load() {
+				e.calm = max(e.calm, now)
+			}
+			t.decay(e, now)
+		} else {
+			e.failures = 0
+		}
 		e.reachable.Store(true)
 		e.severity = latency
 		if extend(e, now, tab.IsolationFor(latency)) {
@@ -42,7 +51,7 @@ func (t *Tolerance) Update(broker string, latency time.Duration, outcome Outcome
 			e.reason = ReasonSlowSend
 		}
 	case TransportError, BrokerError:
-		e.failures++
+		t.countFailure(e, now)
 		e.severity = max(latency, tab.FailureLatency())
 		if outcome == TransportError {
 			e.reason = ReasonSendFailed
@@ -51,7 +60,11 @@ func (t *Tolerance) Update(broker string, latency time.Duration, outcome Outcome
 			e.reason = ReasonBrokerError
 			e.reachable.Store(false)
 		}
-		extend(e, now, t.grow(tab, e.failures))
+		d := t.grow(tab, e.failures)
+		extend(e, now, d)
+		if t.opts.GrowOnRepeat {
+			e.calm = max(e.calm, now+int64(d))
+		}
 	}
 	t.settle(e, now, was, 0, &ev)
 	t.unlock(&ev)
@@ -66,7 +79,39 @@ func extend(e *Entry, now int64, d time.Duration) bool {
 	return false
 }
 
-// grow returns the isolation of a failure that is the failures-th in a row.
+// countFailure counts a failed send or probe. Without GrowOnRepeat every failed attempt counts.
+// With it the count is of episodes: a failure counts only if it starts a new isolation, so
+// the attempts of concurrent senders that fail in one incident count once, and a count left
+// from earlier episodes first decays if the broker has since passed its probation. Callers hold
+// mu.
+func (t *Tolerance) countFailure(e *Entry, now int64) {
+	if !t.opts.GrowOnRepeat {
+		e.failures++
+		return
+	}
+	t.decay(e, now)
+	if !inEpisode(e, now) {
+		e.failures++
+	}
+}
+
+// inEpisode reports whether e is still isolated by its latest failure: its failure isolation
+// has not run out, or (when probing) it still waits for proof of reachability. Callers hold mu.
+func inEpisode(e *Entry, now int64) bool {
+	return e.failures > 0 && (now < e.calm || e.holds&holdProof != 0)
+}
+
+// decay clears the episode count of a broker that has gone a probation period (the table's
+// failure isolation) without failing since its last episode ended, so that it is treated as a
+// first offender again. Callers hold mu.
+func (t *Tolerance) decay(e *Entry, now int64) {
+	if e.failures > 0 && !inEpisode(e, now) && now-e.calm >= int64(t.opts.Table.FailureIsolation()) {
+		e.failures = 0
+	}
+}
+
+// grow returns the isolation of a failure that is the failures-th in a row (or, with
+// GrowOnRepeat, of the failures-th episode).
 func (t *Tolerance) grow(tab *Table, failures int) time.Duration {
 	base := tab.FailureIsolation()
 	if !t.opts.GrowOnRepeat || failures <= 1 || base <= 0 {
@@ -102,8 +147,11 @@ func (t *Tolerance) settle(e *Entry, now int64, was bool, since int64, ev *event
 
 // ProbeResult records the outcome of a reachability probe of a known broker (unknown brokers
 // are ignored, so a probe that races with Remove does not bring the broker back). A successful
-// probe marks the broker reachable and, when probing, ends its isolation; a failed one marks it
-// unreachable with reason ProbeFailed and counts as a consecutive failure.
+// probe marks the broker reachable and, when probing, ends its isolation, unless GrowOnRepeat
+// is on and the broker is a repeat offender (two or more episodes), which sits out its timer. A
+// failed one marks it unreachable with reason ProbeFailed and counts as a consecutive failure
+// (with GrowOnRepeat: as a new episode if probing and the broker was not isolated by a failure
+// already).
 func (t *Tolerance) ProbeResult(broker string, ok bool, latency time.Duration) {
 	ev := t.lock()
 	if e := t.lookup(broker); e != nil && e.present {
@@ -111,14 +159,33 @@ func (t *Tolerance) ProbeResult(broker string, ok bool, latency time.Duration) {
 		was := blocked(e, now)
 		e.latency.Store(int64(latency))
 		if ok {
+			grow := t.opts.GrowOnRepeat
+			if grow {
+				if !e.reachable.Load() {
+					e.calm = max(e.calm, now)
+				}
+				t.decay(e, now)
+			}
 			e.reachable.Store(true)
-			if t.opts.Probing && e.until > now {
+			// A repeat offender has to sit out its grown isolation even though it answers now:
+			// a broker that flaps would otherwise be readmitted in every up phase.
+			if t.opts.Probing && e.until > now && (!grow || e.failures <= 1) {
 				e.until = now
+				if grow && e.failures > 0 {
+					e.calm = now
+				}
 			}
 		} else {
 			e.reachable.Store(false)
 			e.reason = ReasonProbeFailed
-			e.failures++
+			switch {
+			case !t.opts.GrowOnRepeat:
+				e.failures++
+			case t.opts.Probing:
+				// The broker is now held for proof: an episode, unless it was in one already.
+				t.countFailure(e, now)
+			}
+			// Without probing a failed probe isolates nothing, so it starts no episode.
 			e.severity = max(latency, t.opts.Table.FailureLatency())
 		}
 		t.settle(e, now, was, 0, &ev)
