@@ -53,8 +53,8 @@ envtest: ## Build (first time) and print the envtest control plane folder.
 	@hack/setup-envtest.sh
 
 .PHONY: test
-test: vet ## Run all tests: unit, fuzz seeds, envtest controllers, kubectl against envtest.
-	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test -race -timeout $(TEST_TIMEOUT) ./...
+test: vet ## Run all tests (never from the test cache): unit, fuzz seeds, envtest, kubectl against envtest.
+	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 .PHONY: fuzz
 fuzz: ## Run each fuzz target for FUZZ_TIME.
