@@ -1,4 +1,4 @@
-# The detour manager image: a static binary on a distroless base that runs as a non-root user.
+# The detour manager image: a static binary on an empty base that runs as a non-root user.
 #
 #   docker build -t detour:dev .
 #
@@ -19,8 +19,10 @@ ARG TARGETARCH
 RUN CGO_ENABLED=0 GOOS=${TARGETOS} GOARCH=${TARGETARCH} \
     go build -trimpath -ldflags="-s -w" -o /out/manager ./cmd/manager
 
-# Stage 2: nothing but the binary, CA certificates and a passwd entry for the nonroot user.
-FROM gcr.io/distroless/static-debian12:nonroot
+# Stage 2: nothing but the binary and the CA certificates (for API servers with public
+# certificates); the numeric user needs no passwd entry.
+FROM scratch
+COPY --from=build /etc/ssl/certs/ca-certificates.crt /etc/ssl/certs/
 COPY --from=build /out/manager /manager
 USER 65532:65532
 ENTRYPOINT ["/manager"]
