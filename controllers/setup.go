@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -35,6 +36,7 @@ type shared struct {
 	brokers      *brokerDirectory
 	topicWrites  *writeLimiter
 	policyWrites *writeLimiter
+	eventWrites  *writeLimiter
 	metrics      *Metrics
 	recorder     recorder.EventRecorder
 	elected      <-chan struct{}
@@ -70,6 +72,7 @@ func Setup(mgr ctrl.Manager, rt *producer.Runtime) error {
 		brokers:          newBrokerDirectory(),
 		topicWrites:      newWriteLimiter(statusWriteInterval),
 		policyWrites:     newWriteLimiter(statusWriteInterval),
+		eventWrites:      newWriteLimiter(statusWriteInterval),
 		metrics:          RuntimeMetrics(),
 		recorder:         mgr.GetEventRecorder("detour"),
 		elected:          mgr.Elected(),
@@ -171,7 +174,7 @@ func (p *isolationPump) handle(ctx context.Context, ev producer.IsolationEvent) 
 		return // the default policy has no resource to report on
 	}
 	stub := &routingv1alpha1.FaultPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
-	if p.leading() {
+	if p.leading() && p.eventDue(ev) {
 		p.recordEvent(ctx, stub, ev)
 	}
 	for _, ch := range []chan event.GenericEvent{p.policyIsolations, p.topicIsolations} {
@@ -181,6 +184,22 @@ func (p *isolationPump) handle(ctx context.Context, ev producer.IsolationEvent) 
 			return
 		}
 	}
+}
+
+// eventDue spaces Events of one broker, policy and direction at least a second apart: a broker
+// flapping a thousand times a second must not become a thousand Events a second for the API
+// server. The status and the metrics still see every change.
+func (p *isolationPump) eventDue(ev producer.IsolationEvent) bool {
+	direction := "recovered"
+	if ev.Isolated {
+		direction = "isolated"
+	}
+	key := types.NamespacedName{Namespace: ev.Policy, Name: ev.Broker + "/" + direction}
+	if p.eventWrites.wait(key) > 0 {
+		return false
+	}
+	p.eventWrites.wrote(key)
+	return true
 }
 
 func (p *isolationPump) recordEvent(ctx context.Context, stub *routingv1alpha1.FaultPolicy, ev producer.IsolationEvent) {

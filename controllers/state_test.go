@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/detourmq/detour/pkg/producer"
 )
 
 // TestWriteLimiterSpacesWritesOfOneObject proves the coalescing rule: the first write is free,
@@ -57,5 +59,35 @@ func TestBrokerDirectoryKeepsAReplacementMaster(t *testing.T) {
 	}
 	if _, owned := d.forget(newPod); owned {
 		t.Error("forgetting twice owned the broker again")
+	}
+}
+
+// TestEventsAreSpacedPerBrokerAndDirection proves a flapping broker costs at most one Event per
+// direction per second, while a different broker or the opposite direction is not held back.
+func TestEventsAreSpacedPerBrokerAndDirection(t *testing.T) {
+	now := time.Unix(1000, 0)
+	limiter := newWriteLimiter(time.Second)
+	limiter.now = func() time.Time { return now }
+	p := &isolationPump{shared: &shared{eventWrites: limiter}}
+	ev := func(broker string, isolated bool) producer.IsolationEvent {
+		return producer.IsolationEvent{Policy: "ns/p", Broker: broker, Isolated: isolated}
+	}
+	steps := []struct {
+		advance time.Duration
+		event   producer.IsolationEvent
+		want    bool
+	}{
+		{0, ev("b", true), true},
+		{0, ev("b", false), true},
+		{100 * time.Millisecond, ev("b", true), false},
+		{0, ev("b", false), false},
+		{0, ev("c", true), true},
+		{900 * time.Millisecond, ev("b", true), true},
+	}
+	for i, st := range steps {
+		now = now.Add(st.advance)
+		if got := p.eventDue(st.event); got != st.want {
+			t.Errorf("step %d (%+v): eventDue = %v, want %v", i, st.event, got, st.want)
+		}
 	}
 }
