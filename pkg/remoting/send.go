@@ -57,49 +57,33 @@ func itoa32(v int32) string { return strconv.FormatInt(int64(v), 10) }
 
 // V1 returns the ext fields of the long-name header (SEND_MESSAGE, code 10). The broker name
 // travels as the inherited RPC header field "bname".
-func (h *SendHeader) V1() map[string]string {
-	m := make(map[string]string, 14)
-	m["producerGroup"] = h.ProducerGroup
-	m["topic"] = h.Topic
-	m["defaultTopic"] = h.DefaultTopic
-	m["defaultTopicQueueNums"] = itoa32(h.DefaultTopicQueueNums)
-	m["queueId"] = itoa32(h.QueueID)
-	m["sysFlag"] = itoa32(h.SysFlag)
-	m["bornTimestamp"] = strconv.FormatInt(h.BornTimestamp, 10)
-	m["flag"] = itoa32(h.Flag)
-	m["properties"] = h.Properties
-	m["reconsumeTimes"] = itoa32(h.ReconsumeTimes)
-	m["unitMode"] = strconv.FormatBool(h.UnitMode)
-	if h.MaxReconsumeTimes != nil {
-		m["maxReconsumeTimes"] = itoa32(*h.MaxReconsumeTimes)
-	}
-	m["batch"] = strconv.FormatBool(h.Batch)
-	if h.BrokerName != "" {
-		m["bname"] = h.BrokerName
-	}
-	return m
-}
+func (h *SendHeader) V1() map[string]string { return h.extFields(0) }
 
 // V2 returns the ext fields of the one-letter header (SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE).
-func (h *SendHeader) V2() map[string]string {
-	m := make(map[string]string, 14)
-	m["a"] = h.ProducerGroup
-	m["b"] = h.Topic
-	m["c"] = h.DefaultTopic
-	m["d"] = itoa32(h.DefaultTopicQueueNums)
-	m["e"] = itoa32(h.QueueID)
-	m["f"] = itoa32(h.SysFlag)
-	m["g"] = strconv.FormatInt(h.BornTimestamp, 10)
-	m["h"] = itoa32(h.Flag)
-	m["i"] = h.Properties
-	m["j"] = itoa32(h.ReconsumeTimes)
-	m["k"] = strconv.FormatBool(h.UnitMode)
+func (h *SendHeader) V2() map[string]string { return h.extFields(1) }
+
+// extFields renders the header with the names in column col of sendHeaderKeys (0: V1, 1: V2),
+// the table ParseSendHeader reads with, so both directions agree on every name.
+func (h *SendHeader) extFields(col int) map[string]string {
+	m := make(map[string]string, len(sendHeaderKeys))
+	set := func(i int, v string) { m[sendHeaderKeys[i][col]] = v }
+	set(0, h.ProducerGroup)
+	set(1, h.Topic)
+	set(2, h.DefaultTopic)
+	set(3, itoa32(h.DefaultTopicQueueNums))
+	set(4, itoa32(h.QueueID))
+	set(5, itoa32(h.SysFlag))
+	set(6, strconv.FormatInt(h.BornTimestamp, 10))
+	set(7, itoa32(h.Flag))
+	set(8, h.Properties)
+	set(9, itoa32(h.ReconsumeTimes))
+	set(10, strconv.FormatBool(h.UnitMode))
 	if h.MaxReconsumeTimes != nil {
-		m["l"] = itoa32(*h.MaxReconsumeTimes)
+		set(11, itoa32(*h.MaxReconsumeTimes))
 	}
-	m["m"] = strconv.FormatBool(h.Batch)
+	set(12, strconv.FormatBool(h.Batch))
 	if h.BrokerName != "" {
-		m["n"] = h.BrokerName
+		set(13, h.BrokerName)
 	}
 	return m
 }
