@@ -53,13 +53,7 @@ func sendUntilBroker(t *testing.T, rt *producer.Runtime, topic, broker string) *
 // resources -> controllers -> runtime -> TCP -> brokersim, and the runtime's verdict back into
 // FaultPolicy status, Events and kubectl.
 func TestSlowBrokerIsIsolatedAndReportedThenRecovers(t *testing.T) {
-	ns := newNamespace(t)
-	rt := startManager(t)
-	c := startCluster(t, ns, 3)
-	createPolicy(t, ns, "slow", slowPolicy())
-	topic := c.createTopic(t, "orders", "slow")
-	topicReady(t, topic, 3)
-	routedTo(t, rt, topic.Spec.TopicName, 3)
+	ns, rt, c, topic := routedCluster(t, "slow", slowPolicy())
 
 	for i := 0; i < 12; i++ {
 		if _, err := send(rt, topic.Spec.TopicName); err != nil {
@@ -156,13 +150,7 @@ func TestSlowBrokerIsIsolatedAndReportedThenRecovers(t *testing.T) {
 // TestPodNotReadyAndTerminatingAreSkippedWithoutFailedSends proves pod awareness: a broker whose
 // pod is NotReady or terminating gets no send, no send fails on the way, and status says why.
 func TestPodNotReadyAndTerminatingAreSkippedWithoutFailedSends(t *testing.T) {
-	ns := newNamespace(t)
-	rt := startManager(t)
-	c := startCluster(t, ns, 3)
-	createPolicy(t, ns, "pods", routingv1alpha1.FaultPolicySpec{})
-	topic := c.createTopic(t, "orders", "pods")
-	topicReady(t, topic, 3)
-	routedTo(t, rt, topic.Spec.TopicName, 3)
+	ns, rt, c, topic := routedCluster(t, "pods", routingv1alpha1.FaultPolicySpec{})
 
 	markedAt := time.Now()
 	setPodReady(t, c.pods[0], false)
@@ -241,16 +229,10 @@ func expectSendsAvoid(t *testing.T, rt *producer.Runtime, topic string, avoid ..
 // TestChangedPolicyTakesEffectForTheNextSend proves a FaultPolicy edit reaches the runtime
 // without a restart: a latency the old table tolerated isolates under the new one.
 func TestChangedPolicyTakesEffectForTheNextSend(t *testing.T) {
-	ns := newNamespace(t)
-	rt := startManager(t)
-	c := startCluster(t, ns, 3)
-	createPolicy(t, ns, "tunable", routingv1alpha1.FaultPolicySpec{
+	ns, rt, c, topic := routedCluster(t, "tunable", routingv1alpha1.FaultPolicySpec{
 		Rules: []routingv1alpha1.FaultRule{{LatencyMillis: 100, IsolationMillis: 0}, {LatencyMillis: 2000, IsolationMillis: 5000}},
 		Probe: routingv1alpha1.ProbePolicy{Enabled: ptr.To(false)},
 	})
-	topic := c.createTopic(t, "orders", "tunable")
-	topicReady(t, topic, 3)
-	routedTo(t, rt, topic.Spec.TopicName, 3)
 	key := PolicyKey(ns, "tunable")
 
 	slow := c.brokers[2]
@@ -414,13 +396,7 @@ func TestTopicIsCreatedOnEveryMaster(t *testing.T) {
 // TestStatusWritesAreCoalescedUnderAnEventStorm proves at most one status write per policy per
 // second while the runtime reports a thousand isolation changes a second.
 func TestStatusWritesAreCoalescedUnderAnEventStorm(t *testing.T) {
-	ns := newNamespace(t)
-	rt := startManager(t)
-	c := startCluster(t, ns, 3)
-	createPolicy(t, ns, "storm", routingv1alpha1.FaultPolicySpec{})
-	topic := c.createTopic(t, "orders", "storm")
-	topicReady(t, topic, 3)
-	routedTo(t, rt, topic.Spec.TopicName, 3)
+	ns, rt, c, _ := routedCluster(t, "storm", routingv1alpha1.FaultPolicySpec{})
 	eventually(t, "policy status settled", func() error {
 		if fp := getPolicy(t, ns, "storm"); fp.Status.Brokers != 3 {
 			return fmt.Errorf("status = %+v", fp.Status)

@@ -241,13 +241,24 @@ func routedTo(t *testing.T, rt *producer.Runtime, topic string, want int) {
 		if !ok {
 			return errors.New("no route")
 		}
-		brokers := map[string]bool{}
-		for _, q := range info.Queues {
-			brokers[q.Broker] = true
-		}
-		if len(brokers) != want {
-			return fmt.Errorf("route has brokers %v", brokers)
+		if len(info.Brokers) != want {
+			return fmt.Errorf("route has brokers %+v", info.Brokers)
 		}
 		return nil
 	})
+}
+
+// routedCluster is the common start of the end-to-end tests: a manager, three Ready brokers in a
+// namespace of their own, a FaultPolicy named policy and a Topic "orders" referencing it, waited
+// for until the Topic is Ready and the runtime routes it over all three brokers.
+func routedCluster(t *testing.T, policy string, spec routingv1alpha1.FaultPolicySpec) (string, *producer.Runtime, *cluster, *routingv1alpha1.Topic) {
+	t.Helper()
+	ns := newNamespace(t)
+	rt := startManager(t)
+	c := startCluster(t, ns, 3)
+	createPolicy(t, ns, policy, spec)
+	topic := c.createTopic(t, "orders", policy)
+	topicReady(t, topic, 3)
+	routedTo(t, rt, topic.Spec.TopicName, 3)
+	return ns, rt, c, topic
 }
