@@ -9,6 +9,9 @@ KUBECTL ?= kubectl
 # ENVTEST_ASSETS is where hack/setup-envtest.sh installs kube-apiserver and etcd (built from Go
 # modules the first time, reused afterwards).
 ENVTEST_ASSETS = $(shell hack/setup-envtest.sh)
+# ROCKETMQ_DIST is where hack/setup-rocketmq.sh puts real Apache RocketMQ (name server, broker,
+# client, from Maven Central) and the Java test driver; it needs Java and Maven.
+ROCKETMQ_DIST = $(shell hack/setup-rocketmq.sh)
 TEST_TIMEOUT ?= 40m
 # GENERATED are the files `make manifests generate` writes; `make verify` checks them.
 GENERATED = config/crd/bases config/rbac/role.yaml api/v1alpha1/zz_generated.deepcopy.go
@@ -48,13 +51,18 @@ fmt: ## Run gofmt.
 vet: ## Run go vet.
 	$(GO) vet ./...
 
+.PHONY: rocketmq
+rocketmq: ## Resolve (first time) and print the real RocketMQ folder for the real-RocketMQ tests.
+	@hack/setup-rocketmq.sh
+
 .PHONY: envtest
 envtest: ## Build (first time) and print the envtest control plane folder.
 	@hack/setup-envtest.sh
 
 .PHONY: test
-test: vet ## Run all tests (never from the test cache): unit, fuzz seeds, envtest, kubectl against envtest.
-	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+test: vet ## Run all tests (never from the test cache): unit, fuzz seeds, envtest, kubectl, real RocketMQ.
+	@dist="$(ROCKETMQ_DIST)"; [[ -n "$$dist" ]] || { echo "make test: hack/setup-rocketmq.sh failed (see above)" >&2; exit 1; }
+	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" DETOUR_ROCKETMQ="$(ROCKETMQ_DIST)" $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 .PHONY: fuzz
 fuzz: ## Run each fuzz target for FUZZ_TIME.

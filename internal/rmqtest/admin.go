@@ -1,0 +1,140 @@
+package rmqtest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	"github.com/detourmq/detour/pkg/remoting"
+)
+
+// Admin request codes of RocketMQ's RequestCode that only the harness sends.
+const (
+	codeUpdateBrokerConfig     int16 = 25
+	codeWipeWritePermOfBroker  int16 = 205
+	codeAddWritePermOfBroker   int16 = 327
+)
+
+// ClusterInfo is the name server's answer to GET_BROKER_CLUSTER_INFO.
+type ClusterInfo struct {
+	BrokerAddrTable  map[string]remoting.BrokerData `json:"brokerAddrTable"`
+	ClusterAddrTable map[string][]string            `json:"clusterAddrTable"`
+}
+
+// invoke sends one request and turns a non-success answer into a *remoting.ResponseError.
+func (c *Cluster) invoke(ctx context.Context, addr string, code int16, ext map[string]string, body []byte) (*remoting.Command, error) {
+	resp, err := c.client.Invoke(ctx, addr, remoting.NewRequest(code, ext, body))
+	if err != nil {
+		return nil, err
+	}
+	if resp.Code != remoting.Success {
+		return resp, &remoting.ResponseError{Code: resp.Code, Remark: resp.Remark}
+	}
+	return resp, nil
+}
+
+// ClusterInfo asks the name server which brokers are registered.
+func (c *Cluster) ClusterInfo(ctx context.Context) (*ClusterInfo, error) {
+	resp, err := c.invoke(ctx, c.nsAddr, remoting.GetBrokerClusterInfo, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	// fastjson writes the brokerAddrs map with bare integer keys.
+	body, err := remoting.QuoteIntegerKeys(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	var info ClusterInfo
+	if err := json.Unmarshal(body, &info); err != nil {
+		return nil, fmt.Errorf("cluster info: %w", err)
+	}
+	return &info, nil
+}
+
+// Route asks the name server for a topic's route, as every RocketMQ client does.
+func (c *Cluster) Route(ctx context.Context, topic string) (*remoting.TopicRouteData, error) {
+	resp, err := c.invoke(ctx, c.nsAddr, remoting.GetRouteInfoByTopic, map[string]string{"topic": topic}, nil)
+	if err != nil {
+		return nil, err
+	}
+	return remoting.DecodeTopicRouteData(resp.Body)
+}
+
+// WipeWritePerm drains a broker the way `mqadmin wipeWritePerm` does: the name server publishes
+// its queues without the write bit. It returns how many topics changed.
+func (c *Cluster) WipeWritePerm(ctx context.Context, broker string) (int, error) {
+	return c.permChange(ctx, codeWipeWritePermOfBroker, broker, "wipeTopicCount")
+}
+
+// AddWritePerm undoes WipeWritePerm (`mqadmin addWritePerm`).
+func (c *Cluster) AddWritePerm(ctx context.Context, broker string) (int, error) {
+	return c.permChange(ctx, codeAddWritePermOfBroker, broker, "addTopicCount")
+}
+
+func (c *Cluster) permChange(ctx context.Context, code int16, broker, countField string) (int, error) {
+	resp, err := c.invoke(ctx, c.nsAddr, code, map[string]string{"brokerName": broker}, nil)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(resp.ExtFields[countField])
+}
+
+// SetPermission changes the broker's brokerPermission at run time (UPDATE_BROKER_CONFIG, as
+// `mqadmin updateBrokerConfig -k brokerPermission` does): 6 read-write, 4 read-only, 2 write-only.
+// The broker re-registers, so the name server's routes show the new perm.
+func (b *Broker) SetPermission(ctx context.Context, perm int) error {
+	return b.UpdateConfig(ctx, map[string]string{"brokerPermission": strconv.Itoa(perm)})
+}
+
+// UpdateConfig changes broker settings at run time (UPDATE_BROKER_CONFIG).
+func (b *Broker) UpdateConfig(ctx context.Context, settings map[string]string) error {
+	var body []byte
+	for k, v := range settings {
+		body = append(body, k+"="+v+"\n"...)
+	}
+	_, err := b.c.invoke(ctx, b.Addr, codeUpdateBrokerConfig, nil, body)
+	return err
+}
+
+// MaxOffset is the number of messages a queue of a topic holds on the broker (GET_MAX_OFFSET).
+func (b *Broker) MaxOffset(ctx context.Context, topic string, queueID int) (int64, error) {
+	resp, err := b.c.invoke(ctx, b.Addr, remoting.GetMaxOffset, map[string]string{"topic": topic, "queueId": strconv.Itoa(queueID)}, nil)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseInt(resp.ExtFields["offset"], 10, 64)
+}
+
+// Stored counts the messages a topic holds on every broker, summed over its queues as the name
+// server's route lists them (read queues, the most a broker keeps).
+func (c *Cluster) Stored(ctx context.Context, topic string) (map[string]int64, error) {
+	rt, err := c.Route(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int64{}
+	for _, q := range rt.QueueDatas {
+		b := c.findBroker(q.BrokerName)
+		if b == nil {
+			continue
+		}
+		for id := 0; id < int(max(q.ReadQueueNums, q.WriteQueueNums)); id++ {
+			n, err := b.MaxOffset(ctx, topic, id)
+			if err != nil {
+				return nil, fmt.Errorf("max offset of %s/%d on %s: %w", topic, id, b.Name, err)
+			}
+			out[b.Name] += n
+		}
+	}
+	return out, nil
+}
+
+func (c *Cluster) findBroker(name string) *Broker {
+	for _, b := range c.brokers {
+		if b.Name == name {
+			return b
+		}
+	}
+	return nil
+}

@@ -1,0 +1,392 @@
+package rmqtest
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/detourmq/detour/pkg/remoting"
+)
+
+// ClusterName is the brokerClusterName of every broker the harness starts.
+const ClusterName = "DetourCluster"
+
+// startTimeout bounds how long a name server or broker may take to boot and register; a JVM on a
+// busy 2-core machine can take tens of seconds.
+const startTimeout = 90 * time.Second
+
+// BrokerConfig describes one master broker.
+type BrokerConfig struct {
+	// Name is the brokerName; "" means broker-a, broker-b, ... by position.
+	Name string
+	// NoAutoCreate turns autoCreateTopicEnable off (RocketMQ's default is on).
+	NoAutoCreate bool
+	// IdleTimeout is serverChannelMaxIdleTimeSeconds, after which the broker closes a connection
+	// that neither read nor wrote; 0 means RocketMQ's default of 120 s.
+	IdleTimeout time.Duration
+	// Settings are more broker.conf entries; they win over the harness's.
+	Settings map[string]string
+}
+
+// Cluster is one real name server and its master brokers.
+type Cluster struct {
+	t       testing.TB
+	Dist    Dist
+	dir     string
+	ns      *process
+	nsAddr  string
+	client  *remoting.Client
+	mu      sync.Mutex
+	brokers []*Broker
+}
+
+// Broker is one real master broker.
+type Broker struct {
+	c    *Cluster
+	proc *process
+	// Name is the brokerName, Addr the host:port it listens on and registers.
+	Name, Addr string
+	port       int
+	paused     bool
+}
+
+// Start launches a name server and one master broker per config (in parallel), waits until every
+// broker is registered with the name server, and stops them all when the test ends.
+func Start(t testing.TB, line Line, brokers ...BrokerConfig) *Cluster {
+	t.Helper()
+	d := Locate(t, line)
+	c := &Cluster{t: t, Dist: d, dir: t.TempDir(), client: remoting.NewClient(remoting.ClientOptions{})}
+	t.Cleanup(c.shutdown)
+
+	nsPort := freePorts(t, 1)
+	c.nsAddr = "127.0.0.1:" + strconv.Itoa(nsPort)
+	c.ns = c.newProcess("namesrv", "org.apache.rocketmq.namesrv.NamesrvStartup", "-Xms128m", "-Xmx128m")
+	c.writeFile(c.ns.dir, "namesrv.conf", map[string]string{"listenPort": strconv.Itoa(nsPort)})
+	c.ns.argv = append(c.ns.argv, "-c", filepath.Join(c.ns.dir, "namesrv.conf"))
+	if err := c.ns.start(); err != nil {
+		t.Fatal(err)
+	}
+	c.waitFor(c.ns, "name server", func(ctx context.Context) error {
+		_, err := c.ClusterInfo(ctx)
+		return err
+	})
+
+	for i, bc := range brokers {
+		if bc.Name == "" {
+			bc.Name = "broker-" + string(rune('a'+i))
+		}
+		c.brokers = append(c.brokers, c.newBroker(bc))
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, len(c.brokers))
+	for i, b := range c.brokers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = b.boot()
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("rmqtest: RocketMQ %s (client %s): name server %s, brokers %s", d.ServerVersion, d.ClientVersion, c.nsAddr, c.brokerList())
+	return c
+}
+
+// NameServer returns the name server's host:port.
+func (c *Cluster) NameServer() string { return c.nsAddr }
+
+// Brokers returns the brokers in start order.
+func (c *Cluster) Brokers() []*Broker { return c.brokers }
+
+// Broker returns the broker with the given name, failing the test when there is none.
+func (c *Cluster) Broker(name string) *Broker {
+	for _, b := range c.brokers {
+		if b.Name == name {
+			return b
+		}
+	}
+	c.t.Fatalf("rmqtest: no broker %q", name)
+	return nil
+}
+
+// Client is the remoting client the harness uses for admin requests; tests may use it too.
+func (c *Cluster) Client() *remoting.Client { return c.client }
+
+func (c *Cluster) brokerList() string {
+	var s []string
+	for _, b := range c.brokers {
+		s = append(s, b.Name+"="+b.Addr)
+	}
+	return strings.Join(s, " ")
+}
+
+// newProcess prepares a JVM running main with the line's server class path in its own folder.
+func (c *Cluster) newProcess(name, main string, heap ...string) *process {
+	dir := filepath.Join(c.dir, name)
+	if err := os.MkdirAll(filepath.Join(dir, "conf"), 0o755); err != nil {
+		c.t.Fatal(err)
+	}
+	// RocketMQ 4.x configures logback from $ROCKETMQ_HOME/conf; 5.x ships its configuration in its
+	// jars and only needs user.home.
+	for _, f := range []string{"logback_namesrv.xml", "logback_broker.xml", "logback_tools.xml"} {
+		if err := os.WriteFile(filepath.Join(dir, "conf", f), []byte(logbackConfig), 0o644); err != nil {
+			c.t.Fatal(err)
+		}
+	}
+	argv := append([]string{"java"}, heap...)
+	argv = append(argv, JVMFlags...)
+	argv = append(argv, "-Duser.home="+dir, "-Drocketmq.home.dir="+dir, "-cp", c.Dist.ServerClassPath, main)
+	return &process{name: name, dir: dir, argv: argv, logPath: filepath.Join(dir, name+".out")}
+}
+
+// logbackConfig sends RocketMQ 4.x's logs to one file under the process's user.home.
+const logbackConfig = `<configuration>
+  <appender name="FILE" class="ch.qos.logback.core.FileAppender">
+    <file>${user.home}/logs/rocketmq.log</file>
+    <encoder><pattern>%d{HH:mm:ss.SSS} %-5p %c{0} - %m%n</pattern></encoder>
+  </appender>
+  <root level="INFO"><appender-ref ref="FILE"/></root>
+</configuration>
+`
+
+// newBroker prepares (but does not start) a master broker.
+func (c *Cluster) newBroker(bc BrokerConfig) *Broker {
+	port := freePorts(c.t, 3) // RocketMQ listens on port, port-2 (fast channel) and port+1 (HA)
+	p := c.newProcess(bc.Name, "org.apache.rocketmq.broker.BrokerStartup", "-Xms256m", "-Xmx256m", "-XX:MaxDirectMemorySize=256m")
+	store := filepath.Join(p.dir, "store")
+	conf := map[string]string{
+		"brokerClusterName": ClusterName,
+		"brokerName":        bc.Name,
+		"brokerId":          "0",
+		"brokerIP1":         "127.0.0.1",
+		"namesrvAddr":       c.nsAddr,
+		"listenPort":        strconv.Itoa(port),
+		"haListenPort":      strconv.Itoa(port + 1),
+		"storePathRootDir":  store,
+		"storePathCommitLog": filepath.Join(store, "commitlog"),
+		// Small store files: 32 MiB of commit log holds the largest message (4 MiB) many times over.
+		"mappedFileSizeCommitLog":    strconv.Itoa(32 << 20),
+		"mappedFileSizeConsumeQueue": strconv.Itoa(30000 * 20),
+		"maxHashSlotNum":             "10000",
+		"maxIndexNum":                "40000",
+		"autoCreateTopicEnable":      strconv.FormatBool(!bc.NoAutoCreate),
+		"flushDiskType":              "ASYNC_FLUSH",
+	}
+	if bc.IdleTimeout > 0 {
+		conf["serverChannelMaxIdleTimeSeconds"] = strconv.Itoa(max(1, int(bc.IdleTimeout/time.Second)))
+	}
+	for k, v := range bc.Settings {
+		conf[k] = v
+	}
+	c.writeFile(p.dir, "broker.conf", conf)
+	p.argv = append(p.argv, "-c", filepath.Join(p.dir, "broker.conf"))
+	return &Broker{c: c, proc: p, Name: bc.Name, Addr: "127.0.0.1:" + strconv.Itoa(port), port: port}
+}
+
+// writeFile writes a Java properties file.
+func (c *Cluster) writeFile(dir, name string, props map[string]string) {
+	keys := make([]string, 0, len(props))
+	for k := range props {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		fmt.Fprintf(&b, "%s=%s\n", k, props[k])
+	}
+	if err := os.WriteFile(filepath.Join(dir, name), []byte(b.String()), 0o644); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// boot starts the broker and waits until the name server lists it as the master of its name.
+func (b *Broker) boot() error {
+	start := time.Now()
+	if err := b.proc.start(); err != nil {
+		return err
+	}
+	if err := b.c.poll(b.proc, "broker "+b.Name, func(ctx context.Context) error {
+		return b.c.checkRegistered(ctx, b.Name, b.Addr)
+	}); err != nil {
+		return err
+	}
+	b.c.t.Logf("rmqtest: broker %s (%s) registered %v after start", b.Name, b.Addr, time.Since(start).Round(10*time.Millisecond))
+	return nil
+}
+
+// checkRegistered succeeds once the name server lists addr as the master of broker name.
+func (c *Cluster) checkRegistered(ctx context.Context, name, addr string) error {
+	info, err := c.ClusterInfo(ctx)
+	if err != nil {
+		return err
+	}
+	bd, ok := info.BrokerAddrTable[name]
+	if !ok || bd.BrokerAddrs[remoting.MasterID] != addr {
+		return fmt.Errorf("broker %s at %s not registered yet", name, addr)
+	}
+	return nil
+}
+
+// waitFor polls check until it succeeds, failing the test when the process exits or the start
+// timeout passes.
+func (c *Cluster) waitFor(p *process, what string, check func(context.Context) error) {
+	c.t.Helper()
+	if err := c.poll(p, what, check); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+func (c *Cluster) poll(p *process, what string, check func(context.Context) error) error {
+	deadline := time.Now().Add(startTimeout)
+	var last error
+	for time.Now().Before(deadline) {
+		if ok, err := p.alive(); !ok {
+			return fmt.Errorf("rmqtest: %s exited while starting (%v); log:\n%s", what, err, p.logTail(4000))
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		last = check(ctx)
+		cancel()
+		if last == nil {
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("rmqtest: %s not up within %v: %v; log:\n%s", what, startTimeout, last, p.logTail(4000))
+}
+
+// shutdown kills every process and prints their logs when the test failed.
+func (c *Cluster) shutdown() {
+	procs := []*process{}
+	for _, b := range c.brokers {
+		procs = append(procs, b.proc)
+	}
+	if c.ns != nil {
+		procs = append(procs, c.ns)
+	}
+	for _, p := range procs {
+		if ok, _ := p.alive(); ok {
+			_ = p.stop(syscall.SIGKILL, 10*time.Second)
+		}
+	}
+	_ = c.client.Close()
+	if c.t.Failed() {
+		for _, p := range procs {
+			c.t.Logf("rmqtest: logs of %s:\n%s", p.name, p.logTail(6000))
+		}
+	}
+}
+
+// Pause stops the broker's JVM with SIGSTOP: the kernel still accepts connections and buffers
+// requests, nothing answers. A black hole.
+func (b *Broker) Pause() {
+	b.c.t.Helper()
+	if err := b.proc.signal(syscall.SIGSTOP); err != nil {
+		b.c.t.Fatal(err)
+	}
+	b.paused = true
+}
+
+// Resume continues a paused broker (SIGCONT).
+func (b *Broker) Resume() {
+	b.c.t.Helper()
+	if err := b.proc.signal(syscall.SIGCONT); err != nil {
+		b.c.t.Fatal(err)
+	}
+	b.paused = false
+}
+
+// Kill ends the broker with SIGKILL: its connections are reset and its port refuses.
+func (b *Broker) Kill() {
+	b.c.t.Helper()
+	if err := b.proc.stop(syscall.SIGKILL, 10*time.Second); err != nil {
+		b.c.t.Fatal(err)
+	}
+}
+
+// Stop shuts the broker down gracefully (SIGTERM runs RocketMQ's shutdown hook, which unregisters
+// it from the name server) and waits for the exit.
+func (b *Broker) Stop() {
+	b.c.t.Helper()
+	if err := b.proc.stop(syscall.SIGTERM, 60*time.Second); err != nil {
+		b.c.t.Fatal(err)
+	}
+}
+
+// Restart starts a stopped or killed broker again with the same name, address, settings and store
+// and waits until it is registered.
+func (b *Broker) Restart() {
+	b.c.t.Helper()
+	if err := b.boot(); err != nil {
+		b.c.t.Fatal(err)
+	}
+}
+
+// Running reports whether the broker's JVM is alive (paused counts as alive).
+func (b *Broker) Running() bool {
+	ok, _ := b.proc.alive()
+	return ok
+}
+
+// Dir is the broker's folder: config, store and logs.
+func (b *Broker) Dir() string { return b.proc.dir }
+
+// freePorts returns a free port p; for span 3 also p-2 and p+1 are free (a broker listens on all
+// three). Candidates come from below Linux's ephemeral range (32768 and up), so outgoing
+// connections never take a port a broker is about to listen on.
+func freePorts(t testing.TB, span int) int {
+	t.Helper()
+	for range 500 {
+		p := 20000 + rand.IntN(12000)
+		probe := []int{p}
+		if span > 1 {
+			probe = []int{p - 2, p, p + 1}
+		}
+		ok := true
+		for _, q := range probe {
+			l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(q))
+			if err != nil {
+				ok = false
+				break
+			}
+			l.Close()
+		}
+		if ok && reserve(p) {
+			return p
+		}
+	}
+	t.Fatal("rmqtest: no free port")
+	return 0
+}
+
+var (
+	reservedMu sync.Mutex
+	reserved   = map[int]bool{}
+)
+
+// reserve keeps two brokers started at the same time in one test binary from picking
+// overlapping port triples.
+func reserve(p int) bool {
+	reservedMu.Lock()
+	defer reservedMu.Unlock()
+	for _, q := range []int{p - 3, p - 2, p - 1, p, p + 1, p + 2, p + 3} {
+		if reserved[q] {
+			return false
+		}
+	}
+	reserved[p] = true
+	return true
+}

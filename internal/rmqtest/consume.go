@@ -1,0 +1,80 @@
+package rmqtest
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"time"
+)
+
+// Consumed is one message as RocketMQ's own Java consumer reads it back from a broker.
+type Consumed struct {
+	// MsgID is what consumers see as the message id: the producer's UNIQ_KEY when it set one.
+	MsgID string `json:"msgId"`
+	// OffsetMsgID is the broker's id (store host and commit log offset).
+	OffsetMsgID    string            `json:"offsetMsgId"`
+	Topic          string            `json:"topic"`
+	BrokerName     string            `json:"brokerName"`
+	QueueID        int               `json:"queueId"`
+	QueueOffset    int64             `json:"queueOffset"`
+	ReconsumeTimes int               `json:"reconsumeTimes"`
+	SysFlag        int               `json:"sysFlag"`
+	Tags           string            `json:"tags"`
+	Keys           string            `json:"keys"`
+	Properties     map[string]string `json:"properties"`
+	Body           []byte            `json:"body"`
+}
+
+// Consume reads every message of topic from offset 0 of every queue with the line's Java lite pull
+// consumer (the project's driver in hack/rocketmq) and returns them. It reads until it has at least
+// expect messages and one more poll comes back empty, so a message stored twice shows up; it fails
+// the test when fewer than expect arrive within timeout.
+func (c *Cluster) Consume(ctx context.Context, topic string, expect int, timeout time.Duration) []Consumed {
+	c.t.Helper()
+	home := filepath.Join(c.dir, "consumer")
+	if err := os.MkdirAll(home, 0o755); err != nil {
+		c.t.Fatal(err)
+	}
+	argv := append([]string{"-Xmx256m"}, JVMFlags...)
+	argv = append(argv, "-Duser.home="+home, "-Drocketmq.client.logRoot="+filepath.Join(home, "logs"),
+		"-cp", c.Dist.ClientClassPath, "dev.detour.rmqdriver.Consume",
+		c.nsAddr, topic, strconv.Itoa(expect), strconv.FormatInt(timeout.Milliseconds(), 10))
+	ctx, cancel := context.WithTimeout(ctx, timeout+30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "java", argv...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	runErr := cmd.Run()
+
+	var msgs []Consumed
+	sc := bufio.NewScanner(&stdout)
+	sc.Buffer(make([]byte, 0, 1<<20), 16<<20)
+	for sc.Scan() {
+		line := sc.Bytes()
+		if !bytes.HasPrefix(line, []byte(`{"msgId"`)) {
+			continue
+		}
+		var m Consumed
+		if err := json.Unmarshal(line, &m); err != nil {
+			c.t.Fatalf("rmqtest: consumer line %q: %v", truncate(line, 200), err)
+		}
+		msgs = append(msgs, m)
+	}
+	if runErr != nil {
+		c.t.Fatalf("rmqtest: Java consumer of %s read %d of %d messages: %v\nstderr:\n%s", topic, len(msgs), expect, runErr, truncate(stderr.Bytes(), 4000))
+	}
+	return msgs
+}
+
+func truncate(b []byte, n int) string {
+	if len(b) > n {
+		return fmt.Sprintf("%s... (%d bytes)", b[:n], len(b))
+	}
+	return string(b)
+}
