@@ -11,9 +11,9 @@ import (
 
 // Admin request codes of RocketMQ's RequestCode that only the harness sends.
 const (
-	codeUpdateBrokerConfig     int16 = 25
-	codeWipeWritePermOfBroker  int16 = 205
-	codeAddWritePermOfBroker   int16 = 327
+	codeUpdateBrokerConfig    int16 = 25
+	codeWipeWritePermOfBroker int16 = 205
+	codeAddWritePermOfBroker  int16 = 327
 )
 
 // ClusterInfo is the name server's answer to GET_BROKER_CLUSTER_INFO.

@@ -169,14 +169,14 @@ func (c *Cluster) newBroker(bc BrokerConfig) *Broker {
 	p := c.newProcess(bc.Name, "org.apache.rocketmq.broker.BrokerStartup", "-Xms256m", "-Xmx256m", "-XX:MaxDirectMemorySize=256m")
 	store := filepath.Join(p.dir, "store")
 	conf := map[string]string{
-		"brokerClusterName": ClusterName,
-		"brokerName":        bc.Name,
-		"brokerId":          "0",
-		"brokerIP1":         "127.0.0.1",
-		"namesrvAddr":       c.nsAddr,
-		"listenPort":        strconv.Itoa(port),
-		"haListenPort":      strconv.Itoa(port + 1),
-		"storePathRootDir":  store,
+		"brokerClusterName":  ClusterName,
+		"brokerName":         bc.Name,
+		"brokerId":           "0",
+		"brokerIP1":          "127.0.0.1",
+		"namesrvAddr":        c.nsAddr,
+		"listenPort":         strconv.Itoa(port),
+		"haListenPort":       strconv.Itoa(port + 1),
+		"storePathRootDir":   store,
 		"storePathCommitLog": filepath.Join(store, "commitlog"),
 		// Small store files: 32 MiB of commit log holds the largest message (4 MiB) many times over.
 		"mappedFileSizeCommitLog":    strconv.Itoa(32 << 20),
