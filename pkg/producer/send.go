@@ -274,6 +274,9 @@ func (r *Runtime) send(ctx context.Context, m *Message, mode SendMode, begin tim
 	}
 
 	props, uniq := sendProperties(m)
+	if err := checkPropertiesSize(props); err != nil {
+		return nil, err
+	}
 	header := remoting.SendHeader{
 		ProducerGroup:         r.group,
 		Topic:                 m.Topic,

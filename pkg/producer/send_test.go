@@ -246,7 +246,8 @@ func TestValidationRefusesBeforeAnyIO(t *testing.T) {
 	before := c.brokers["broker-a"].Stats()
 	bad := []*Message{nil, {Topic: "", Body: []byte("x")}, {Topic: "bad topic", Body: []byte("x")},
 		{Topic: "SCHEDULE_TOPIC_XXXX", Body: []byte("x")}, {Topic: testTopic}, {Topic: testTopic, Body: []byte{}},
-		{Topic: testTopic, Body: make([]byte, MaxMessageSize+1)}}
+		{Topic: testTopic, Body: make([]byte, MaxMessageSize+1)},
+		{Topic: testTopic, Body: []byte("x"), Properties: map[string]string{"big": string(make([]byte, MaxPropertiesSize))}}}
 	for i, m := range bad {
 		var ve *ValidationError
 		if _, err := c.r.Send(context.Background(), m); !errors.As(err, &ve) {

@@ -13,6 +13,11 @@ const (
 	// MaxMessageSize is RocketMQ's default client-side body limit (4 MiB), checked before compression.
 	MaxMessageSize = 4 * 1024 * 1024
 
+	// MaxPropertiesSize is the longest encoded properties a broker stores (a Java short). The broker
+	// adds CLUSTER (and UNIQ_KEY when missing) before it checks, so a message just under the limit
+	// can still be refused there.
+	MaxPropertiesSize = 32767
+
 	// CodeMessageIllegal is RocketMQ's MESSAGE_ILLEGAL response code, which its validator uses for
 	// message and body rules.
 	CodeMessageIllegal = 13
@@ -31,6 +36,10 @@ var (
 	ErrNilBody        = errors.New("nil body")
 	ErrEmptyBody      = errors.New("empty body")
 	ErrBodyTooLarge   = errors.New("body too large")
+	// ErrPropertiesTooLarge is detour's own rule: RocketMQ's client lets such a message go and the
+	// broker refuses it (MESSAGE_ILLEGAL), which would cost an attempt and a fault mark on a healthy
+	// broker.
+	ErrPropertiesTooLarge = errors.New("properties too large")
 )
 
 // ValidationError is a message or topic refused before any I/O. Its text is RocketMQ's own
@@ -165,6 +174,15 @@ func ValidateMessage(m *Message) error {
 	if len(m.Body) > MaxMessageSize {
 		return &ValidationError{Code: CodeMessageIllegal, Rule: ErrBodyTooLarge,
 			Message: fmt.Sprintf("the message body size over max value, MAX: %d", MaxMessageSize)}
+	}
+	return nil
+}
+
+// checkPropertiesSize refuses encoded properties that no broker stores.
+func checkPropertiesSize(props string) error {
+	if len(props) > MaxPropertiesSize {
+		return &ValidationError{Code: CodeMessageIllegal, Rule: ErrPropertiesTooLarge,
+			Message: fmt.Sprintf("the message properties length is %d bytes, over the broker's limit of %d", len(props), MaxPropertiesSize)}
 	}
 	return nil
 }
