@@ -178,6 +178,7 @@ func TestRefusalsAsRocketMQRules(t *testing.T) {
 		})
 	}
 }
+
 // mustSetup pushes the cluster's brokers, the policy and the route into r.
 func mustSetup(t *testing.T, r *producer.Runtime, pol producer.Policy, route producer.Route, c *rmqtest.Cluster) {
 	t.Helper()
