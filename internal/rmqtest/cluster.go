@@ -341,6 +341,9 @@ func (b *Broker) Running() bool {
 	return ok
 }
 
+// LogContains reports whether the broker's output or RocketMQ's own logs contain s.
+func (b *Broker) LogContains(s string) bool { return b.proc.logContains(s) }
+
 // Dir is the broker's folder: config, store and logs.
 func (b *Broker) Dir() string { return b.proc.dir }
 

@@ -145,6 +145,16 @@ func (p *process) logTail(n int) string {
 	return b.String()
 }
 
+// logContains reports whether the process's output or RocketMQ's own logs contain s.
+func (p *process) logContains(s string) bool {
+	for _, f := range append([]string{p.logPath}, p.rocketmqLogs()...) {
+		if data, err := os.ReadFile(f); err == nil && bytes.Contains(data, []byte(s)) {
+			return true
+		}
+	}
+	return false
+}
+
 // rocketmqLogs are the log files RocketMQ writes under its user.home: 5.x's logs/rocketmqlogs and
 // the harness's own logback configuration for 4.x.
 func (p *process) rocketmqLogs() []string {

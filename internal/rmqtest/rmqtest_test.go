@@ -123,6 +123,10 @@ func TestHarnessFaultsOnRealProcesses(t *testing.T) {
 					_, ok := info.BrokerAddrTable[b.Name]
 					return !ok
 				})
+				// The JVM flags are enough for RocketMQ to unmap its store files on the way out.
+				if b.LogContains("InaccessibleObjectException") {
+					t.Errorf("the broker's shutdown hit a module access error: JVMFlags lack an --add-opens or --add-exports")
+				}
 			})
 		})
 	}
