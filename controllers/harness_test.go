@@ -177,14 +177,20 @@ func createPolicy(t *testing.T, ns, name string, spec routingv1alpha1.FaultPolic
 // last error.
 func eventually(t *testing.T, what string, cond func() error) {
 	t.Helper()
-	deadline := time.Now().Add(eventuallyTimeout)
+	eventuallyWithin(t, eventuallyTimeout, what, cond)
+}
+
+// eventuallyWithin is eventually with its own timeout, for state that real processes produce.
+func eventuallyWithin(t *testing.T, timeout time.Duration, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
 	for {
 		err := cond()
 		if err == nil {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s: still not true after %v: %v", what, eventuallyTimeout, err)
+			t.Fatalf("%s: still not true after %v: %v", what, timeout, err)
 		}
 		time.Sleep(eventuallyInterval)
 	}
