@@ -57,6 +57,7 @@ type Broker struct {
 	// Name is the brokerName, Addr the host:port it listens on and registers.
 	Name, Addr string
 	port       int
+	cfg        BrokerConfig
 	paused     bool
 }
 
@@ -68,18 +69,9 @@ func Start(t testing.TB, line Line, brokers ...BrokerConfig) *Cluster {
 	c := &Cluster{t: t, Dist: d, dir: t.TempDir(), client: remoting.NewClient(remoting.ClientOptions{})}
 	t.Cleanup(c.shutdown)
 
-	nsPort := freePorts(t, 1)
-	c.nsAddr = "127.0.0.1:" + strconv.Itoa(nsPort)
 	c.ns = c.newProcess("namesrv", "org.apache.rocketmq.namesrv.NamesrvStartup", "-Xms128m", "-Xmx128m")
-	c.writeFile(c.ns.dir, "namesrv.conf", map[string]string{"listenPort": strconv.Itoa(nsPort)})
 	c.ns.argv = append(c.ns.argv, "-c", filepath.Join(c.ns.dir, "namesrv.conf"))
-	if err := c.ns.start(); err != nil {
-		t.Fatal(err)
-	}
-	c.waitFor(c.ns, "name server", func(ctx context.Context) error {
-		_, err := c.ClusterInfo(ctx)
-		return err
-	})
+	c.startNameServer()
 
 	for i, bc := range brokers {
 		if bc.Name == "" {
@@ -93,7 +85,7 @@ func Start(t testing.TB, line Line, brokers ...BrokerConfig) *Cluster {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = b.boot()
+			errs[i] = b.firstBoot()
 		}()
 	}
 	wg.Wait()
@@ -104,6 +96,34 @@ func Start(t testing.TB, line Line, brokers ...BrokerConfig) *Cluster {
 	}
 	t.Logf("rmqtest: RocketMQ %s (client %s): name server %s, brokers %s", d.ServerVersion, d.ClientVersion, c.nsAddr, c.brokerList())
 	return c
+}
+
+// startNameServer starts the name server on a free port and waits until it answers, moving to
+// another port when the one picked was taken before the JVM bound it.
+func (c *Cluster) startNameServer() {
+	c.t.Helper()
+	var err error
+	for range 3 {
+		port := freePorts(c.t, 1)
+		c.nsAddr = "127.0.0.1:" + strconv.Itoa(port)
+		c.writeFile(c.ns.dir, "namesrv.conf", map[string]string{"listenPort": strconv.Itoa(port)})
+		if err = c.ns.start(); err != nil {
+			c.t.Fatal(err)
+		}
+		err = c.poll(c.ns, "name server", func(ctx context.Context) error {
+			_, err := c.ClusterInfo(ctx)
+			return err
+		})
+		if err == nil || !c.ns.logContains(addrInUse) {
+			break
+		}
+		if ok, _ := c.ns.alive(); ok {
+			_ = c.ns.stop(syscall.SIGKILL, 10*time.Second)
+		}
+	}
+	if err != nil {
+		c.t.Fatal(err)
+	}
 }
 
 // NameServer returns the name server's host:port.
@@ -165,15 +185,29 @@ const logbackConfig = `<configuration>
 
 // newBroker prepares (but does not start) a master broker.
 func (c *Cluster) newBroker(bc BrokerConfig) *Broker {
-	port := freePorts(c.t, 3) // RocketMQ listens on port, port-2 (fast channel) and port+1 (HA)
 	p := c.newProcess(bc.Name, "org.apache.rocketmq.broker.BrokerStartup", "-Xms256m", "-Xmx256m", "-XX:MaxDirectMemorySize=256m")
-	store := filepath.Join(p.dir, "store")
+	p.argv = append(p.argv, "-c", filepath.Join(p.dir, "broker.conf"))
+	b := &Broker{c: c, proc: p, Name: bc.Name, cfg: bc}
+	if err := b.configure(); err != nil {
+		c.t.Fatal(err)
+	}
+	return b
+}
+
+// configure picks free ports and writes broker.conf.
+func (b *Broker) configure() error {
+	port, err := pickPort(3) // RocketMQ listens on port, port-2 (fast channel) and port+1 (HA)
+	if err != nil {
+		return err
+	}
+	b.port, b.Addr = port, "127.0.0.1:"+strconv.Itoa(port)
+	store := filepath.Join(b.proc.dir, "store")
 	conf := map[string]string{
 		"brokerClusterName":  ClusterName,
-		"brokerName":         bc.Name,
+		"brokerName":         b.Name,
 		"brokerId":           "0",
 		"brokerIP1":          "127.0.0.1",
-		"namesrvAddr":        c.nsAddr,
+		"namesrvAddr":        b.c.nsAddr,
 		"listenPort":         strconv.Itoa(port),
 		"haListenPort":       strconv.Itoa(port + 1),
 		"storePathRootDir":   store,
@@ -183,22 +217,48 @@ func (c *Cluster) newBroker(bc BrokerConfig) *Broker {
 		"mappedFileSizeConsumeQueue": strconv.Itoa(30000 * 20),
 		"maxHashSlotNum":             "10000",
 		"maxIndexNum":                "40000",
-		"autoCreateTopicEnable":      strconv.FormatBool(!bc.NoAutoCreate),
+		"autoCreateTopicEnable":      strconv.FormatBool(!b.cfg.NoAutoCreate),
 		"flushDiskType":              "ASYNC_FLUSH",
 	}
-	if bc.IdleTimeout > 0 {
-		conf["serverChannelMaxIdleTimeSeconds"] = strconv.Itoa(max(1, int(bc.IdleTimeout/time.Second)))
+	if b.cfg.IdleTimeout > 0 {
+		conf["serverChannelMaxIdleTimeSeconds"] = strconv.Itoa(max(1, int(b.cfg.IdleTimeout/time.Second)))
 	}
-	for k, v := range bc.Settings {
+	for k, v := range b.cfg.Settings {
 		conf[k] = v
 	}
-	c.writeFile(p.dir, "broker.conf", conf)
-	p.argv = append(p.argv, "-c", filepath.Join(p.dir, "broker.conf"))
-	return &Broker{c: c, proc: p, Name: bc.Name, Addr: "127.0.0.1:" + strconv.Itoa(port), port: port}
+	return writeProperties(b.proc.dir, "broker.conf", conf)
 }
 
-// writeFile writes a Java properties file.
+// firstBoot boots the broker, moving it to other ports when another process took one of its
+// ports between the check and the JVM's bind (test binaries of other packages start brokers too).
+func (b *Broker) firstBoot() error {
+	var err error
+	for range 3 {
+		if err = b.boot(); err == nil || !b.proc.logContains(addrInUse) {
+			return err
+		}
+		if ok, _ := b.proc.alive(); ok {
+			_ = b.proc.stop(syscall.SIGKILL, 10*time.Second)
+		}
+		if err := b.configure(); err != nil {
+			return err
+		}
+	}
+	return err
+}
+
+// addrInUse is what the JVM reports when a listen port is taken.
+const addrInUse = "Address already in use"
+
+// writeFile writes a Java properties file, failing the test on error.
 func (c *Cluster) writeFile(dir, name string, props map[string]string) {
+	if err := writeProperties(dir, name, props); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// writeProperties writes a Java properties file.
+func writeProperties(dir, name string, props map[string]string) error {
 	keys := make([]string, 0, len(props))
 	for k := range props {
 		keys = append(keys, k)
@@ -208,9 +268,7 @@ func (c *Cluster) writeFile(dir, name string, props map[string]string) {
 	for _, k := range keys {
 		fmt.Fprintf(&b, "%s=%s\n", k, props[k])
 	}
-	if err := os.WriteFile(filepath.Join(dir, name), []byte(b.String()), 0o644); err != nil {
-		c.t.Fatal(err)
-	}
+	return os.WriteFile(filepath.Join(dir, name), []byte(b.String()), 0o644)
 }
 
 // boot starts the broker and waits until the name server lists it as the master of its name.
@@ -241,15 +299,7 @@ func (c *Cluster) checkRegistered(ctx context.Context, name, addr string) error 
 	return nil
 }
 
-// waitFor polls check until it succeeds, failing the test when the process exits or the start
-// timeout passes.
-func (c *Cluster) waitFor(p *process, what string, check func(context.Context) error) {
-	c.t.Helper()
-	if err := c.poll(p, what, check); err != nil {
-		c.t.Fatal(err)
-	}
-}
-
+// poll calls check until it succeeds, failing when the process exits or the start timeout passes.
 func (c *Cluster) poll(p *process, what string, check func(context.Context) error) error {
 	deadline := time.Now().Add(startTimeout)
 	var last error
@@ -347,11 +397,20 @@ func (b *Broker) LogContains(s string) bool { return b.proc.logContains(s) }
 // Dir is the broker's folder: config, store and logs.
 func (b *Broker) Dir() string { return b.proc.dir }
 
-// freePorts returns a free port p; for span 3 also p-2 and p+1 are free (a broker listens on all
-// three). Candidates come from below Linux's ephemeral range (32768 and up), so outgoing
-// connections never take a port a broker is about to listen on.
+// freePorts is pickPort for the test goroutine.
 func freePorts(t testing.TB, span int) int {
 	t.Helper()
+	p, err := pickPort(span)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// pickPort returns a free port p; for span 3 also p-2 and p+1 are free (a broker listens on all
+// three). Candidates come from below Linux's ephemeral range (32768 and up), so outgoing
+// connections never take a port a broker is about to listen on.
+func pickPort(span int) (int, error) {
 	for range 500 {
 		p := 20000 + rand.IntN(12000)
 		probe := []int{p}
@@ -368,11 +427,10 @@ func freePorts(t testing.TB, span int) int {
 			l.Close()
 		}
 		if ok && reserve(p) {
-			return p
+			return p, nil
 		}
 	}
-	t.Fatal("rmqtest: no free port")
-	return 0
+	return 0, fmt.Errorf("rmqtest: no free port")
 }
 
 var (
