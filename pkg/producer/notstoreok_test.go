@@ -107,7 +107,7 @@ func TestStoredButNotOKStatus(t *testing.T) {
 				}
 				r.SetBroker(Broker{Name: "a", Addr: a.ln.Addr().String(), Ready: true})
 				r.SetBroker(Broker{Name: "b", Addr: b.ln.Addr().String(), Ready: true})
-				if err := r.SetRoute(Route{Topic: "T", Policy: "p", Brokers: []BrokerQueues{{"a", 1}, {"b", 1}}}); err != nil {
+				if err := r.SetRoute(Route{Topic: "T", Policy: "p", Brokers: []BrokerQueues{{Broker: "a", WriteQueues: 1}, {Broker: "b", WriteQueues: 1}}}); err != nil {
 					t.Fatal(err)
 				}
 				res, err := r.Send(context.Background(), &Message{Topic: "T", Body: []byte("x")})

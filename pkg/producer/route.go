@@ -39,6 +39,10 @@ func (b Broker) podState() fault.PodState {
 type BrokerQueues struct {
 	Broker      string
 	WriteQueues int
+	// Addr, when set, is the broker's address as the name server publishes it; it wins over the
+	// address of a Broker pushed with SetBroker, which then only contributes pod health. Routes
+	// resolved from name servers set it; a broker with neither is left out of the route.
+	Addr string
 }
 
 // Route is a topic's publishing route: write queues on brokers and the policy that governs them.
@@ -125,7 +129,7 @@ func buildRoute(spec Route, pol *policyState, brokers map[string]Broker, next *r
 	slices.SortFunc(bs, func(a, b BrokerQueues) int { return cmp.Compare(a.Broker, b.Broker) })
 	n := 0
 	for _, b := range bs {
-		if br, ok := brokers[b.Broker]; ok && br.Addr != "" {
+		if brokerAddr(b, brokers) != "" {
 			n += b.WriteQueues
 		}
 	}
@@ -136,15 +140,17 @@ func buildRoute(spec Route, pol *policyState, brokers map[string]Broker, next *r
 	}
 	r := &route{topic: spec.Topic, spec: spec, policy: pol, queues: make([]queueEntry, 0, n), next: next}
 	for _, b := range bs {
-		br, ok := brokers[b.Broker]
-		if !ok || br.Addr == "" || b.WriteQueues == 0 {
+		addr := brokerAddr(b, brokers)
+		if addr == "" || b.WriteQueues == 0 {
 			continue
 		}
+		// A broker known only from the name server has no pod to judge: fault data alone routes it.
+		br, known := brokers[b.Broker]
 		slot := &brokerSlot{
-			name:  br.Name,
-			addr:  br.Addr,
-			entry: pol.tol.Entry(br.Name),
-			podOK: !pol.RespectPodHealth || (br.Ready && !br.Terminating),
+			name:  b.Broker,
+			addr:  addr,
+			entry: pol.tol.Entry(b.Broker),
+			podOK: !pol.RespectPodHealth || !known || (br.Ready && !br.Terminating),
 		}
 		if !slot.podOK {
 			r.podFiltered = true
@@ -154,6 +160,15 @@ func buildRoute(spec Route, pol *policyState, brokers map[string]Broker, next *r
 		}
 	}
 	return r
+}
+
+// brokerAddr is where a route sends to a broker: the address the route carries (from a name
+// server), else the address of the pushed Broker.
+func brokerAddr(b BrokerQueues, brokers map[string]Broker) string {
+	if b.Addr != "" {
+		return b.Addr
+	}
+	return brokers[b.Broker].Addr
 }
 
 // Selection passes, in RocketMQ 5.x's order with pod health folded in. RocketMQ's last pass is

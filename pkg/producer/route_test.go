@@ -65,9 +65,9 @@ func TestSetRouteRefusesInvalidRoutes(t *testing.T) {
 	defer r.Close()
 	for name, rt := range map[string]Route{
 		"bad topic":       {Topic: "a b"},
-		"duplicate":       {Topic: "T", Brokers: []BrokerQueues{{"x", 1}, {"x", 2}}},
-		"negative queues": {Topic: "T", Brokers: []BrokerQueues{{"x", -1}}},
-		"empty broker":    {Topic: "T", Brokers: []BrokerQueues{{"", 1}}},
+		"duplicate":       {Topic: "T", Brokers: []BrokerQueues{{Broker: "x", WriteQueues: 1}, {Broker: "x", WriteQueues: 2}}},
+		"negative queues": {Topic: "T", Brokers: []BrokerQueues{{Broker: "x", WriteQueues: -1}}},
+		"empty broker":    {Topic: "T", Brokers: []BrokerQueues{{Broker: "", WriteQueues: 1}}},
 	} {
 		if err := r.SetRoute(rt); err == nil {
 			t.Errorf("%s: accepted", name)
@@ -225,7 +225,7 @@ func TestRoutesSharePolicyTablesAndFallBackToDefault(t *testing.T) {
 	defer r.Close()
 	r.SetBroker(Broker{Name: "a", Addr: "127.0.0.1:1", Ready: true})
 	r.SetBroker(Broker{Name: "b", Addr: "127.0.0.1:2", Ready: true})
-	bq := []BrokerQueues{{"a", 1}, {"b", 1}}
+	bq := []BrokerQueues{{Broker: "a", WriteQueues: 1}, {Broker: "b", WriteQueues: 1}}
 	for _, rt := range []Route{{Topic: "T1", Brokers: bq, Policy: "p"}, {Topic: "T2", Brokers: bq, Policy: "p"}, {Topic: "T3", Brokers: bq, Policy: "q"}} {
 		if err := r.SetRoute(rt); err != nil {
 			t.Fatal(err)
@@ -297,7 +297,7 @@ func TestDefaultPolicyChangeReachesRoutesThatFellBackToIt(t *testing.T) {
 	defer r.Close()
 	r.SetBroker(Broker{Name: "a", Addr: "127.0.0.1:1", Ready: false})
 	r.SetBroker(Broker{Name: "b", Addr: "127.0.0.1:2", Ready: true})
-	if err := r.SetRoute(Route{Topic: "T", Policy: "unknown", Brokers: []BrokerQueues{{"a", 1}, {"b", 1}}}); err != nil {
+	if err := r.SetRoute(Route{Topic: "T", Policy: "unknown", Brokers: []BrokerQueues{{Broker: "a", WriteQueues: 1}, {Broker: "b", WriteQueues: 1}}}); err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < 4; i++ {
@@ -328,7 +328,7 @@ func TestRouteLookupFindsEveryTopicAtAnyTableSize(t *testing.T) {
 	for n := 1; n <= 2*smallRouteIndex; n++ {
 		topic := fmt.Sprintf("T%d", n) // T1 and T10..T16 share lengths with others
 		topics = append(topics, topic)
-		if err := r.SetRoute(Route{Topic: topic, Brokers: []BrokerQueues{{"a", n}}}); err != nil {
+		if err := r.SetRoute(Route{Topic: topic, Brokers: []BrokerQueues{{Broker: "a", WriteQueues: n}}}); err != nil {
 			t.Fatal(err)
 		}
 		for i, want := range topics {

@@ -535,7 +535,7 @@ func TestCreateTopic(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.r.SetBroker(Broker{Name: "broker-a", Addr: addr, Ready: true})
-	if err := c.r.SetRoute(Route{Topic: "NewTopic", Brokers: []BrokerQueues{{"broker-a", 8}}}); err != nil {
+	if err := c.r.SetRoute(Route{Topic: "NewTopic", Brokers: []BrokerQueues{{Broker: "broker-a", WriteQueues: 8}}}); err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < 8; i++ {
