@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/netip"
 	"strconv"
+	"strings"
 )
 
 // ErrBadResponse marks a response that decoded fine but lacks what its code promises (a SUCCESS
@@ -109,7 +110,8 @@ func NewSendRequest(h *SendHeader, body []byte, v2 bool) *Command {
 
 // ParseSendHeader reads the send header of a SEND_MESSAGE (V1), SEND_MESSAGE_V2 or
 // SEND_BATCH_MESSAGE (V2) request, as a broker does. The fields RocketMQ marks not-null must be
-// present and numeric fields must parse.
+// present and numeric fields must parse. Batch comes from the header's batch flag alone, not
+// from the request code.
 func ParseSendHeader(req *Command) (*SendHeader, error) {
 	col := 0
 	switch req.Code {
@@ -139,9 +141,11 @@ func ParseSendHeader(req *Command) (*SendHeader, error) {
 		}
 		return n
 	}
+	// Booleans parse as Boolean.parseBoolean does: "true" in any case is true, anything else
+	// (absent included) false.
 	flag := func(i int) bool {
 		v, _ := get(i, false)
-		return v == "true"
+		return strings.EqualFold(v, "true")
 	}
 	h := &SendHeader{}
 	h.ProducerGroup, _ = get(0, true)
@@ -159,7 +163,10 @@ func ParseSendHeader(req *Command) (*SendHeader, error) {
 		v := int32(num(11, false, 32))
 		h.MaxReconsumeTimes = &v
 	}
-	h.Batch = flag(12) || req.Code == SendBatchMessage
+	// Only the header makes a batch, as SendMessageProcessor branches on isBatch() alone: a
+	// SEND_BATCH_MESSAGE without batch=true is stored as one message with the encoded batch
+	// as its body.
+	h.Batch = flag(12)
 	h.BrokerName, _ = get(13, false)
 	if firstErr != nil {
 		return nil, firstErr

@@ -124,6 +124,46 @@ func TestParseSendHeaderReadsOtherClients(t *testing.T) {
 	}
 }
 
+// TestParseSendHeaderTakesBatchFromTheHeaderOnly proves that the batch flag, not the request
+// code, makes a batch, and that flags parse as Java's Boolean.parseBoolean does.
+func TestParseSendHeaderTakesBatchFromTheHeaderOnly(t *testing.T) {
+	tests := []struct {
+		name  string
+		code  int16
+		key   string // the batch key of the header form the code uses
+		value string // "" leaves the flag out
+		want  bool
+	}{
+		{"SEND_BATCH_MESSAGE with m=true", SendBatchMessage, "m", "true", true},
+		{"SEND_BATCH_MESSAGE with m=false is one message", SendBatchMessage, "m", "false", false},
+		{"SEND_BATCH_MESSAGE without m is one message", SendBatchMessage, "m", "", false},
+		{"SEND_MESSAGE_V2 with m=true is a batch", SendMessageV2, "m", "true", true},
+		{"SEND_MESSAGE with batch=true is a batch", SendMessage, "batch", "true", true},
+		{"m=TRUE is true, as parseBoolean ignores case", SendMessageV2, "m", "TRUE", true},
+		{"m=yes is false", SendBatchMessage, "m", "yes", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := sampleSendHeader()
+			ext := h.V2()
+			if tt.code == SendMessage {
+				ext = h.V1()
+			}
+			delete(ext, tt.key)
+			if tt.value != "" {
+				ext[tt.key] = tt.value
+			}
+			got, err := ParseSendHeader(&Command{Code: tt.code, ExtFields: ext})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Batch != tt.want {
+				t.Fatalf("Batch = %v, want %v", got.Batch, tt.want)
+			}
+		})
+	}
+}
+
 func TestSendResponseRoundTrip(t *testing.T) {
 	req := &Command{Code: SendMessageV2, Opaque: 9}
 	for _, code := range []int16{Success, FlushDiskTimeout, FlushSlaveTimeout, SlaveNotAvailable} {
