@@ -9,6 +9,9 @@
 // hole; flap:UP/DOWN:refuse refuses instead), none; several join with commas. It prints one
 // line starting "brokersim ready" once everything listens, and stops cleanly on SIGINT or
 // SIGTERM. Bad flags exit with status 2, -h prints the flags and exits 0.
+//
+// Like Java brokers and name servers, it closes connections that stay idle for two minutes;
+// --idle-timeout changes that (0 keeps them open).
 package main
 
 import (
@@ -43,6 +46,7 @@ type config struct {
 	namesrvAddr string
 	cluster     string
 	autoCreate  bool
+	idleTimeout time.Duration // 0: never close idle connections
 	brokers     []brokerSpec
 	topics      []topicSpec
 	faults      map[string]brokersim.Fault
@@ -69,6 +73,7 @@ func parseArgs(args []string, stderr io.Writer) (*config, error) {
 	fs.StringVar(&cfg.namesrvAddr, "namesrv-addr", "127.0.0.1:9876", "name server listen address (empty: no name server)")
 	fs.StringVar(&cfg.cluster, "cluster", "DefaultCluster", "cluster name of the brokers")
 	fs.BoolVar(&cfg.autoCreate, "auto-create-topics", true, "create unknown topics on first send (else answer TOPIC_NOT_EXIST)")
+	fs.DurationVar(&cfg.idleTimeout, "idle-timeout", brokersim.DefaultIdleTimeout, "close connections without traffic for this long, as Java servers do (0: never)")
 	fs.Var(&brokers, "broker", "broker as name=ip:port (repeatable, at least one)")
 	fs.Var(&topics, "topic", "topic created on every broker, as name:queues (repeatable)")
 	fs.Var(&faults, "fault", "fault of a broker, as name=spec; spec is delay:D, delay:D1-D2, blackhole, refuse, close, code:N, flap:UP/DOWN[:refuse] or none, comma-joined (repeatable)")
@@ -84,6 +89,9 @@ func parseArgs(args []string, stderr io.Writer) (*config, error) {
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if cfg.idleTimeout < 0 {
+		return nil, fmt.Errorf("--idle-timeout %v: want 0 (never) or a positive duration", cfg.idleTimeout)
 	}
 	if len(brokers) == 0 {
 		return nil, errors.New("at least one --broker name=ip:port is required")
@@ -215,9 +223,14 @@ func run(args []string, stdout, stderr io.Writer, stop <-chan os.Signal) int {
 	}
 	defer closeAll()
 	ready := []string{"brokersim ready"}
+	// The library reads zero as the Java default and a negative value as never.
+	idle := cfg.idleTimeout
+	if idle == 0 {
+		idle = -1
+	}
 	var brokers []*brokersim.Broker
 	for _, spec := range cfg.brokers {
-		b, err := brokersim.StartBrokerWith(spec.name, spec.addr, brokersim.Options{Cluster: cfg.cluster, NoAutoCreate: !cfg.autoCreate})
+		b, err := brokersim.StartBrokerWith(spec.name, spec.addr, brokersim.Options{Cluster: cfg.cluster, NoAutoCreate: !cfg.autoCreate, IdleTimeout: idle})
 		if err != nil {
 			fmt.Fprintf(stderr, "brokersim: %v\n", err)
 			return 1
@@ -229,7 +242,7 @@ func run(args []string, stdout, stderr io.Writer, stop <-chan os.Signal) int {
 		}
 	}
 	if cfg.namesrvAddr != "" {
-		ns, err := brokersim.StartNameServer(cfg.namesrvAddr, brokers...)
+		ns, err := brokersim.StartNameServerWith(cfg.namesrvAddr, brokersim.NameServerOptions{IdleTimeout: idle}, brokers...)
 		if err != nil {
 			fmt.Fprintf(stderr, "brokersim: %v\n", err)
 			return 1

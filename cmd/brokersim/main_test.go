@@ -72,6 +72,7 @@ func TestBadFlagsExitWithStatus2(t *testing.T) {
 		{"flap with an unknown mode", []string{"--broker", "a=127.0.0.1:0", "--fault", "a=flap:1s/1s:sleep"}, "flap mode"},
 		{"unknown flag", []string{"--brokers", "a=1"}, "flag provided but not defined: -brokers"},
 		{"stray argument", []string{"--broker", "a=127.0.0.1:0", "extra"}, `unexpected argument "extra"`},
+		{"negative idle timeout", []string{"--broker", "a=127.0.0.1:0", "--idle-timeout=-1s"}, "--idle-timeout -1s"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -109,13 +110,32 @@ func TestParseArgsCollectsEverything(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := &config{
-		namesrvAddr: "127.0.0.1:9876", cluster: "DefaultCluster", autoCreate: false,
+		namesrvAddr: "127.0.0.1:9876", cluster: "DefaultCluster", autoCreate: false, idleTimeout: 2 * time.Minute,
 		brokers: []brokerSpec{{"broker-a", "127.0.0.1:10911"}, {"broker-b", "127.0.0.1:10921"}},
 		topics:  []topicSpec{{"TopicTest", 4}},
 		faults:  map[string]brokersim.Fault{"broker-b": {Delay: 800 * time.Millisecond, Code: 14}},
 	}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Fatalf("got %+v\nwant %+v", cfg, want)
+	}
+}
+
+func TestIdleTimeoutFlag(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want time.Duration
+	}{
+		{nil, 120 * time.Second}, // a Java server's default
+		{[]string{"--idle-timeout=30s"}, 30 * time.Second},
+		{[]string{"--idle-timeout=0"}, 0}, // never
+	} {
+		cfg, err := parseArgs(append([]string{"--broker", "a=127.0.0.1:0"}, tt.args...), &bytes.Buffer{})
+		if err != nil {
+			t.Fatalf("%v: %v", tt.args, err)
+		}
+		if cfg.idleTimeout != tt.want {
+			t.Errorf("%v: idle timeout %v, want %v", tt.args, cfg.idleTimeout, tt.want)
+		}
 	}
 }
 

@@ -101,6 +101,11 @@ type Options struct {
 	ResponseType *remoting.SerializeType
 	// Region is the MSG_REGION reported on sends (default "DefaultRegion").
 	Region string
+	// IdleTimeout closes a connection that has neither read nor written for this long, as a
+	// Java broker does after serverChannelMaxIdleTimeSeconds, so clients that never heartbeat
+	// meet the disconnects they would meet in production. Zero means DefaultIdleTimeout
+	// (120 s); a negative value keeps connections open forever.
+	IdleTimeout time.Duration
 }
 
 // StoredMessage is one message as the broker stored it. Treat Body and Properties as read-only.
@@ -144,7 +149,9 @@ type Stats struct {
 	MessagesReceived int64           // messages in send requests read
 	MessagesStored   int64
 	Heartbeats       int64
-	Topics           map[string]TopicStats
+	// IdleClosed counts connections the broker closed because they were idle (IdleTimeout).
+	IdleClosed int64
+	Topics     map[string]TopicStats
 }
 
 // topicState is one topic's configuration and queues.
@@ -221,7 +228,7 @@ func StartBrokerWith(name, addr string, opts Options) (*Broker, error) {
 	b := &Broker{name: name, opts: opts, topics: make(map[string]*topicState), byCode: make(map[int16]int64)}
 	b.autoCreateRuntime.Store(!opts.NoAutoCreate)
 	b.fault.Store(&faultState{})
-	b.srv = newServer(b.handle)
+	b.srv = newServer(b.handle, idleTimeout(opts.IdleTimeout))
 	if err := b.srv.listen(addr); err != nil {
 		return nil, fmt.Errorf("brokersim: broker %s: %w", name, err)
 	}
@@ -411,7 +418,7 @@ func (b *Broker) Stats() Stats {
 	s := Stats{
 		Connections: b.srv.accepted.Load(), Requests: b.requests, Responses: b.srv.responses.Load(),
 		Dropped: b.dropped, SendsReceived: b.sends, MessagesReceived: b.received, MessagesStored: b.stored,
-		Heartbeats: b.heartbeats, RequestsByCode: make(map[int16]int64, len(b.byCode)),
+		Heartbeats: b.heartbeats, IdleClosed: b.srv.idleClosed.Load(), RequestsByCode: make(map[int16]int64, len(b.byCode)),
 		Topics: make(map[string]TopicStats, len(b.topics)),
 	}
 	for c, n := range b.byCode {

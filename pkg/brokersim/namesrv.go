@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/detourmq/detour/pkg/remoting"
 )
@@ -24,11 +25,25 @@ type NameServer struct {
 	routeQueries atomic.Int64
 }
 
+// NameServerOptions configure a name server. The zero value behaves like a default Java name
+// server.
+type NameServerOptions struct {
+	// IdleTimeout closes a client connection that has neither read nor written for this long,
+	// as a Java name server does after serverChannelMaxIdleTimeSeconds. Zero means
+	// DefaultIdleTimeout (120 s); a negative value keeps connections open forever.
+	IdleTimeout time.Duration
+}
+
 // StartNameServer starts a name server on addr ("127.0.0.1:0" picks a free port) that knows the
-// given brokers.
+// given brokers, with the default NameServerOptions.
 func StartNameServer(addr string, brokers ...*Broker) (*NameServer, error) {
+	return StartNameServerWith(addr, NameServerOptions{}, brokers...)
+}
+
+// StartNameServerWith starts a name server with options.
+func StartNameServerWith(addr string, opts NameServerOptions, brokers ...*Broker) (*NameServer, error) {
 	n := &NameServer{brokers: append([]*Broker(nil), brokers...)}
-	n.srv = newServer(n.handle)
+	n.srv = newServer(n.handle, idleTimeout(opts.IdleTimeout))
 	if err := n.srv.listen(addr); err != nil {
 		return nil, fmt.Errorf("brokersim: name server: %w", err)
 	}
@@ -62,6 +77,9 @@ func (n *NameServer) RemoveBroker(name string) {
 		}
 	}
 }
+
+// IdleClosed counts the connections the name server closed because they were idle.
+func (n *NameServer) IdleClosed() int64 { return n.srv.idleClosed.Load() }
 
 // RouteQueries counts the GET_ROUTEINFO_BY_TOPIC requests answered.
 func (n *NameServer) RouteQueries() int64 { return n.routeQueries.Load() }

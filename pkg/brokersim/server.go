@@ -17,14 +17,19 @@ import (
 type server struct {
 	addr   string // fixed after the first listen, so a refusing broker comes back on its port
 	handle func(sc *serverConn, req *remoting.Command)
+	// idle closes a connection that has had no read and no write for this long, as a Java
+	// server's IdleStateHandler does on ALL_IDLE; zero keeps connections open forever.
+	idle  time.Duration
+	epoch time.Time // origin of serverConn.lastActive, so activity is a monotonic offset
 
-	mu        sync.Mutex
-	ln        net.Listener
-	conns     map[*serverConn]struct{}
-	closed    bool
-	wg        sync.WaitGroup
-	accepted  atomic.Int64
-	responses atomic.Int64
+	mu         sync.Mutex
+	ln         net.Listener
+	conns      map[*serverConn]struct{}
+	closed     bool
+	wg         sync.WaitGroup
+	accepted   atomic.Int64
+	responses  atomic.Int64
+	idleClosed atomic.Int64
 }
 
 // serverConn is one accepted connection.
@@ -34,17 +39,64 @@ type serverConn struct {
 	fw  *remoting.FrameWriter
 	fr  *remoting.FrameReader
 
-	mu     sync.Mutex
-	closed bool
-	timers map[uint64]*time.Timer
-	nextID uint64
+	// lastActive is when bytes last moved either way, in nanoseconds since srv.epoch.
+	lastActive atomic.Int64
+
+	mu        sync.Mutex
+	closed    bool
+	timers    map[uint64]*time.Timer
+	nextID    uint64
+	idleTimer *time.Timer // nil when the server has no idle timeout
+}
+
+// DefaultIdleTimeout is how long a Java RocketMQ server (broker or name server) keeps a
+// connection that neither reads nor writes: NettyServerConfig.serverChannelMaxIdleTimeSeconds,
+// 120 s by default. Clients that do not heartbeat lose their connection after this long.
+const DefaultIdleTimeout = 120 * time.Second
+
+// idleTimeout turns an Options-style idle timeout into the server's: zero means the Java
+// default, negative means never.
+func idleTimeout(d time.Duration) time.Duration {
+	switch {
+	case d == 0:
+		return DefaultIdleTimeout
+	case d < 0:
+		return 0
+	}
+	return d
+}
+
+// activityConn marks the connection active on every read or write that moves bytes, which is
+// what Netty's IdleStateHandler counts as not idle.
+type activityConn struct {
+	net.Conn
+	sc *serverConn
+}
+
+// Read implements net.Conn.
+func (c activityConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		c.sc.touch()
+	}
+	return n, err
+}
+
+// Write implements net.Conn.
+func (c activityConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	if n > 0 {
+		c.sc.touch()
+	}
+	return n, err
 }
 
 // maxFrameSize is what the simulated servers accept, as RocketMQ's default.
 const maxFrameSize = remoting.DefaultMaxFrameSize
 
-func newServer(handle func(*serverConn, *remoting.Command)) *server {
-	return &server{handle: handle, conns: make(map[*serverConn]struct{})}
+// newServer returns a server that closes connections idle for idle (zero: never).
+func newServer(handle func(*serverConn, *remoting.Command), idle time.Duration) *server {
+	return &server{handle: handle, idle: idle, epoch: time.Now(), conns: make(map[*serverConn]struct{})}
 }
 
 // listen starts (or restarts) the accept loop on addr, or on s.addr when it is already fixed.
@@ -84,13 +136,19 @@ func (s *server) acceptLoop(ln net.Listener) {
 			_ = nc.Close()
 			continue
 		}
-		sc := &serverConn{
-			srv: s, nc: nc,
-			fw: remoting.NewFrameWriter(nc, 5*time.Second),
-			fr: remoting.NewFrameReader(nc, 64<<10, maxFrameSize),
-		}
+		sc := &serverConn{srv: s, nc: nc}
+		ac := activityConn{Conn: nc, sc: sc}
+		sc.fw = remoting.NewFrameWriter(ac, 5*time.Second)
+		sc.fr = remoting.NewFrameReader(ac, 64<<10, maxFrameSize)
+		sc.touch()
 		s.conns[sc] = struct{}{}
 		s.wg.Add(1)
+		if s.idle > 0 {
+			s.wg.Add(1) // for the idle timer; see checkIdle
+			sc.mu.Lock()
+			sc.idleTimer = time.AfterFunc(s.idle, sc.checkIdle)
+			sc.mu.Unlock()
+		}
 		s.mu.Unlock()
 		s.accepted.Add(1)
 		go sc.readLoop()
@@ -211,6 +269,32 @@ func (sc *serverConn) after(d time.Duration, f func()) {
 	})
 }
 
+// touch records activity on the connection.
+func (sc *serverConn) touch() { sc.lastActive.Store(int64(time.Since(sc.srv.epoch))) }
+
+// checkIdle runs on the idle timer. It closes the connection when nothing moved for the
+// server's idle timeout, and otherwise re-arms the timer for the rest of that time. The timer
+// holds one count of srv.wg while armed or running: checkIdle releases it when it does not
+// re-arm, and close releases it when it stops an armed timer.
+func (sc *serverConn) checkIdle() {
+	sc.mu.Lock()
+	if sc.closed {
+		sc.mu.Unlock()
+		sc.srv.wg.Done()
+		return
+	}
+	quiet := time.Since(sc.srv.epoch) - time.Duration(sc.lastActive.Load())
+	if rest := sc.srv.idle - quiet; rest > 0 {
+		sc.idleTimer.Reset(rest)
+		sc.mu.Unlock()
+		return
+	}
+	sc.mu.Unlock()
+	sc.srv.idleClosed.Add(1)
+	sc.close()
+	sc.srv.wg.Done()
+}
+
 func (sc *serverConn) close() {
 	sc.mu.Lock()
 	if sc.closed {
@@ -220,11 +304,15 @@ func (sc *serverConn) close() {
 	sc.closed = true
 	timers := sc.timers
 	sc.timers = nil
+	idle := sc.idleTimer
 	sc.mu.Unlock()
 	for _, t := range timers {
 		if t.Stop() {
 			sc.srv.wg.Done()
 		}
+	}
+	if idle != nil && idle.Stop() {
+		sc.srv.wg.Done()
 	}
 	_ = sc.nc.Close()
 	sc.srv.mu.Lock()
