@@ -77,6 +77,8 @@ type Runtime struct {
 	probes map[string]*probeLoop
 	// restores holds items handed to Restore for a policy not pushed yet; SetPolicy applies them.
 	restores map[string][]fault.Item
+	// resolvers keep routes of topics resolved from name servers, by topic.
+	resolvers map[string]*resolver
 
 	events *eventQueue
 	stop   chan struct{}
@@ -87,14 +89,15 @@ type Runtime struct {
 // New creates a Runtime with only the default policy and no brokers or routes.
 func New(opts Options) *Runtime {
 	r := &Runtime{
-		client:   opts.Client,
-		clock:    opts.Clock,
-		log:      opts.Logger,
-		metrics:  opts.Metrics,
-		group:    opts.ProducerGroup,
-		probes:   make(map[string]*probeLoop),
-		restores: make(map[string][]fault.Item),
-		stop:     make(chan struct{}),
+		client:    opts.Client,
+		clock:     opts.Clock,
+		log:       opts.Logger,
+		metrics:   opts.Metrics,
+		group:     opts.ProducerGroup,
+		probes:    make(map[string]*probeLoop),
+		restores:  make(map[string][]fault.Item),
+		resolvers: make(map[string]*resolver),
+		stop:      make(chan struct{}),
 	}
 	if r.client == nil {
 		r.client = remoting.NewClient(remoting.ClientOptions{})
@@ -280,7 +283,8 @@ func (r *Runtime) RemoveBroker(name string) {
 }
 
 // SetRoute adds or replaces a topic's route. It refuses invalid topics, duplicate brokers and
-// negative queue counts, leaving the previous route in force.
+// negative queue counts, leaving the previous route in force. A static route ends resolving the
+// topic from name servers.
 func (r *Runtime) SetRoute(rt Route) error {
 	if err := rt.validate(); err != nil {
 		return err
@@ -288,6 +292,7 @@ func (r *Runtime) SetRoute(rt Route) error {
 	rt.Brokers = append([]BrokerQueues(nil), rt.Brokers...)
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.stopResolvingLocked(rt.Topic)
 	r.update(func(s *snapshot) ([]string, bool) {
 		s.specs = maps.Clone(s.specs)
 		s.specs[rt.Topic] = rt
@@ -296,10 +301,12 @@ func (r *Runtime) SetRoute(rt Route) error {
 	return nil
 }
 
-// RemoveRoute forgets a topic's route; later sends to it fail with ErrNoRoute.
+// RemoveRoute forgets a topic's route (and stops resolving it from name servers); later sends to
+// it fail with ErrNoRoute.
 func (r *Runtime) RemoveRoute(topic string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.stopResolvingLocked(topic)
 	r.update(func(s *snapshot) ([]string, bool) {
 		if _, ok := s.specs[topic]; !ok {
 			return nil, false

@@ -1,0 +1,291 @@
+package producer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/detourmq/detour/pkg/remoting"
+)
+
+// Route refresh bounds. RocketMQ clients poll their name servers every 30 s
+// (pollNameServerInterval); a shorter interval follows drains and master moves sooner.
+const (
+	DefaultRouteRefresh = 30 * time.Second
+	MinRouteRefresh     = time.Second
+	// nameServerTimeout bounds one GET_ROUTEINFO_BY_TOPIC, as RocketMQ's client does (3 s).
+	nameServerTimeout = 3 * time.Second
+)
+
+// NameServerRoute asks the runtime to keep a topic's route as RocketMQ's name servers publish it,
+// as a RocketMQ client does: asked on first use and every Refresh, name servers tried in turn from
+// the one that answered last, the last good route kept while none answers.
+type NameServerRoute struct {
+	Topic string
+	// NameServers are host:port addresses of one cluster's name servers.
+	NameServers []string
+	// Policy names the fault policy; "" means the default policy.
+	Policy string
+	// Refresh is the interval between route queries; 0 means DefaultRouteRefresh. Shorter than
+	// MinRouteRefresh is refused.
+	Refresh time.Duration
+}
+
+// PublishedBroker is one broker of a topic's route as a name server publishes it.
+type PublishedBroker struct {
+	Name string
+	// MasterAddr is the master's (brokerId 0) address; "" when the broker has no master.
+	MasterAddr              string
+	ReadQueues, WriteQueues int
+	Perm                    int
+	// Routed is true when the runtime sends to it: writable, with a master.
+	Routed bool
+}
+
+// RouteStatus says how a name-server route resolves.
+type RouteStatus struct {
+	// Resolved is true once a name server answered with a route.
+	Resolved bool
+	// LastResolved is when the route was last received; NameServer is who sent it.
+	LastResolved time.Time
+	NameServer   string
+	// Brokers are the brokers of the last route received, sorted by name.
+	Brokers []PublishedBroker
+	// Err is the last refresh's error; nil when it succeeded.
+	Err error
+}
+
+// ErrTopicNotPublished is wrapped by RouteStatus.Err when the name servers answer that the topic
+// does not exist.
+var ErrTopicNotPublished = errors.New("topic not published by the name servers")
+
+// resolver refreshes one topic's route from name servers.
+type resolver struct {
+	kick chan struct{} // buffered(1): ask for a refresh now
+	stop chan struct{}
+	done chan struct{}
+
+	mu     sync.Mutex
+	spec   NameServerRoute
+	next   int // index of the name server to ask first
+	status RouteStatus
+}
+
+// SetNameServerRoute starts (or updates) resolving a topic's route from name servers and returns
+// once the first query finished, so a caller that sends right after finds the route in place
+// (or sees the failure in RouteStatus). Setting a static route with SetRoute or removing the route
+// stops resolving.
+func (r *Runtime) SetNameServerRoute(spec NameServerRoute) error {
+	if err := CheckTopic(spec.Topic); err != nil {
+		return fmt.Errorf("route: %w", err)
+	}
+	if len(spec.NameServers) == 0 {
+		return fmt.Errorf("route %s: no name servers", spec.Topic)
+	}
+	if spec.Refresh == 0 {
+		spec.Refresh = DefaultRouteRefresh
+	}
+	if spec.Refresh < MinRouteRefresh {
+		return fmt.Errorf("route %s: refresh %v is shorter than %v", spec.Topic, spec.Refresh, MinRouteRefresh)
+	}
+	spec.NameServers = slices.Clone(spec.NameServers)
+	if r.closed.Load() {
+		return ErrClosed
+	}
+
+	r.mu.Lock()
+	res, ok := r.resolvers[spec.Topic]
+	if ok {
+		res.mu.Lock()
+		changed := !slices.Equal(res.spec.NameServers, spec.NameServers) || res.spec.Policy != spec.Policy || res.spec.Refresh != spec.Refresh
+		res.spec = spec
+		if res.next >= len(spec.NameServers) {
+			res.next = 0
+		}
+		res.mu.Unlock()
+		r.mu.Unlock()
+		if changed {
+			res.poke()
+		}
+		return nil
+	}
+	res = &resolver{kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}), spec: spec}
+	r.resolvers[spec.Topic] = res
+	r.mu.Unlock()
+
+	r.refresh(res)
+	r.wg.Add(1)
+	go r.resolveLoop(res)
+	return nil
+}
+
+// RouteStatus returns how a name-server route resolves; false when the topic is not resolved from
+// name servers.
+func (r *Runtime) RouteStatus(topic string) (RouteStatus, bool) {
+	r.mu.Lock()
+	res, ok := r.resolvers[topic]
+	r.mu.Unlock()
+	if !ok {
+		return RouteStatus{}, false
+	}
+	res.mu.Lock()
+	defer res.mu.Unlock()
+	st := res.status
+	st.Brokers = slices.Clone(st.Brokers)
+	return st, true
+}
+
+// RefreshRoute asks for an immediate refresh of a name-server route (no-op for other topics), for
+// example after a broker refused a send in a way that suggests the route is stale.
+func (r *Runtime) RefreshRoute(topic string) {
+	r.mu.Lock()
+	res := r.resolvers[topic]
+	r.mu.Unlock()
+	if res != nil {
+		res.poke()
+	}
+}
+
+func (res *resolver) poke() {
+	select {
+	case res.kick <- struct{}{}:
+	default:
+	}
+}
+
+// stopResolvingLocked ends a topic's resolver; r.mu must be held. It does not wait for the loop.
+func (r *Runtime) stopResolvingLocked(topic string) {
+	if res, ok := r.resolvers[topic]; ok {
+		delete(r.resolvers, topic)
+		close(res.stop)
+	}
+}
+
+func (r *Runtime) resolveLoop(res *resolver) {
+	defer r.wg.Done()
+	defer close(res.done)
+	for {
+		res.mu.Lock()
+		every := res.spec.Refresh
+		res.mu.Unlock()
+		t := time.NewTimer(every)
+		select {
+		case <-res.stop:
+			t.Stop()
+			return
+		case <-r.stop:
+			t.Stop()
+			return
+		case <-res.kick:
+			t.Stop()
+		case <-t.C:
+		}
+		r.refresh(res)
+	}
+}
+
+// refresh queries the name servers once and installs the route when one answers.
+func (r *Runtime) refresh(res *resolver) {
+	res.mu.Lock()
+	spec, start := res.spec, res.next
+	res.mu.Unlock()
+
+	var errs []string
+	for i := range spec.NameServers {
+		k := (start + i) % len(spec.NameServers)
+		addr := spec.NameServers[k]
+		data, err := r.queryRoute(addr, spec.Topic)
+		if err != nil {
+			errs = append(errs, fmt.Sprintf("%s: %v", addr, err))
+			if errors.Is(err, ErrTopicNotPublished) {
+				// A definitive answer: another name server of the same cluster would say the same.
+				break
+			}
+			continue
+		}
+		published, route := routeFromNameServer(spec, data)
+		res.mu.Lock()
+		select {
+		case <-res.stop:
+			res.mu.Unlock()
+			return // removed or replaced while the query ran
+		default:
+		}
+		res.next = k
+		res.status = RouteStatus{Resolved: true, LastResolved: time.Now(), NameServer: addr, Brokers: published}
+		res.mu.Unlock()
+		r.installResolved(res, route)
+		return
+	}
+	err := fmt.Errorf("route of %s from name servers: %s", spec.Topic, strings.Join(errs, "; "))
+	if len(errs) > 0 && strings.Contains(errs[len(errs)-1], ErrTopicNotPublished.Error()) {
+		err = fmt.Errorf("%w: %s", ErrTopicNotPublished, strings.Join(errs, "; "))
+	}
+	res.mu.Lock()
+	res.status.Err = err
+	res.mu.Unlock()
+	r.log.V(1).Info("route refresh failed; keeping the last route", "topic", spec.Topic, "error", err.Error())
+}
+
+// queryRoute sends GET_ROUTEINFO_BY_TOPIC to one name server.
+func (r *Runtime) queryRoute(addr, topic string) (*remoting.TopicRouteData, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), nameServerTimeout)
+	defer cancel()
+	resp, err := r.client.Invoke(ctx, addr, remoting.NewGetRouteInfoRequest(topic))
+	if err != nil {
+		return nil, err
+	}
+	if resp.Code == remoting.TopicNotExist {
+		return nil, fmt.Errorf("%w (%s)", ErrTopicNotPublished, strings.TrimSpace(resp.Remark))
+	}
+	return remoting.ParseRouteResponse(resp)
+}
+
+// routeFromNameServer turns a name server's route into the runtime's: writable queues of brokers
+// with a master, as RocketMQ's client builds its publish info (topicRouteData2TopicPublishInfo).
+func routeFromNameServer(spec NameServerRoute, data *remoting.TopicRouteData) ([]PublishedBroker, Route) {
+	masters := make(map[string]string, len(data.BrokerDatas))
+	for _, bd := range data.BrokerDatas {
+		masters[bd.BrokerName] = bd.MasterAddr()
+	}
+	route := Route{Topic: spec.Topic, Policy: spec.Policy}
+	published := make([]PublishedBroker, 0, len(data.QueueDatas))
+	for _, q := range data.QueueDatas {
+		pb := PublishedBroker{Name: q.BrokerName, MasterAddr: masters[q.BrokerName], ReadQueues: int(q.ReadQueueNums),
+			WriteQueues: int(q.WriteQueueNums), Perm: int(q.Perm)}
+		pb.Routed = q.Perm&permWrite != 0 && pb.MasterAddr != "" && q.WriteQueueNums > 0
+		if pb.Routed && !slices.ContainsFunc(route.Brokers, func(b BrokerQueues) bool { return b.Broker == q.BrokerName }) {
+			route.Brokers = append(route.Brokers, BrokerQueues{Broker: q.BrokerName, WriteQueues: pb.WriteQueues, Addr: pb.MasterAddr})
+		}
+		published = append(published, pb)
+	}
+	slices.SortFunc(published, func(a, b PublishedBroker) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(route.Brokers, func(a, b BrokerQueues) int { return strings.Compare(a.Broker, b.Broker) })
+	return published, route
+}
+
+// permWrite is RocketMQ's PermName.PERM_WRITE.
+const permWrite = 2
+
+// installResolved publishes a resolved route unless it equals the one in force.
+func (r *Runtime) installResolved(res *resolver, rt Route) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.resolvers[rt.Topic] != res {
+		return // replaced by a static route or removed meanwhile
+	}
+	if cur, ok := r.state.Load().specs[rt.Topic]; ok && cur.Policy == rt.Policy && slices.Equal(cur.Brokers, rt.Brokers) {
+		return
+	}
+	r.update(func(s *snapshot) ([]string, bool) {
+		s.specs = maps.Clone(s.specs)
+		s.specs[rt.Topic] = rt
+		return []string{rt.Topic}, false
+	})
+	r.log.V(1).Info("route from name servers", "topic", rt.Topic, "brokers", rt.Brokers)
+}
