@@ -37,6 +37,9 @@ type Options struct {
 	// MaxAsyncInFlight bounds SendAsync calls in flight; SendAsync waits for a slot (or for its
 	// context) beyond it. 0 means DefaultMaxAsyncInFlight.
 	MaxAsyncInFlight int
+	// HeartbeatInterval is how often every routed broker gets a HEART_BEAT; 0 means
+	// DefaultHeartbeatInterval, negative turns heartbeats off.
+	HeartbeatInterval time.Duration
 	// ExpiryInterval is how often the runtime asks each fault table to expire isolations whose
 	// time ran out, so that "left isolation" events are emitted without a send touching the broker;
 	// 0 means 100ms.
@@ -135,6 +138,13 @@ func New(opts Options) *Runtime {
 	}
 	r.wg.Add(1)
 	go r.expireLoop(interval)
+	if hb := opts.HeartbeatInterval; hb >= 0 {
+		if hb == 0 {
+			hb = DefaultHeartbeatInterval
+		}
+		r.wg.Add(1)
+		go r.heartbeatLoop(hb)
+	}
 	return r
 }
 
