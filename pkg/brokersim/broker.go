@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -109,6 +108,10 @@ type Options struct {
 }
 
 // StoredMessage is one message as the broker stored it. Treat Body and Properties as read-only.
+// Like a Java broker, the broker adds MSG_REGION, TRACE_ON, CLUSTER (and UNIQ_KEY when the
+// producer sent none) to the properties of a single message, and stores a transactional half
+// message or a delayed message in HalfTopic, ScheduleTopic or TimerTopic with REAL_TOPIC and
+// REAL_QID naming where it was sent. Messages of a batch are stored as they came.
 type StoredMessage struct {
 	Topic         string
 	QueueID       int
@@ -122,7 +125,7 @@ type StoredMessage struct {
 	BornTimestamp int64
 	StoreTime     time.Time
 	SysFlag, Flag int32
-	Batch         bool // arrived in a SEND_BATCH_MESSAGE
+	Batch         bool // arrived in a batch send (the header's batch flag was set)
 }
 
 // QueueStats counts one queue's traffic.
@@ -147,17 +150,30 @@ type Stats struct {
 	Dropped          int64           // requests swallowed by a black hole (including flap downs)
 	SendsReceived    int64           // send requests read (a batch counts once)
 	MessagesReceived int64           // messages in send requests read
-	MessagesStored   int64
-	Heartbeats       int64
+	// MessagesStored counts every message stored, the hidden ones below included.
+	MessagesStored int64
+	// HalfMessages counts transactional half messages (TRAN_MSG=true) stored in HalfTopic,
+	// where consumers of the topic they were sent to cannot see them.
+	HalfMessages int64
+	// DelayedMessages counts messages stored for later delivery: a delay level (DELAY > 0) in
+	// ScheduleTopic or a future TIMER_* time in TimerTopic. A half message with a delay level
+	// counts here as well.
+	DelayedMessages int64
+	Heartbeats      int64
 	// IdleClosed counts connections the broker closed because they were idle (IdleTimeout).
 	IdleClosed int64
 	Topics     map[string]TopicStats
 }
 
+// maxQueues bounds the queue counts UPDATE_AND_CREATE_TOPIC takes, the same bound the producer
+// package puts on the counts it asks for.
+const maxQueues = 1 << 16
+
 // topicState is one topic's configuration and queues.
 type topicState struct {
 	readQueues, writeQueues int
 	perm, sysFlag           int32
+	order                   bool
 	queues                  []*queueState
 }
 
@@ -200,6 +216,7 @@ type Broker struct {
 	dropped           int64
 	sends, received   int64
 	stored            int64
+	half, delayed     int64
 	heartbeats        int64
 	commitLogOffset   int64
 	autoCreateRuntime atomic.Bool
@@ -355,7 +372,9 @@ func (b *Broker) CreateTopic(topic string, queues int) {
 	b.upsertTopicLocked(topic, queues, queues, remoting.PermReadWrite, 0)
 }
 
-// SetTopicPerm changes a topic's permission bits (e.g. remoting.PermRead to forbid writes).
+// SetTopicPerm changes a topic's permission bits, which the name server publishes in routes
+// (e.g. remoting.PermRead to tell clients not to write). As on a Java broker, the topic
+// permission does not stop sends that arrive anyway: they are stored.
 func (b *Broker) SetTopicPerm(topic string, perm int32) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -418,7 +437,8 @@ func (b *Broker) Stats() Stats {
 	s := Stats{
 		Connections: b.srv.accepted.Load(), Requests: b.requests, Responses: b.srv.responses.Load(),
 		Dropped: b.dropped, SendsReceived: b.sends, MessagesReceived: b.received, MessagesStored: b.stored,
-		Heartbeats: b.heartbeats, IdleClosed: b.srv.idleClosed.Load(), RequestsByCode: make(map[int16]int64, len(b.byCode)),
+		HalfMessages: b.half, DelayedMessages: b.delayed, IdleClosed: b.srv.idleClosed.Load(),
+		Heartbeats: b.heartbeats, RequestsByCode: make(map[int16]int64, len(b.byCode)),
 		Topics: make(map[string]TopicStats, len(b.topics)),
 	}
 	for c, n := range b.byCode {
@@ -448,7 +468,8 @@ func (b *Broker) Messages(topic string, queue int) []StoredMessage {
 }
 
 // StoredByUniqKey counts the stored messages of every topic by UNIQ_KEY, so a test can prove
-// that each message a producer sent was stored exactly once.
+// that each message a producer sent was stored exactly once. Half and delayed messages count
+// too, under the system topic that holds them.
 func (b *Broker) StoredByUniqKey() map[string]int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -481,7 +502,9 @@ func (b *Broker) handle(sc *serverConn, req *remoting.Command) {
 	isSend := req.Code == remoting.SendMessage || req.Code == remoting.SendMessageV2 || req.Code == remoting.SendBatchMessage
 	if isSend {
 		send, sendErr = remoting.ParseSendHeader(req)
-		if sendErr == nil && req.Code == remoting.SendBatchMessage {
+		// Like SendMessageProcessor, only the header's batch flag makes a batch, whatever
+		// the request code: a SEND_BATCH_MESSAGE without it is one message.
+		if sendErr == nil && send.Batch {
 			batch, sendErr = remoting.DecodeBatch(req.Body)
 		}
 	}
@@ -525,7 +548,7 @@ func (b *Broker) handle(sc *serverConn, req *remoting.Command) {
 		case fs.Code != 0:
 			resp = remoting.NewResponse(req, fs.Code, "brokersim: injected fault on "+b.name)
 		case isSend:
-			resp = b.send(req, send, sendErr, batch)
+			resp = b.send(sc, req, send, sendErr, batch)
 		default:
 			resp = b.serve(req)
 		}
@@ -572,106 +595,24 @@ func (b *Broker) serve(req *remoting.Command) *remoting.Command {
 		if err != nil {
 			return remoting.NewResponse(req, remoting.SystemError, err.Error())
 		}
-		if err := validTopic(h.Topic); err != nil {
-			return remoting.NewResponse(req, remoting.SystemError, err.Error())
+		// AdminBrokerProcessor.updateAndCreateTopic refuses bad names and system topics with
+		// INVALID_PARAMETER (5.3.2 and later; SYSTEM_ERROR before).
+		if remark := topicRemark(h.Topic); remark != "" {
+			return remoting.NewResponse(req, remoting.InvalidParameter, remark)
 		}
-		if h.ReadQueueNums <= 0 || h.WriteQueueNums <= 0 || h.ReadQueueNums > 1024 || h.WriteQueueNums > 1024 {
-			return remoting.NewResponse(req, remoting.SystemError, fmt.Sprintf("brokersim: queue numbers %d/%d out of range", h.ReadQueueNums, h.WriteQueueNums))
+		if isSystemTopic(h.Topic) {
+			return remoting.NewResponse(req, remoting.InvalidParameter, "The topic["+h.Topic+"] is conflict with system topic.")
+		}
+		// A Java broker takes any queue count, zero included (a topic without write queues
+		// then refuses sends); the simulator only bounds the count to keep its memory bounded.
+		if h.ReadQueueNums > maxQueues || h.WriteQueueNums > maxQueues {
+			return remoting.NewResponse(req, remoting.SystemError, fmt.Sprintf("brokersim: queue numbers %d/%d above %d", h.ReadQueueNums, h.WriteQueueNums, maxQueues))
 		}
 		b.mu.Lock()
-		b.upsertTopicLocked(h.Topic, int(h.ReadQueueNums), int(h.WriteQueueNums), h.Perm, h.TopicSysFlag)
+		b.upsertTopicLocked(h.Topic, int(h.ReadQueueNums), int(h.WriteQueueNums), h.Perm, h.TopicSysFlag).order = h.Order
 		b.mu.Unlock()
-		return remoting.NewResponse(req, remoting.Success, "")
+		// The Java handler builds its answer with this default remark and never clears it.
+		return remoting.NewResponse(req, remoting.Success, "not set any response code")
 	}
 	return remoting.NewResponse(req, remoting.RequestCodeNotSupported, fmt.Sprintf(" request type %d not supported", req.Code))
-}
-
-var topicPattern = regexp.MustCompile(`^[%|a-zA-Z0-9_-]+$`)
-
-func validTopic(t string) error {
-	switch {
-	case t == "":
-		return fmt.Errorf("the specified topic is blank")
-	case len(t) > 127:
-		return fmt.Errorf("the specified topic is longer than topic max length 127")
-	case !topicPattern.MatchString(t):
-		return fmt.Errorf("the specified topic[%s] contains illegal characters, allowing only ^[%%|a-zA-Z0-9_-]+$", t)
-	}
-	return nil
-}
-
-// maxMessageSize is a Java broker's default maxMessageSize.
-const maxMessageSize = 4 << 20
-
-// send stores a send request's message(s) and builds the answer, following the Java broker's
-// checks in order: header, topic (auto-creating it if allowed), permission, queue id, size.
-func (b *Broker) send(req *remoting.Command, h *remoting.SendHeader, parseErr error, batch []*remoting.Message) *remoting.Command {
-	if parseErr != nil {
-		return remoting.NewResponse(req, remoting.SystemError, "brokersim: "+parseErr.Error())
-	}
-	if err := validTopic(h.Topic); err != nil {
-		return remoting.NewResponse(req, remoting.SystemError, err.Error())
-	}
-	if len(req.Body) > maxMessageSize {
-		return remoting.NewResponse(req, remoting.MessageIllegal, fmt.Sprintf("the message body size over max value, MAX: %d", maxMessageSize))
-	}
-	if len(h.Properties) > 1<<15-1 {
-		return remoting.NewResponse(req, remoting.MessageIllegal, "the message properties length is too long")
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	t := b.topics[h.Topic]
-	if t == nil {
-		if !b.autoCreateRuntime.Load() {
-			return remoting.NewResponse(req, remoting.TopicNotExist, fmt.Sprintf("topic[%s] not exist, apply first please!", h.Topic))
-		}
-		n := b.opts.DefaultQueues
-		if h.DefaultTopicQueueNums > 0 && int(h.DefaultTopicQueueNums) < n {
-			n = int(h.DefaultTopicQueueNums)
-		}
-		t = b.upsertTopicLocked(h.Topic, n, n, remoting.PermReadWrite, 0)
-	}
-	if t.perm&remoting.PermWrite == 0 {
-		return remoting.NewResponse(req, remoting.NoPermission, fmt.Sprintf("the topic[%s] sending message is forbidden", h.Topic))
-	}
-	qid := int(h.QueueID)
-	if qid < 0 {
-		qid = rand.IntN(t.writeQueues)
-	}
-	if qid >= t.writeQueues {
-		return remoting.NewResponse(req, remoting.SystemError, fmt.Sprintf("request queueId[%d] is illegal, topicConfig.writeQueueNums: %d", qid, t.writeQueues))
-	}
-	q := t.queues[qid]
-	if batch == nil {
-		batch = []*remoting.Message{{Topic: h.Topic, Body: req.Body, Flag: h.Flag, Properties: remoting.DecodeProperties(h.Properties)}}
-	}
-	now := time.Now()
-	first := q.stored
-	ids := make([]string, 0, len(batch))
-	for _, m := range batch {
-		msgID := remoting.NewOffsetMsgID(b.storeHost, b.commitLogOffset)
-		b.commitLogOffset += int64(len(m.Body)) + int64(len(h.Properties)) + 100
-		ids = append(ids, msgID)
-		if !b.opts.CountOnly {
-			q.msgs = append(q.msgs, StoredMessage{
-				Topic: h.Topic, QueueID: qid, QueueOffset: q.stored, MsgID: msgID,
-				UniqKey: m.Properties[remoting.PropertyUniqKey], Tags: m.Properties[remoting.PropertyTags],
-				Keys: m.Properties[remoting.PropertyKeys], Body: m.Body, Properties: m.Properties,
-				ProducerGroup: h.ProducerGroup, BornTimestamp: h.BornTimestamp, StoreTime: now,
-				SysFlag: h.SysFlag, Flag: m.Flag, Batch: req.Code == remoting.SendBatchMessage,
-			})
-		}
-		q.stored++
-		b.stored++
-	}
-	r := remoting.SendResponse{
-		Code: remoting.Success, MsgID: strings.Join(ids, ","), QueueID: int32(qid), QueueOffset: first,
-		RegionID: b.opts.Region, TraceOn: true,
-	}
-	if req.Code == remoting.SendBatchMessage {
-		r.BatchUniqID = remoting.DecodeProperties(h.Properties)[remoting.PropertyUniqKey]
-	} else {
-		r.TransactionID = batch[0].Properties[remoting.PropertyUniqKey]
-	}
-	return remoting.NewSendResponse(req, r)
 }

@@ -123,7 +123,7 @@ func TestBatchSendStoresEveryMessage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.QueueOffset != 1 || len(strings.Split(r.MsgID, ",")) != 3 || r.BatchUniqID != batchKey {
+	if r.QueueOffset != 1 || len(strings.Split(r.MsgID, ",")) != 3 || r.TransactionID != batchKey || r.BatchUniqID != "" {
 		t.Fatalf("batch response %+v", r)
 	}
 	stored := b.Messages("T", 0)
@@ -137,15 +137,13 @@ func TestBatchSendStoresEveryMessage(t *testing.T) {
 func TestBrokerAnswersLikeAJavaBroker(t *testing.T) {
 	b := startBroker(t, "broker-a", Options{})
 	b.CreateTopic("T", 2)
-	b.CreateTopic("ReadOnly", 2)
-	b.SetTopicPerm("ReadOnly", remoting.PermRead)
 	c := newClient(t)
 	badHeader, _ := sendReq("T", 0, "x", true)
 	delete(badHeader.ExtFields, "b")
 	bigBody, _ := sendReq("T", 0, strings.Repeat("x", 4<<20+1), true)
 	outOfRange, _ := sendReq("T", 2, "x", true)
-	readOnly, _ := sendReq("ReadOnly", 0, "x", true)
 	badTopic, _ := sendReq("bad topic", 0, "x", true)
+	noBody, _ := sendReq("Nope", 0, "", true)
 	tests := []struct {
 		name   string
 		req    *remoting.Command
@@ -154,15 +152,16 @@ func TestBrokerAnswersLikeAJavaBroker(t *testing.T) {
 	}{
 		{"heartbeat", remoting.NewHeartbeatRequest("127.0.0.1@1", "g"), remoting.Success, ""},
 		{"create topic", remoting.NewCreateTopicRequest("Created", 8, 8, remoting.PermReadWrite), remoting.Success, ""},
-		{"create topic with zero queues", remoting.NewCreateTopicRequest("Zero", 0, 0, remoting.PermReadWrite), remoting.SystemError, "out of range"},
-		{"create topic with a bad name", remoting.NewCreateTopicRequest("a/b", 1, 1, remoting.PermReadWrite), remoting.SystemError, "illegal characters"},
+		{"create topic with zero queues", remoting.NewCreateTopicRequest("Zero", 0, 0, remoting.PermReadWrite), remoting.Success, "not set any response code"},
+		{"create topic with more queues than the simulator keeps", remoting.NewCreateTopicRequest("Huge", 1<<16+1, 1, remoting.PermReadWrite), remoting.SystemError, "above 65536"},
+		{"create topic with a bad name", remoting.NewCreateTopicRequest("a/b", 1, 1, remoting.PermReadWrite), remoting.InvalidParameter, "illegal characters"},
 		{"max offset of an unknown topic", remoting.NewGetMaxOffsetRequest("Nope", 0), remoting.Success, ""},
 		{"max offset without a queue id", remoting.NewRequest(remoting.GetMaxOffset, map[string]string{"topic": "T"}, nil), remoting.SystemError, "needs topic and queueId"},
 		{"send without a topic", badHeader, remoting.SystemError, "lacks required field topic"},
-		{"send with a body over 4 MiB", bigBody, remoting.MessageIllegal, "body size over max value"},
-		{"send to a queue the topic does not have", outOfRange, remoting.SystemError, "queueId[2] is illegal"},
-		{"send to a read-only topic", readOnly, remoting.NoPermission, "forbidden"},
-		{"send to an illegal topic name", badTopic, remoting.SystemError, "illegal characters"},
+		{"send with a body over 4 MiB", bigBody, remoting.MessageIllegal, "msg body length limit 4194304B"},
+		{"send to a queue the topic does not have", outOfRange, remoting.InvalidParameter, "queueId[2] is illegal"},
+		{"send to an illegal topic name", badTopic, remoting.InvalidParameter, "illegal characters"},
+		{"send without a body, even to an unknown topic", noBody, remoting.SystemError, "java.lang.NullPointerException: Cannot read the array length"},
 		{"unknown request code", remoting.NewRequest(remoting.PullMessage, nil, nil), remoting.RequestCodeNotSupported, "request type 11 not supported"},
 	}
 	for _, tt := range tests {
@@ -193,7 +192,8 @@ func TestUnknownTopicsAreAutoCreatedOrRefused(t *testing.T) {
 	}
 	b.SetAutoCreate(false)
 	req, _ = sendReq("Other", 0, "x", true)
-	if resp := invoke(t, c, b.Addr(), req); resp.Code != remoting.TopicNotExist || !strings.Contains(resp.Remark, "topic[Other] not exist") {
+	wantRemark := "topic[Other] not exist, apply first please!\nSee https://rocketmq.apache.org/docs/bestPractice/06FAQ for further details."
+	if resp := invoke(t, c, b.Addr(), req); resp.Code != remoting.TopicNotExist || resp.Remark != wantRemark {
 		t.Fatalf("send without auto-create: %v", resp)
 	}
 	for _, cfg := range b.Topics() {
