@@ -272,4 +272,3 @@ func TestBrokersimAnswersAsTheRealBroker(t *testing.T) {
 		})
 	}
 }
-
