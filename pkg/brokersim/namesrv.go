@@ -1,6 +1,7 @@
 package brokersim
 
 import (
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strconv"
@@ -126,6 +127,10 @@ func (n *NameServer) Close() error {
 const standardJSONVersion = 401
 
 func (n *NameServer) handle(sc *serverConn, req *remoting.Command) {
+	if req.Code == remoting.GetBrokerClusterInfo {
+		sc.respond(req, n.clusterInfo(req), false)
+		return
+	}
 	if req.Code != remoting.GetRouteInfoByTopic {
 		sc.respond(req, remoting.NewResponse(req, remoting.RequestCodeNotSupported, " request type "+strconv.Itoa(int(req.Code))+" not supported"), false)
 		return
@@ -149,4 +154,29 @@ func (n *NameServer) handle(sc *serverConn, req *remoting.Command) {
 		resp.Body = r.MarshalLegacy()
 	}
 	sc.respond(req, resp, false)
+}
+
+// clusterInfo answers GET_BROKER_CLUSTER_INFO: every broker as the master of its group, grouped by
+// cluster, in the shape of RocketMQ's ClusterInfo.
+func (n *NameServer) clusterInfo(req *remoting.Command) *remoting.Command {
+	n.mu.RLock()
+	brokers := append([]*Broker(nil), n.brokers...)
+	n.mu.RUnlock()
+	type clusterInfo struct {
+		BrokerAddrTable  map[string]remoting.BrokerData `json:"brokerAddrTable"`
+		ClusterAddrTable map[string][]string            `json:"clusterAddrTable"`
+	}
+	info := clusterInfo{BrokerAddrTable: map[string]remoting.BrokerData{}, ClusterAddrTable: map[string][]string{}}
+	for _, b := range brokers {
+		info.BrokerAddrTable[b.Name()] = remoting.BrokerData{Cluster: b.Cluster(), BrokerName: b.Name(),
+			BrokerAddrs: map[int64]string{remoting.MasterID: b.Addr()}}
+		info.ClusterAddrTable[b.Cluster()] = append(info.ClusterAddrTable[b.Cluster()], b.Name())
+	}
+	body, err := json.Marshal(info)
+	if err != nil {
+		return remoting.NewResponse(req, remoting.SystemError, err.Error())
+	}
+	resp := remoting.NewResponse(req, remoting.Success, "")
+	resp.Body = body
+	return resp
 }

@@ -214,3 +214,28 @@ func TestStaticRouteEndsResolving(t *testing.T) {
 		t.Fatal("a refresh under a second was accepted")
 	}
 }
+
+func TestDescribeClusterListsPublishedMasters(t *testing.T) {
+	c := startNameServerCluster(t, "broker-a", "broker-b")
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := l.Addr().String()
+	l.Close()
+	v, err := c.r.DescribeCluster(context.Background(), []string{dead, c.ns.Addr()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.NameServer != c.ns.Addr() || len(v.Brokers) != 2 {
+		t.Fatalf("view %+v", v)
+	}
+	for _, b := range v.Brokers {
+		if b.MasterAddr != c.brokers[b.Name].Addr() || !b.Writable || b.Cluster == "" {
+			t.Errorf("broker %+v", b)
+		}
+	}
+	if _, err := c.r.DescribeCluster(context.Background(), []string{dead}); err == nil {
+		t.Fatal("no name server answered, yet no error")
+	}
+}
