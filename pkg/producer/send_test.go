@@ -247,7 +247,11 @@ func TestValidationRefusesBeforeAnyIO(t *testing.T) {
 	bad := []*Message{nil, {Topic: "", Body: []byte("x")}, {Topic: "bad topic", Body: []byte("x")},
 		{Topic: "SCHEDULE_TOPIC_XXXX", Body: []byte("x")}, {Topic: testTopic}, {Topic: testTopic, Body: []byte{}},
 		{Topic: testTopic, Body: make([]byte, MaxMessageSize+1)},
-		{Topic: testTopic, Body: []byte("x"), Properties: map[string]string{"big": string(make([]byte, MaxPropertiesSize))}}}
+		{Topic: testTopic, Body: []byte("x"), Properties: map[string]string{"big": string(make([]byte, MaxPropertiesSize))}},
+		{Topic: testTopic, Body: []byte("x"), Properties: map[string]string{"TRAN_MSG": "true"}},
+		{Topic: testTopic, Body: []byte("x"), Properties: map[string]string{"a": ""}},
+		{Topic: testTopic, Body: []byte("x"), Properties: map[string]string{"a": "x\x02DELAY\x013"}},
+		{Topic: testTopic, Body: []byte("x"), Tags: "\xff"}}
 	for i, m := range bad {
 		var ve *ValidationError
 		if _, err := c.r.Send(context.Background(), m); !errors.As(err, &ve) {

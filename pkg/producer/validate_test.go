@@ -3,6 +3,8 @@ package producer
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 
@@ -129,5 +131,129 @@ func TestSendPropertiesAddUniqKeyAndWaitWithoutTouchingTheMessage(t *testing.T) 
 	_, b := sendProperties(&Message{})
 	if a == b {
 		t.Fatal("two messages got the same UNIQ_KEY")
+	}
+}
+
+func TestValidateMessageRefusesUnsafeStrings(t *testing.T) {
+	msg := func(tags, keys string, props map[string]string) *Message {
+		return &Message{Topic: "T", Body: []byte("x"), Tags: tags, Keys: keys, Properties: props}
+	}
+	cases := []struct {
+		name string
+		msg  *Message
+		rule error
+		text string
+	}{
+		{"reserved TRAN_MSG would store a half message", msg("", "", map[string]string{"TRAN_MSG": "true"}),
+			ErrReservedProperty, "The Property<TRAN_MSG> is used by system, input another please"},
+		{"reserved DELAY", msg("", "", map[string]string{"DELAY": "3"}),
+			ErrReservedProperty, "The Property<DELAY> is used by system, input another please"},
+		{"TAGS belongs in the Tags field", msg("", "", map[string]string{"TAGS": "a"}),
+			ErrReservedProperty, "The Property<TAGS> is used by system, input another please"},
+		{"KEYS belongs in the Keys field", msg("", "k", map[string]string{"KEYS": "k"}),
+			ErrReservedProperty, "The Property<KEYS> is used by system, input another please"},
+		{"reserved only in 5.x", msg("", "", map[string]string{"TIMER_DELIVER_MS": "1"}),
+			ErrReservedProperty, "The Property<TIMER_DELIVER_MS> is used by system, input another please"},
+		{"reserved name checked before a blank value, as Java does", msg("", "", map[string]string{"CLUSTER": ""}),
+			ErrReservedProperty, "The Property<CLUSTER> is used by system"},
+		{"empty value", msg("", "", map[string]string{"order": ""}),
+			ErrBlankProperty, `The name or value of property can not be null or blank string! (property "order")`},
+		{"blank value", msg("", "", map[string]string{"order": " \t "}),
+			ErrBlankProperty, `The name or value of property can not be null or blank string! (property "order")`},
+		{"empty name", msg("", "", map[string]string{"": "v"}),
+			ErrBlankProperty, `(property "")`},
+		{"blank name", msg("", "", map[string]string{"  ": "v"}),
+			ErrBlankProperty, `(property "  ")`},
+		{"separator 0x01 in a value", msg("", "", map[string]string{"a": "x\x01TRAN_MSG"}),
+			ErrPropertySeparator, `the value of property "a" contains a property separator (0x01 or 0x02)`},
+		{"separator 0x02 in a value injects a property", msg("", "", map[string]string{"a": "x\x02TRAN_MSG\x01true"}),
+			ErrPropertySeparator, `the value of property "a" contains a property separator`},
+		{"separator in a name", msg("", "", map[string]string{"a\x02b": "v"}),
+			ErrPropertySeparator, `the name of property "a\x02b" contains a property separator`},
+		{"separator in tags", msg("t\x02TRAN_MSG\x01true", "", nil),
+			ErrPropertySeparator, "the tags contains a property separator"},
+		{"separator in keys", msg("", "k\x01", nil),
+			ErrPropertySeparator, "the keys contains a property separator"},
+		{"invalid UTF-8 in a value", msg("", "", map[string]string{"a": "caf\xe9"}),
+			ErrInvalidUTF8, `the value of property "a" is not valid UTF-8`},
+		{"invalid UTF-8 in a name", msg("", "", map[string]string{"caf\xe9": "v"}),
+			ErrInvalidUTF8, `the name of property "caf\xe9" is not valid UTF-8`},
+		{"invalid UTF-8 in tags", msg("\xff", "", nil), ErrInvalidUTF8, "the tags is not valid UTF-8"},
+		{"invalid UTF-8 in keys", msg("", "a \xc3", nil), ErrInvalidUTF8, "the keys is not valid UTF-8"},
+		{"body rules come first", &Message{Topic: "T", Tags: "\xff"}, ErrNilBody, "the message body is null"},
+		{"the first offence in name order is reported", msg("", "", map[string]string{"b": "", "a": "x\x01", "c": "\xff"}),
+			ErrPropertySeparator, `the value of property "a"`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := ValidateMessage(tc.msg)
+			if !errors.Is(err, tc.rule) {
+				t.Fatalf("got %v, want rule %v", err, tc.rule)
+			}
+			var ve *ValidationError
+			if !errors.As(err, &ve) || ve.Code != CodeMessageIllegal {
+				t.Errorf("code: got %+v, want %d", ve, CodeMessageIllegal)
+			}
+			if !strings.Contains(err.Error(), tc.text) {
+				t.Errorf("text:\n got %q\nwant it to contain %q", err.Error(), tc.text)
+			}
+		})
+	}
+}
+
+func TestValidateMessageAcceptsWhatRocketMQCarries(t *testing.T) {
+	for _, m := range []*Message{
+		{Topic: "T", Body: []byte("x"), Tags: "TagA", Keys: "k1 k2", Properties: map[string]string{
+			"order-id": "42", "note": "grüße, 世界", "emoji": "🚀", "tran_msg": "lower case is not reserved",
+			"padded": " v ", "tab\tinside": "a\tb"}},
+		{Topic: "T", Body: []byte("x"), Properties: map[string]string{"UNIQ_KEY": "CALLER-ID", "WAIT": "false"}},
+		{Topic: "T", Body: []byte("x")},
+	} {
+		if err := ValidateMessage(m); err != nil {
+			t.Errorf("%+v: %v", m.Properties, err)
+		}
+	}
+}
+
+func TestCheckUserPropertiesRefusesEveryReservedName(t *testing.T) {
+	for _, name := range slices.Sorted(maps.Keys(reservedProperties)) {
+		err := CheckUserProperties(map[string]string{"ok": "v", name: "v"})
+		if !errors.Is(err, ErrReservedProperty) {
+			t.Errorf("%s: got %v", name, err)
+		}
+	}
+	// The runtime lets its callers set these two; a gateway caller may not.
+	for _, name := range []string{"UNIQ_KEY", "WAIT"} {
+		if err := ValidateMessage(&Message{Topic: "T", Body: []byte("x"), Properties: map[string]string{name: "v"}}); err != nil {
+			t.Errorf("runtime refused %s: %v", name, err)
+		}
+	}
+	if err := CheckUserProperties(map[string]string{"order-id": "42"}); err != nil {
+		t.Errorf("user property refused: %v", err)
+	}
+	if err := CheckUserProperties(map[string]string{"a": ""}); !errors.Is(err, ErrBlankProperty) {
+		t.Errorf("blank value: got %v", err)
+	}
+}
+
+func TestReservedPropertiesAreRocketMQsUnion(t *testing.T) {
+	// 31 names in 4.9.8's STRING_HASH_SET, 51 in 5.3.3's, which contains every 4.9.8 name.
+	if len(reservedProperties) != 51 {
+		t.Errorf("%d reserved names, want 51", len(reservedProperties))
+	}
+	for _, name := range []string{remoting.PropertyTags, remoting.PropertyKeys, remoting.PropertyUniqKey,
+		remoting.PropertyTransactionPrep, remoting.PropertyDelayLevel, remoting.PropertyTimerDeliverMS,
+		remoting.PropertyMsgRegion, remoting.PropertyTraceSwitch, remoting.PropertyInstanceID} {
+		if !IsReservedProperty(name) {
+			t.Errorf("%s is not reserved", name)
+		}
+	}
+}
+
+func TestValidateMessageDoesNotAllocate(t *testing.T) {
+	m := &Message{Topic: "T", Body: []byte("x"), Tags: "TagA", Keys: "k1", Properties: map[string]string{
+		"order-id": "42", "note": "grüße", "UNIQ_KEY": "ABC"}}
+	if n := testing.AllocsPerRun(100, func() { _ = ValidateMessage(m) }); n != 0 {
+		t.Errorf("%v allocations per valid message", n)
 	}
 }

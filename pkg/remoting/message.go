@@ -40,7 +40,9 @@ const (
 )
 
 // Message is a message as a producer sends it. Tags and Keys are carried as the TAGS and KEYS
-// properties on the wire; Properties holds every other property (UNIQ_KEY, WAIT, user keys).
+// properties on the wire; Properties holds every other property (UNIQ_KEY, WAIT, user keys). A
+// producer that sends it decides which reserved names Properties may hold (the runtime in
+// pkg/producer allows only UNIQ_KEY and WAIT).
 type Message struct {
 	Topic      string
 	Tags       string
