@@ -250,6 +250,66 @@ func TestRefusalsHaveTheirStatusCodes(t *testing.T) {
 	}
 }
 
+// TestUnsafeMessagesAreRefusedWith400AndNothingSent proves that reserved property names,
+// separators, blank names or values and strings that are not UTF-8 are answered 400
+// InvalidMessage, in both request forms, without the broker seeing a request.
+func TestUnsafeMessagesAreRefusedWith400AndNothingSent(t *testing.T) {
+	bed := newTestBed(t, nil)
+	raw := func(headers map[string]string) *http.Request {
+		return post(ordersPath, "application/octet-stream", []byte("x"), headers)
+	}
+	withProps := func(props map[string]string) *http.Request {
+		return post(ordersPath, "application/json", jsonBody(t, map[string]any{"bodyText": "x", "properties": props}), nil)
+	}
+	cases := []struct {
+		name     string
+		req      *http.Request
+		wantText string
+	}{
+		{"TRAN_MSG would store a half message", withProps(map[string]string{"TRAN_MSG": "true"}),
+			"The Property<TRAN_MSG> is used by system"},
+		{"DELAY", withProps(map[string]string{"DELAY": "3"}), "The Property<DELAY> is used by system"},
+		{"UNIQ_KEY is the gateway's to set", withProps(map[string]string{"UNIQ_KEY": "MINE"}), "The Property<UNIQ_KEY> is used by system"},
+		{"WAIT", withProps(map[string]string{"WAIT": "false"}), "The Property<WAIT> is used by system"},
+		{"TAGS as a property", withProps(map[string]string{"TAGS": "a"}), "The Property<TAGS> is used by system"},
+		{"KEYS as a property", withProps(map[string]string{"KEYS": "a"}), "The Property<KEYS> is used by system"},
+		{"5.x timer property", withProps(map[string]string{"TIMER_DELAY_SEC": "10"}), "The Property<TIMER_DELAY_SEC> is used by system"},
+		{"an empty value in JSON", withProps(map[string]string{"a": ""}), "can not be null or blank string"},
+		{"a blank value in JSON", withProps(map[string]string{"a": "   "}), "can not be null or blank string"},
+		{"an empty name in JSON", withProps(map[string]string{"": "v"}), "can not be null or blank string"},
+		{"an empty property header", raw(map[string]string{"X-Detour-Property-Note": ""}), `can not be null or blank string! (property "note")`},
+		{"0x02 in a value injects a property", withProps(map[string]string{"a": "x\x02TRAN_MSG\x01true"}),
+			`the value of property "a" contains a property separator`},
+		{"0x01 in a name", withProps(map[string]string{"a\x01b": "v"}), "contains a property separator"},
+		{"0x02 in tags", post(ordersPath, "application/json", jsonBody(t, map[string]any{"bodyText": "x", "tags": "t\x02DELAY\x013"}), nil),
+			"the tags contains a property separator"},
+		{"0x01 in keys", post(ordersPath, "application/json", jsonBody(t, map[string]any{"bodyText": "x", "keys": []string{"k\x01"}}), nil),
+			"the keys contains a property separator"},
+		{"a property header that is not UTF-8", raw(map[string]string{"X-Detour-Property-Note": "caf\xe9"}),
+			`the value of property "note" is not valid UTF-8`},
+		{"a tags header that is not UTF-8", raw(map[string]string{HeaderTags: "\xff"}), "the tags is not valid UTF-8"},
+		{"a keys header that is not UTF-8", raw(map[string]string{HeaderKeys: "k \xc3"}), "the keys is not valid UTF-8"},
+		{"a JSON request that is not UTF-8", post(ordersPath, "application/json",
+			[]byte("{\"bodyText\":\"x\",\"properties\":{\"a\":\"caf\xe9\"}}"), nil), "not valid UTF-8"},
+	}
+	before := bed.good.Stats()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			res, body := bed.do(t, tc.req)
+			var er ErrorResponse
+			if err := json.Unmarshal(body, &er); err != nil {
+				t.Fatalf("status %d, body %q is not an ErrorResponse: %v", res.StatusCode, body, err)
+			}
+			if res.StatusCode != http.StatusBadRequest || er.Code != CodeInvalidMessage || !strings.Contains(er.Error, tc.wantText) {
+				t.Fatalf("got %d %s %q; want 400 %s containing %q", res.StatusCode, er.Code, er.Error, CodeInvalidMessage, tc.wantText)
+			}
+		})
+	}
+	if after := bed.good.Stats(); after.Requests != before.Requests {
+		t.Fatalf("the broker saw %d requests for refused messages", after.Requests-before.Requests)
+	}
+}
+
 // TestExactlyFourMiBIsAccepted proves the size limit is RocketMQ's: a body of exactly 4 MiB is sent.
 func TestExactlyFourMiBIsAccepted(t *testing.T) {
 	bed := newTestBed(t, nil)

@@ -139,6 +139,12 @@ func (s *Server) serveMessages(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	msg.Topic = topic
+	// A caller sets data, never how RocketMQ treats the message: no reserved property at all, not
+	// even the UNIQ_KEY and WAIT the runtime's Go callers may set.
+	if err := producer.CheckUserProperties(msg.Properties); err != nil {
+		s.writeSendError(w, r, err)
+		return
+	}
 	res, err := s.opts.Sender.Send(r.Context(), msg)
 	if err != nil {
 		s.writeSendError(w, r, err)

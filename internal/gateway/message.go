@@ -11,6 +11,7 @@ import (
 	"mime"
 	"net/http"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/detourmq/detour/pkg/producer"
 )
@@ -148,6 +149,11 @@ func headerMessage(h http.Header, body []byte) *producer.Message {
 }
 
 func decodeJSONMessage(data []byte) (*producer.Message, error) {
+	// encoding/json turns bytes that are not UTF-8 into U+FFFD; refusing them keeps a message
+	// from being stored other than sent.
+	if !utf8.Valid(data) {
+		return nil, badRequest("decoding the JSON message: the request is not valid UTF-8")
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	var jm JSONMessage
