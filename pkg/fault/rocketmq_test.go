@@ -222,8 +222,9 @@ func TestUnreachableBrokerBecomesAvailableWithoutProbing(t *testing.T) {
 	}
 }
 
-// With the 4.x preset, a failure isolates for ten minutes, and updates still only extend.
-func TestRocketMQ4PresetIsolatesFailuresForTenMinutes(t *testing.T) {
+// RocketMQ 4.x's table under 5.x rules (a custom policy, not the RocketMQ4 preset, which also
+// takes 4.x's rules): a failure isolates for ten minutes, and updates only extend.
+func TestRocketMQ4TableUnder5xRulesIsolatesFailuresForTenMinutesAndOnlyExtends(t *testing.T) {
 	tol, clk, _ := newTol(t, Options{Table: mustPreset(t, PresetRocketMQ4)})
 	tol.Update("A", ms(1), TransportError)
 	clk.Advance(time.Minute)

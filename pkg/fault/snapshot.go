@@ -69,6 +69,9 @@ func (t *Tolerance) Restore(items []Item) {
 	nowTime := t.timeOf(now)
 	tab := t.opts.Table
 	for _, it := range items {
+		if t.opts.Semantics == SemanticsDisabled {
+			break // fault tolerance off learns nothing, restored or not
+		}
 		if it.Reason == ReasonPodNotReady || it.Reason == ReasonPodTerminating {
 			continue
 		}
@@ -79,8 +82,10 @@ func (t *Tolerance) Restore(items []Item) {
 		}
 		e := t.obtain(it.Broker, now)
 		was := blocked(e, now)
+		t.order.insert(e)
 		if live {
 			extend(e, now, min(left, maxRestored))
+			e.stamp.Store(e.until)
 		}
 		if !it.Reachable {
 			e.reachable.Store(false)

@@ -2,6 +2,7 @@ package fault
 
 import (
 	"math"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"sync"
@@ -22,9 +23,15 @@ const (
 	// BrokerError: the broker answered with a non-success code. Isolation from the failure
 	// latency; unreachable.
 	BrokerError
-	// ClientError: the attempt failed on the client side. Isolation from the measured latency,
-	// as RocketMQ 5.x does; reachable (left alone when probing, as it proves nothing).
+	// ClientError: the attempt failed on the client side before the broker could answer
+	// (RocketMQ's MQClientException). Isolation from the measured latency under RocketMQ 5.x,
+	// from the failure latency under RocketMQ 4.x; reachable (left alone when probing, as it
+	// proves nothing about the broker).
 	ClientError
+	// Interrupted: the caller gave up on the send (RocketMQ's InterruptedException). Isolation
+	// from the measured latency under either line, and no retry; reachable (left alone when
+	// probing).
+	Interrupted
 )
 
 // String returns the outcome's name.
@@ -38,6 +45,8 @@ func (o Outcome) String() string {
 		return "BrokerError"
 	case ClientError:
 		return "ClientError"
+	case Interrupted:
+		return "Interrupted"
 	}
 	return "Outcome(" + strconv.Itoa(int(o)) + ")"
 }
@@ -89,6 +98,9 @@ const MaxGrowthFactor = 8
 
 // Options is a fault policy. The zero value behaves like RocketMQ 5.x with fault tolerance on.
 type Options struct {
+	// Semantics are the rules outcomes are recorded by: RocketMQ 5.x's (the zero value), RocketMQ
+	// 4.x's, or none (fault tolerance off, RocketMQ's default).
+	Semantics Semantics
 	// Table maps latency to isolation; nil means the RocketMQ5 preset.
 	Table *Table
 	// Clock is read for every decision; nil means RealClock. It is fixed by New: Configure
@@ -153,13 +165,18 @@ type Tolerance struct {
 	// entries maps broker names to entries. The map is never changed in place: writers copy it
 	// under mu and swap the pointer, so readers look names up without a lock.
 	entries atomic.Pointer[map[string]*Entry]
-	// table is the table in force, read by Update's lock-free fast path.
-	table atomic.Pointer[Table]
+	// table, sem and probing are the policy in force, read by Update's lock-free fast path.
+	table   atomic.Pointer[Table]
+	sem     atomic.Int32
+	probing atomic.Bool
+	// worst is PickOneAtLeast's round-robin index (RocketMQ 4.x's whichItemWorst).
+	worst atomic.Uint32
 
 	mu      sync.Mutex
-	opts    Options // under mu
-	present int     // brokers known and not removed, under mu
-	seq     uint64  // under mu
+	opts    Options   // under mu
+	present int       // brokers known and not removed, under mu
+	seq     uint64    // under mu
+	order   itemOrder // brokers with an item, in RocketMQ's map order, under mu
 }
 
 // Entry is a stable handle on one broker's fault item, for hot paths that check the same
@@ -177,7 +194,10 @@ type Entry struct {
 	// send would evict the line that selection reads from every core.
 	_       [64]byte
 	latency atomic.Int64 // last measured, nanoseconds
-	_       [56]byte
+	// stamp is RocketMQ's startTimestamp under SemanticsRocketMQ4: the tick of the last update
+	// plus its isolation, set by every update (fast successes included), for PickOneAtLeast.
+	stamp atomic.Int64
+	_     [48]byte
 
 	// Guarded by t.mu.
 	until    int64 // tick at which the timer isolation ends, 0 if none
@@ -190,6 +210,10 @@ type Entry struct {
 	pod      PodState
 	member   bool // unavailable as far as changes have reported
 	present  bool // false once removed: a tombstone, kept so handles stay valid
+	// ordered is set while the broker has an item (an update since it was last forgotten), which
+	// places it in Tolerance.order; hash caches its place there.
+	ordered bool
+	hash    int32
 }
 
 const (
@@ -211,6 +235,8 @@ const maxRestored = MaxGrowthFactor * time.Duration(MaxMillis) * time.Millisecon
 // New returns an empty fault table with the given policy.
 func New(opts Options) *Tolerance {
 	t := &Tolerance{clock: opts.Clock}
+	// RocketMQ starts its pick index at a random value; so does every table.
+	t.worst.Store(rand.Uint32())
 	switch opts.Clock.(type) {
 	case nil, RealClock, *RealClock:
 		t.clock = RealClock{}
@@ -231,6 +257,8 @@ func (t *Tolerance) setOptions(opts Options) {
 	opts.Clock = t.clock
 	t.opts = opts
 	t.table.Store(opts.Table)
+	t.sem.Store(int32(opts.Semantics))
+	t.probing.Store(opts.Probing)
 }
 
 // Options returns the policy in force, with defaults filled in.
@@ -251,6 +279,11 @@ func (t *Tolerance) Configure(opts Options) {
 	ev.fn = opts.OnChange
 	for _, e := range *t.entries.Load() {
 		if e.present {
+			if opts.Semantics == SemanticsDisabled {
+				// Fault tolerance off records nothing; what was learnt would be stale if it
+				// were turned on again, and status would show isolations nothing enforces.
+				t.forget(e)
+			}
 			t.recomputeHolds(e)
 		}
 	}
@@ -380,6 +413,7 @@ func (t *Tolerance) Remove(broker string) {
 		}
 		e.present = false
 		t.present--
+		t.order.remove(e)
 		t.reset(e)
 		t.sync(e, now, false, 0, &ev)
 		// Fewer brokers may mean a smaller cap.
@@ -416,6 +450,7 @@ func (t *Tolerance) reset(e *Entry) {
 	e.until, e.since, e.holds, e.failures, e.calm = 0, 0, 0, 0, 0
 	e.reason, e.severity, e.pod = "", 0, PodReady
 	e.latency.Store(0)
+	e.stamp.Store(0)
 	e.reachable.Store(true)
 	e.gate.Store(0)
 }
@@ -466,7 +501,7 @@ func (t *Tolerance) sync(e *Entry, now int64, released bool, since int64, ev *ev
 		}
 		t.change(ev, Change{Broker: e.name, Isolated: m, Released: released, Item: t.item(e)})
 	}
-	e.quiet.Store(e.present && !m && e.failures == 0 && e.reachable.Load())
+	e.quiet.Store(e.present && !m && e.failures == 0 && e.reachable.Load() && e.ordered)
 }
 
 // change numbers c and queues it for delivery. Callers hold mu.

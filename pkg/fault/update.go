@@ -2,29 +2,49 @@ package fault
 
 import "time"
 
-// Update records the outcome of one send attempt to broker that took latency, with RocketMQ
-// 5.x's updateFaultItem semantics (see the package documentation). Unknown outcomes are ignored.
+// Update records the outcome of one send attempt to broker that took latency, by the table's
+// Semantics (see effectOf for how each outcome maps to RocketMQ's updateFaultItem). Unknown
+// outcomes are ignored, and so is everything under SemanticsDisabled.
 //
 // A success that would change nothing but the latency (the common case: a healthy broker
 // answering fast) takes no lock.
 func (t *Tolerance) Update(broker string, latency time.Duration, outcome Outcome) {
-	if outcome < Success || outcome > ClientError {
+	if outcome < Success || outcome > Interrupted {
+		return
+	}
+	sem := Semantics(t.sem.Load())
+	if sem == SemanticsDisabled {
 		return
 	}
 	if outcome == Success {
 		if e := t.lookup(broker); e != nil && e.quiet.Load() && t.table.Load().IsolationFor(latency) == 0 {
 			e.latency.Store(int64(latency))
+			if sem == SemanticsRocketMQ4 {
+				// RocketMQ 4.x moves the item's isolation end to now on every update; it is in
+				// the past for a quiet broker already, but PickOneAtLeast compares it.
+				e.stamp.Store(t.tick())
+			}
 			return
 		}
 	}
+	t.apply(broker, latency, effectOf(sem, outcome, t.probing.Load()))
+}
+
+// apply records one update with the given effect. The semantics and options are read again under
+// the lock, so a concurrent Configure is seen whole.
+func (t *Tolerance) apply(broker string, latency time.Duration, ef effect) {
 	ev := t.lock()
+	if t.opts.Semantics == SemanticsDisabled {
+		t.unlock(&ev)
+		return
+	}
 	now := t.tick()
 	e := t.obtain(broker, now)
 	was := blocked(e, now)
+	t.order.insert(e)
 	tab := t.opts.Table
 	e.latency.Store(int64(latency))
-	switch outcome {
-	case Success:
+	if ef.success {
 		if t.opts.GrowOnRepeat {
 			// One success is no proof of lasting health: the episode count only decays after a
 			// probation without failure.
@@ -35,36 +55,36 @@ func (t *Tolerance) Update(broker string, latency time.Duration, outcome Outcome
 		} else {
 			e.failures = 0
 		}
+	}
+	switch ef.reach {
+	case reachSet:
 		e.reachable.Store(true)
-		e.severity = latency
-		if extend(e, now, tab.IsolationFor(latency)) {
-			e.reason = ReasonSlowSend
-		}
-	case ClientError:
-		// A client-side failure says nothing about the broker; RocketMQ 5.x still marks it
-		// reachable, which probing would take as proof, so probing leaves the flag alone.
-		if !t.opts.Probing {
-			e.reachable.Store(true)
-		}
-		e.severity = latency
-		if extend(e, now, tab.IsolationFor(latency)) {
-			e.reason = ReasonSlowSend
-		}
-	case TransportError, BrokerError:
+	case reachClear:
+		e.reachable.Store(false)
+	}
+	var d time.Duration
+	if ef.isolation {
 		t.countFailure(e, now)
 		e.severity = max(latency, tab.FailureLatency())
-		if outcome == TransportError {
-			e.reason = ReasonSendFailed
-			e.reachable.Store(!t.opts.Probing)
-		} else {
-			e.reason = ReasonBrokerError
-			e.reachable.Store(false)
-		}
-		d := t.grow(tab, e.failures)
-		extend(e, now, d)
+		e.reason = ef.reason
+		d = t.grow(tab, e.failures)
 		if t.opts.GrowOnRepeat {
 			e.calm = max(e.calm, now+int64(d))
 		}
+	} else {
+		e.severity = latency
+		d = tab.IsolationFor(latency)
+	}
+	if t.opts.Semantics == SemanticsRocketMQ4 {
+		// 4.x sets the end whatever it was: a fast success ends an isolation, a short one
+		// replaces a long one.
+		e.until = now + int64(d)
+		e.stamp.Store(e.until)
+		if d > 0 && !ef.isolation {
+			e.reason = ReasonSlowSend
+		}
+	} else if extend(e, now, d) && !ef.isolation {
+		e.reason = ReasonSlowSend
 	}
 	t.settle(e, now, was, 0, &ev)
 	t.unlock(&ev)
