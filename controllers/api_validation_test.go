@@ -29,7 +29,7 @@ func validFaultPolicySpec() routingv1alpha1.FaultPolicySpec {
 func validTopicSpec() routingv1alpha1.TopicSpec {
 	return routingv1alpha1.TopicSpec{
 		TopicName:      "TopicTest",
-		BrokerSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "broker"}},
+		BrokerSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "broker"}},
 	}
 }
 
@@ -190,6 +190,18 @@ func TestTopicValidation(t *testing.T) {
 		{"an empty faultPolicyRef name is refused", func(s *routingv1alpha1.TopicSpec) {
 			s.FaultPolicyRef = &routingv1alpha1.FaultPolicyReference{}
 		}, "spec.faultPolicyRef.name in body should be at least 1 chars long"},
+		{"a topic on a cluster is accepted", func(s *routingv1alpha1.TopicSpec) {
+			s.BrokerSelector, s.ClusterRef = nil, &routingv1alpha1.ClusterReference{Name: "prod"}
+		}, ""},
+		{"both clusterRef and brokerSelector are refused", func(s *routingv1alpha1.TopicSpec) {
+			s.ClusterRef = &routingv1alpha1.ClusterReference{Name: "prod"}
+		}, "set exactly one of clusterRef and brokerSelector"},
+		{"neither clusterRef nor brokerSelector is refused", func(s *routingv1alpha1.TopicSpec) {
+			s.BrokerSelector = nil
+		}, "set exactly one of clusterRef and brokerSelector"},
+		{"a clusterRef that is not a resource name is refused", func(s *routingv1alpha1.TopicSpec) {
+			s.BrokerSelector, s.ClusterRef = nil, &routingv1alpha1.ClusterReference{Name: "Prod_1"}
+		}, "spec.clusterRef.name in body should match"},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -198,6 +210,59 @@ func TestTopicValidation(t *testing.T) {
 			tc.mutate(&topic.Spec)
 			expectCreate(t, topic, tc.wantErr)
 		})
+	}
+}
+
+// TestClusterValidation proves that the API server refuses every Cluster that breaks a schema
+// rule, with a message that says what must hold, and defaults the refresh interval.
+func TestClusterValidation(t *testing.T) {
+	ns := newNamespace(t)
+	cases := []struct {
+		name    string
+		ns      []string
+		refresh int32
+		wantErr string
+	}{
+		{"host:port name servers are accepted", []string{"namesrv-0.namesrv:9876", "10.0.0.7:9876"}, 0, ""},
+		{"no name server is refused", nil, 0, "spec.nameServers: Required value"},
+		{"a name server without a port is refused", []string{"namesrv"}, 0, "spec.nameServers[0] in body should match"},
+		{"a port beyond 65535 is refused", []string{"namesrv:70000"}, 0, "nameServers must be host:port with a port from 1 to 65535"},
+		{"a port of zero is refused", []string{"namesrv:0"}, 0, "nameServers must be host:port with a port from 1 to 65535"},
+		{"a repeated name server is refused", []string{"namesrv:9876", "namesrv:9876"}, 0, "nameServers must not repeat an address"},
+		{"more than 16 name servers are refused", func() (out []string) {
+			for i := range 17 {
+				out = append(out, "ns-"+itoa(i)+":9876")
+			}
+			return out
+		}(), 0, "must have at most 16 items"},
+		{"a refresh below one second is refused", []string{"namesrv:9876"}, -1, "spec.routeRefreshSeconds in body should be greater than or equal to 1"},
+		{"a refresh over an hour is refused", []string{"namesrv:9876"}, 3601, "spec.routeRefreshSeconds in body should be less than or equal to 3600"},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cl := &routingv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cluster-" + itoa(i)},
+				Spec: routingv1alpha1.ClusterSpec{NameServers: tc.ns, RouteRefreshSeconds: tc.refresh}}
+			expectCreate(t, cl, tc.wantErr)
+			if tc.wantErr == "" && cl.Spec.RouteRefreshSeconds != 30 {
+				t.Errorf("routeRefreshSeconds defaulted to %d, want 30", cl.Spec.RouteRefreshSeconds)
+			}
+		})
+	}
+}
+
+// TestTopicCannotMoveBetweenClusterAndSelector proves a Topic keeps the kind of route it was
+// created with.
+func TestTopicCannotMoveBetweenClusterAndSelector(t *testing.T) {
+	ns := newNamespace(t)
+	ctx := context.Background()
+	topic := &routingv1alpha1.Topic{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "moving"}, Spec: validTopicSpec()}
+	if err := k8sClient.Create(ctx, topic); err != nil {
+		t.Fatalf("creating the topic: %v", err)
+	}
+	topic.Spec.BrokerSelector, topic.Spec.ClusterRef = nil, &routingv1alpha1.ClusterReference{Name: "prod"}
+	err := k8sClient.Update(ctx, topic)
+	if err == nil || !strings.Contains(err.Error(), "a Topic cannot move between clusterRef and brokerSelector") {
+		t.Fatalf("moving the topic to a cluster: err = %v, want the rule's message", err)
 	}
 }
 
@@ -258,6 +323,8 @@ func readSamples(t *testing.T) []client.Object {
 		"routing_v1alpha1_faultpolicy.yaml",
 		"routing_v1alpha1_faultpolicy_custom.yaml",
 		"routing_v1alpha1_topic.yaml",
+		"existing-cluster/cluster.yaml",
+		"existing-cluster/topic.yaml",
 	} {
 		data, err := os.ReadFile(filepath.Join("..", "config", "samples", name))
 		if err != nil {
@@ -273,6 +340,8 @@ func readSamples(t *testing.T) []client.Object {
 			obj = &routingv1alpha1.FaultPolicy{}
 		case "Topic":
 			obj = &routingv1alpha1.Topic{}
+		case "Cluster":
+			obj = &routingv1alpha1.Cluster{}
 		default:
 			t.Fatalf("sample %s has unexpected kind %q", name, meta.Kind)
 		}

@@ -22,8 +22,8 @@ import (
 	"github.com/detourmq/detour/pkg/producer"
 )
 
-// BrokerPodReconciler pushes the state of every master broker pod that a Topic selects into the
-// runtime: its address, whether it is Ready, whether it is terminating, and when it is gone. It
+// BrokerPodReconciler pushes the state of every master broker pod that a Topic or a Cluster selects
+// into the runtime: its address, whether it is Ready, whether it is terminating, and when it is gone. It
 // writes nothing to the API server, so it runs on every replica, leader or not.
 type BrokerPodReconciler struct {
 	client.Client
@@ -33,7 +33,7 @@ type BrokerPodReconciler struct {
 
 var _ reconcile.Reconciler = (*BrokerPodReconciler)(nil)
 
-// Reconcile gets the pod, decides whether it is a broker master some Topic selects, and pushes
+// Reconcile gets the pod, decides whether it is a broker master some Topic or Cluster selects, and pushes
 // that into the runtime at once.
 func (r *BrokerPodReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	log := ctrl.LoggerFrom(ctx)
@@ -50,7 +50,7 @@ func (r *BrokerPodReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		r.forgetPod(ctx, req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
-	selected, err := selectedByTopic(ctx, r.Client, &pod)
+	selected, err := selectedAsBroker(ctx, r.Client, &pod)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -73,24 +73,43 @@ func (r *BrokerPodReconciler) forgetPod(ctx context.Context, pod types.Namespace
 	}
 }
 
-// selectedByTopic reports whether any Topic in the pod's namespace selects it.
-func selectedByTopic(ctx context.Context, c client.Reader, pod *corev1.Pod) (bool, error) {
+// selectedAsBroker reports whether any Topic's or Cluster's broker selector in the pod's namespace
+// selects it. A Cluster's pods add pod health to the brokers its name servers publish.
+func selectedAsBroker(ctx context.Context, c client.Reader, pod *corev1.Pod) (bool, error) {
 	var topics routingv1alpha1.TopicList
 	if err := c.List(ctx, &topics, client.InNamespace(pod.Namespace)); err != nil {
 		return false, err
 	}
 	for i := range topics.Items {
-		sel, err := metav1.LabelSelectorAsSelector(&topics.Items[i].Spec.BrokerSelector)
-		if err == nil && !sel.Empty() && sel.Matches(labels.Set(pod.Labels)) {
+		if selects(topics.Items[i].Spec.BrokerSelector, pod.Labels) {
+			return true, nil
+		}
+	}
+	var clusters routingv1alpha1.ClusterList
+	if err := c.List(ctx, &clusters, client.InNamespace(pod.Namespace)); err != nil {
+		return false, err
+	}
+	for i := range clusters.Items {
+		if selects(clusters.Items[i].Spec.BrokerSelector, pod.Labels) {
 			return true, nil
 		}
 	}
 	return false, nil
 }
 
-// podsOfTopic maps a Topic to every pod in its namespace, so a changed selector re-evaluates
-// both the pods it now selects and the ones it no longer does.
-func (r *BrokerPodReconciler) podsOfTopic(ctx context.Context, obj client.Object) []reconcile.Request {
+// selects reports whether a broker selector picks an object with these labels; an unset or empty
+// selector picks nothing (it would otherwise pick every pod of the namespace).
+func selects(selector *metav1.LabelSelector, lbls map[string]string) bool {
+	if selector == nil {
+		return false
+	}
+	sel, err := metav1.LabelSelectorAsSelector(selector)
+	return err == nil && !sel.Empty() && sel.Matches(labels.Set(lbls))
+}
+
+// podsOfNamespace maps a Topic or Cluster to every broker pod in its namespace, so a changed
+// selector re-evaluates both the pods it now selects and the ones it no longer does.
+func (r *BrokerPodReconciler) podsOfNamespace(ctx context.Context, obj client.Object) []reconcile.Request {
 	var pods corev1.PodList
 	if err := r.List(ctx, &pods, client.InNamespace(obj.GetNamespace())); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Listing pods for a Topic failed", "topic", klog.KObj(obj))
@@ -112,7 +131,9 @@ func (r *BrokerPodReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Named("brokerpod").
 		For(&corev1.Pod{}).
 		// Only a spec change (a new selector) changes which pods are brokers; status writes do not.
-		Watches(&routingv1alpha1.Topic{}, handler.EnqueueRequestsFromMapFunc(r.podsOfTopic),
+		Watches(&routingv1alpha1.Topic{}, handler.EnqueueRequestsFromMapFunc(r.podsOfNamespace),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&routingv1alpha1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.podsOfNamespace),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		WithOptions(controller.Options{NeedLeaderElection: ptr.To(false), MaxConcurrentReconciles: 2}).
 		Complete(r)

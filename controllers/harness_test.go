@@ -150,7 +150,7 @@ func (c *cluster) createTopic(t *testing.T, name, policy string) *routingv1alpha
 		ObjectMeta: metav1.ObjectMeta{Namespace: c.ns, Name: name},
 		Spec: routingv1alpha1.TopicSpec{
 			TopicName:      "T_" + c.ns + "_" + name,
-			BrokerSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": c.app}},
+			BrokerSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": c.app}},
 			WriteQueueNums: 2,
 		},
 	}

@@ -94,7 +94,7 @@ func createShapedTopic(t *testing.T, ns, app, name string, write, read, perm int
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: routingv1alpha1.TopicSpec{
 			TopicName:      "T_" + ns + "_" + name,
-			BrokerSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": app}},
+			BrokerSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}},
 			WriteQueueNums: write,
 			ReadQueueNums:  read,
 			Perm:           perm,

@@ -33,13 +33,14 @@ const (
 
 // shared is the state the reconcilers have in common.
 type shared struct {
-	brokers      *brokerDirectory
-	topicWrites  *writeLimiter
-	policyWrites *writeLimiter
-	eventWrites  *writeLimiter
-	metrics      *Metrics
-	recorder     recorder.EventRecorder
-	elected      <-chan struct{}
+	brokers       *brokerDirectory
+	topicWrites   *writeLimiter
+	policyWrites  *writeLimiter
+	clusterWrites *writeLimiter
+	eventWrites   *writeLimiter
+	metrics       *Metrics
+	recorder      recorder.EventRecorder
+	elected       <-chan struct{}
 	// policyIsolations and topicIsolations carry FaultPolicy objects (stubs with namespace and
 	// name) whose isolations changed, or which the new leader must write; topicResync carries
 	// Topics the new leader must write.
@@ -72,6 +73,7 @@ func Setup(mgr ctrl.Manager, rt *producer.Runtime) error {
 		brokers:          newBrokerDirectory(),
 		topicWrites:      newWriteLimiter(statusWriteInterval),
 		policyWrites:     newWriteLimiter(statusWriteInterval),
+		clusterWrites:    newWriteLimiter(statusWriteInterval),
 		eventWrites:      newWriteLimiter(statusWriteInterval),
 		metrics:          RuntimeMetrics(),
 		recorder:         mgr.GetEventRecorder("detour"),
@@ -86,6 +88,9 @@ func Setup(mgr ctrl.Manager, rt *producer.Runtime) error {
 	}
 	if err := (&TopicReconciler{Client: c, Runtime: rt, shared: s}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("topic controller: %w", err)
+	}
+	if err := (&ClusterReconciler{Client: c, Runtime: rt, shared: s}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("cluster controller: %w", err)
 	}
 	if err := (&FaultPolicyReconciler{Client: c, Runtime: rt, shared: s}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("fault policy controller: %w", err)

@@ -13,13 +13,14 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
@@ -72,6 +73,9 @@ func (r *TopicReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 		r.removeRoute(ctx, req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
+	if topic.Spec.ClusterRef != nil {
+		return r.reconcileOnCluster(ctx, &topic)
+	}
 	brokers, err := r.selectedBrokers(ctx, &topic)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -84,7 +88,10 @@ func (r *TopicReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	if !r.leading() {
 		return ctrl.Result{}, nil
 	}
-	createErr := r.createOnBrokers(ctx, &topic, brokers)
+	var createErr error
+	if ptr.Deref(topic.Spec.Create, true) {
+		createErr = r.createOnBrokers(ctx, &topic, brokers)
+	}
 
 	orig := topic.DeepCopy()
 	r.computeStatus(&topic, brokers, policyKey, policyFound, errors.Join(routeErr, createErr))
@@ -100,12 +107,30 @@ func (r *TopicReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 // selectedBrokers lists the master broker pods with an address that the selector picks, by
 // broker name.
 func (r *TopicReconciler) selectedBrokers(ctx context.Context, topic *routingv1alpha1.Topic) ([]selectedBroker, error) {
-	sel, err := metav1.LabelSelectorAsSelector(&topic.Spec.BrokerSelector)
+	byName, err := selectedBrokerPods(ctx, r.Client, topic.Namespace, topic.Spec.BrokerSelector)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]selectedBroker, 0, len(byName))
+	for _, b := range byName {
+		out = append(out, b)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// selectedBrokerPods returns the master broker pods with an address that a selector picks in a
+// namespace, by broker name; nil or empty selectors pick nothing.
+func selectedBrokerPods(ctx context.Context, c client.Reader, namespace string, selector *metav1.LabelSelector) (map[string]selectedBroker, error) {
+	if selector == nil {
+		return nil, nil
+	}
+	sel, err := metav1.LabelSelectorAsSelector(selector)
 	if err != nil || sel.Empty() {
 		return nil, err
 	}
 	var pods corev1.PodList
-	if err := r.List(ctx, &pods, client.InNamespace(topic.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
+	if err := c.List(ctx, &pods, client.InNamespace(namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
 		return nil, err
 	}
 	byName := map[string]selectedBroker{}
@@ -120,12 +145,7 @@ func (r *TopicReconciler) selectedBrokers(ctx context.Context, topic *routingv1a
 		}
 		byName[b.Name] = selectedBroker{brokerPod: b, pod: pods.Items[i].Name}
 	}
-	out := make([]selectedBroker, 0, len(byName))
-	for _, b := range byName {
-		out = append(out, b)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out, nil
+	return byName, nil
 }
 
 // policyOf returns the runtime key of the Topic's FaultPolicy and whether it exists. A Topic
@@ -273,8 +293,7 @@ func (r *TopicReconciler) computeStatus(topic *routingv1alpha1.Topic, brokers []
 // topicsOfPod maps a pod to the Topics in its namespace whose selector matches it.
 func (r *TopicReconciler) topicsOfPod(ctx context.Context, obj client.Object) []reconcile.Request {
 	return r.topicsWhere(ctx, obj.GetNamespace(), func(t *routingv1alpha1.Topic) bool {
-		sel, err := metav1.LabelSelectorAsSelector(&t.Spec.BrokerSelector)
-		return err == nil && !sel.Empty() && sel.Matches(labels.Set(obj.GetLabels()))
+		return selects(t.Spec.BrokerSelector, obj.GetLabels())
 	})
 }
 
@@ -310,6 +329,8 @@ func (r *TopicReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&routingv1alpha1.Topic{}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.topicsOfPod)).
 		Watches(&routingv1alpha1.FaultPolicy{}, handler.EnqueueRequestsFromMapFunc(r.topicsOfPolicy)).
+		Watches(&routingv1alpha1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.topicsOfCluster),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		WatchesRawSource(source.Channel(r.topicIsolations, handler.EnqueueRequestsFromMapFunc(r.topicsOfPolicy))).
 		WatchesRawSource(source.Channel(r.topicResync, &handler.EnqueueRequestForObject{})).
 		WithOptions(controller.Options{NeedLeaderElection: ptr.To(false), MaxConcurrentReconciles: 2}).

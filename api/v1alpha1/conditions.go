@@ -1,6 +1,10 @@
 package v1alpha1
 
-// ConditionReady is the summary condition of both kinds. It surfaces whether the object is in
+// ConditionQueuesMatchSpec says whether the queue counts and perm the name servers publish for a
+// Topic on a Cluster equal its spec (only for Topics with create).
+const ConditionQueuesMatchSpec = "QueuesMatchSpec"
+
+// ConditionReady is the summary condition of every kind. It surfaces whether the object is in
 // force in the producer runtime.
 const ConditionReady = "Ready"
 
@@ -15,6 +19,13 @@ const (
 	ReasonFaultPolicyNotFound = "FaultPolicyNotFound"
 	// ReasonTopicCreateFailed surfaces when at least one broker refused UPDATE_AND_CREATE_TOPIC.
 	ReasonTopicCreateFailed = "TopicCreateFailed"
+	// ReasonClusterNotFound surfaces when a Topic references a Cluster that does not exist.
+	ReasonClusterNotFound = "ClusterNotFound"
+	// ReasonNameServersUnreachable surfaces when no name server of a Cluster answered.
+	ReasonNameServersUnreachable = "NameServersUnreachable"
+	// ReasonTopicNotPublished surfaces when a Cluster's name servers do not publish the topic (it
+	// exists on no broker; set create to have the operator create it).
+	ReasonTopicNotPublished = "TopicNotPublished"
 	// ReasonInvalidSpec surfaces when the runtime refused a spec that the schema accepted.
 	ReasonInvalidSpec = "InvalidSpec"
 )

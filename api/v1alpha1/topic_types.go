@@ -14,7 +14,21 @@ type FaultPolicyReference struct {
 	Name string `json:"name"`
 }
 
-// TopicSpec declares a RocketMQ topic on the master brokers its selector picks.
+// ClusterReference names a Cluster in the Topic's namespace.
+type ClusterReference struct {
+	// name is the Cluster's name.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	Name string `json:"name"`
+}
+
+// TopicSpec declares a RocketMQ topic: on an existing cluster whose name servers publish its route
+// (clusterRef), or on the master broker pods a selector picks (brokerSelector), for clusters
+// without reachable name servers.
+// +kubebuilder:validation:XValidation:rule="has(self.clusterRef) != has(self.brokerSelector)",message="set exactly one of clusterRef and brokerSelector"
+// +kubebuilder:validation:XValidation:rule="has(self.clusterRef) == has(oldSelf.clusterRef)",message="a Topic cannot move between clusterRef and brokerSelector; create a new Topic"
 type TopicSpec struct {
 	// topicName is the RocketMQ topic: at most 127 characters from [%|a-zA-Z0-9_-], not one of
 	// RocketMQ's system topics. It cannot be changed.
@@ -26,12 +40,26 @@ type TopicSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="topicName is immutable"
 	TopicName string `json:"topicName"`
 
-	// brokerSelector picks the broker pods, in the Topic's namespace, that serve the topic. Only
-	// master pods receive sends.
-	// +required
-	BrokerSelector metav1.LabelSelector `json:"brokerSelector"`
+	// clusterRef names the Cluster whose name servers publish the topic's route. Sends go to the
+	// writable queues of the masters the route lists, as a RocketMQ client's would.
+	// +optional
+	ClusterRef *ClusterReference `json:"clusterRef,omitempty"`
 
-	// writeQueueNums is the number of write queues on each broker.
+	// brokerSelector picks the broker pods, in the Topic's namespace, that serve the topic, with
+	// writeQueueNums queues on each. Only master pods receive sends.
+	// +optional
+	BrokerSelector *metav1.LabelSelector `json:"brokerSelector,omitempty"`
+
+	// create asks the operator to create (or update) the topic on every master with
+	// UPDATE_AND_CREATE_TOPIC, with the queue counts and perm below; on a cluster it never lowers
+	// the queue counts a broker already publishes. Defaults to true with brokerSelector (the spec
+	// is then the only source of the route) and false with clusterRef (the cluster's own topic
+	// configuration is kept).
+	// +optional
+	Create *bool `json:"create,omitempty"`
+
+	// writeQueueNums is the number of write queues on each broker (with clusterRef, what create
+	// asks for; the route itself comes from the name servers).
 	// +optional
 	// +kubebuilder:default=4
 	// +kubebuilder:validation:Minimum=1
@@ -53,7 +81,7 @@ type TopicSpec struct {
 	Perm int32 `json:"perm,omitempty"`
 
 	// faultPolicyRef names the FaultPolicy whose fault table governs sends to this topic. Unset
-	// means RocketMQ 5.x's defaults.
+	// means the runtime's default policy.
 	// +optional
 	FaultPolicyRef *FaultPolicyReference `json:"faultPolicyRef,omitempty"`
 }
@@ -70,7 +98,8 @@ type TopicBroker struct {
 	// +kubebuilder:validation:MaxLength=253
 	Pod string `json:"pod,omitempty"`
 
-	// address is the broker's host:port, from the pod IP and its container port named "main".
+	// address is the broker's host:port: from the name servers with clusterRef, else from the pod
+	// IP and its container port named "main".
 	// +optional
 	// +kubebuilder:validation:MaxLength=64
 	Address string `json:"address,omitempty"`
@@ -79,9 +108,19 @@ type TopicBroker struct {
 	// +required
 	Ready bool `json:"ready"`
 
-	// writeQueues is the number of write queues the topic has on this broker.
+	// writeQueues is the number of write queues the topic has on this broker (with clusterRef, as
+	// the name servers publish it).
 	// +optional
 	WriteQueues int32 `json:"writeQueues,omitempty"`
+
+	// readQueues is the number of read queues the name servers publish (clusterRef only).
+	// +optional
+	ReadQueues int32 `json:"readQueues,omitempty"`
+
+	// perm is the topic's permission bits on this broker as the name servers publish them
+	// (clusterRef only): without bit 2 (write) the broker gets no sends.
+	// +optional
+	Perm int32 `json:"perm,omitempty"`
 
 	// isolated is whether the topic's fault policy isolates this broker now.
 	// +required

@@ -178,7 +178,7 @@ func createTopic(t *testing.T, ns, name, topicName, app string) {
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: routingv1alpha1.TopicSpec{
 			TopicName:      topicName,
-			BrokerSelector: metav1.LabelSelector{MatchLabels: map[string]string{demo.LabelApp: app}},
+			BrokerSelector: &metav1.LabelSelector{MatchLabels: map[string]string{demo.LabelApp: app}},
 			WriteQueueNums: 2,
 			ReadQueueNums:  2,
 			FaultPolicyRef: &routingv1alpha1.FaultPolicyReference{Name: name},

@@ -1,0 +1,140 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// ClusterSpec points at an existing RocketMQ cluster through its name servers.
+type ClusterSpec struct {
+	// nameServers are the cluster's name servers as host:port, the namesrvAddr RocketMQ clients
+	// are given (a Service's DNS name works). They are asked in turn, starting with the one that
+	// answered last.
+	// +required
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=261
+	// +kubebuilder:validation:items:Pattern=`^[a-zA-Z0-9]([-a-zA-Z0-9.]*[a-zA-Z0-9])?:[0-9]{1,5}$`
+	// +kubebuilder:validation:XValidation:rule="self.all(a, int(a.split(':')[1]) >= 1 && int(a.split(':')[1]) <= 65535)",message="nameServers must be host:port with a port from 1 to 65535"
+	// +kubebuilder:validation:XValidation:rule="self.all(a, self.exists_one(b, b == a))",message="nameServers must not repeat an address"
+	NameServers []string `json:"nameServers"`
+
+	// brokerSelector picks the cluster's broker pods in this namespace, for pod health: a broker
+	// whose pod is not Ready or is terminating is avoided before sends to it fail. Pods are
+	// matched to the brokers the name servers publish by broker name. Unset means brokers are
+	// routed on fault data alone.
+	// +optional
+	BrokerSelector *metav1.LabelSelector `json:"brokerSelector,omitempty"`
+
+	// routeRefreshSeconds is how often topic routes are asked from the name servers, as RocketMQ
+	// clients do every 30 s (pollNameServerInterval). Drains, removed brokers and master moves take
+	// effect within one refresh.
+	// +optional
+	// +kubebuilder:default=30
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=3600
+	RouteRefreshSeconds int32 `json:"routeRefreshSeconds,omitempty"`
+}
+
+// ClusterBroker is one broker group the name servers publish.
+type ClusterBroker struct {
+	// name is the RocketMQ broker name.
+	// +required
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+
+	// cluster is the brokerClusterName the broker registered with.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Cluster string `json:"cluster,omitempty"`
+
+	// masterAddress is the master's (brokerId 0) host:port as the broker registered it; empty
+	// when the group has no master.
+	// +optional
+	// +kubebuilder:validation:MaxLength=261
+	MasterAddress string `json:"masterAddress,omitempty"`
+
+	// pod is the broker's master pod, when brokerSelector matches one.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Pod string `json:"pod,omitempty"`
+
+	// ready is false when the matched pod is not Ready or is terminating; brokers without a
+	// matched pod count as ready.
+	// +required
+	Ready bool `json:"ready"`
+
+	// writable is whether the name servers publish the broker writable: false after
+	// `mqadmin wipeWritePerm` or with brokerPermission 4 (read only).
+	// +required
+	Writable bool `json:"writable"`
+}
+
+// ClusterStatus is what the name servers publish of the cluster.
+type ClusterStatus struct {
+	// conditions hold Ready, which says whether a name server answered.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=8
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// observedGeneration is the spec generation this status reflects.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// nameServer is the name server that answered last.
+	// +optional
+	// +kubebuilder:validation:MaxLength=261
+	NameServer string `json:"nameServer,omitempty"`
+
+	// brokers are the broker groups the name servers publish, by name.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=1024
+	Brokers []ClusterBroker `json:"brokers,omitempty"`
+
+	// brokerCount is the number of broker groups published.
+	// +optional
+	BrokerCount int32 `json:"brokerCount,omitempty"`
+
+	// writableBrokers is the number of published brokers with a master that take writes.
+	// +optional
+	WritableBrokers int32 `json:"writableBrokers,omitempty"`
+}
+
+// Cluster is an existing RocketMQ cluster, reached through its name servers. Topics that reference
+// it route as RocketMQ clients do: from the routes its name servers publish.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=rmqcluster,categories=detour
+// +kubebuilder:printcolumn:name="Brokers",type=integer,JSONPath=`.status.brokerCount`
+// +kubebuilder:printcolumn:name="Writable",type=integer,JSONPath=`.status.writableBrokers`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type Cluster struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is how to reach the cluster.
+	// +required
+	Spec ClusterSpec `json:"spec"`
+
+	// status is what its name servers publish.
+	// +optional
+	Status ClusterStatus `json:"status,omitempty"`
+}
+
+// ClusterList is a list of Cluster.
+//
+// +kubebuilder:object:root=true
+type ClusterList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Cluster `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&Cluster{}, &ClusterList{})
+}

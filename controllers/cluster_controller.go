@@ -1,0 +1,132 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
+	"github.com/detourmq/detour/pkg/producer"
+)
+
+// nameServerTimeout bounds one look at a cluster's name servers.
+const nameServerTimeout = 10 * time.Second
+
+// ClusterReconciler writes what a Cluster's name servers publish into its status: the broker
+// groups, their masters, whether each takes writes, and the pod health of brokers its selector
+// matches. Name servers cannot be watched, so it looks again every route refresh interval. Only
+// the leader writes status; routing itself is the Topic reconciler's.
+type ClusterReconciler struct {
+	client.Client
+	Runtime *producer.Runtime
+	*shared
+}
+
+var _ reconcile.Reconciler = (*ClusterReconciler)(nil)
+
+// Reconcile gets the Cluster, asks its name servers, matches pods, and writes status once.
+func (r *ClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var cl routingv1alpha1.Cluster
+	if err := r.Get(ctx, req.NamespacedName, &cl); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.clusterWrites.forget(req.NamespacedName)
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	again := ctrl.Result{RequeueAfter: refreshInterval(&cl)}
+	if !r.leading() {
+		return again, nil
+	}
+	nctx, cancel := context.WithTimeout(ctx, nameServerTimeout)
+	view, askErr := r.Runtime.DescribeCluster(nctx, cl.Spec.NameServers)
+	cancel()
+	pods, err := selectedBrokerPods(ctx, r.Client, cl.Namespace, cl.Spec.BrokerSelector)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+
+	orig := cl.DeepCopy()
+	computeClusterStatus(&cl, view, pods, askErr)
+	result, err := r.clusterWrites.patchStatus(ctx, r.Client, &cl, orig,
+		!equality.Semantic.DeepEqual(cl.Status, orig.Status), r.metrics, "Cluster")
+	if err != nil || result.RequeueAfter > 0 {
+		return result, err
+	}
+	return again, nil
+}
+
+// refreshInterval is the Cluster's route refresh interval.
+func refreshInterval(cl *routingv1alpha1.Cluster) time.Duration {
+	if s := cl.Spec.RouteRefreshSeconds; s > 0 {
+		return time.Duration(s) * time.Second
+	}
+	return producer.DefaultRouteRefresh
+}
+
+// computeClusterStatus fills status from the name servers' view (when askErr is nil; otherwise the
+// last published brokers stay, marked by a False Ready condition) and the matched pods.
+func computeClusterStatus(cl *routingv1alpha1.Cluster, view producer.ClusterView, pods map[string]selectedBroker, askErr error) {
+	st := &cl.Status
+	st.ObservedGeneration = cl.Generation
+	cond := metav1.Condition{Type: routingv1alpha1.ConditionReady, ObservedGeneration: cl.Generation}
+	if askErr != nil {
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, routingv1alpha1.ReasonNameServersUnreachable, askErr.Error()
+		meta.SetStatusCondition(&st.Conditions, cond)
+		return
+	}
+	st.NameServer = view.NameServer
+	st.Brokers, st.WritableBrokers = nil, 0
+	for _, b := range view.Brokers {
+		cb := routingv1alpha1.ClusterBroker{Name: b.Name, Cluster: b.Cluster, MasterAddress: b.MasterAddr, Writable: b.Writable, Ready: true}
+		if p, ok := pods[b.Name]; ok {
+			cb.Pod, cb.Ready = p.pod, p.Ready
+		}
+		if cb.Writable && cb.MasterAddress != "" {
+			st.WritableBrokers++
+		}
+		st.Brokers = append(st.Brokers, cb)
+	}
+	st.BrokerCount = int32(len(st.Brokers))
+	cond.Status, cond.Reason = metav1.ConditionTrue, routingv1alpha1.ReasonReconciled
+	cond.Message = fmt.Sprintf("Name server %s publishes %d brokers, %d writable", view.NameServer, st.BrokerCount, st.WritableBrokers)
+	meta.SetStatusCondition(&st.Conditions, cond)
+}
+
+// clustersOfPod maps a pod to the Clusters in its namespace whose selector matches it.
+func (r *ClusterReconciler) clustersOfPod(ctx context.Context, obj client.Object) []reconcile.Request {
+	var clusters routingv1alpha1.ClusterList
+	if err := r.List(ctx, &clusters, client.InNamespace(obj.GetNamespace())); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing Clusters failed", "namespace", obj.GetNamespace())
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range clusters.Items {
+		if selects(clusters.Items[i].Spec.BrokerSelector, obj.GetLabels()) {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&clusters.Items[i])})
+		}
+	}
+	return reqs
+}
+
+// SetupWithManager registers the reconciler with its watches: Clusters and broker pods.
+func (r *ClusterReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("cluster").
+		For(&routingv1alpha1.Cluster{}).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.clustersOfPod)).
+		WithOptions(controller.Options{NeedLeaderElection: ptr.To(false)}).
+		Complete(r)
+}

@@ -1,0 +1,240 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
+	"github.com/detourmq/detour/pkg/producer"
+)
+
+// reconcileOnCluster routes a Topic that references a Cluster: when asked, it creates the topic
+// on every master the name servers publish (never lowering queue counts a broker has), then has
+// the runtime resolve the route from the name servers, and writes what they publish into status.
+// Status follows the route refresh, so the reconcile is repeated every refresh interval.
+func (r *TopicReconciler) reconcileOnCluster(ctx context.Context, topic *routingv1alpha1.Topic) (ctrl.Result, error) {
+	key := client.ObjectKeyFromObject(topic)
+	var cl routingv1alpha1.Cluster
+	err := r.Get(ctx, types.NamespacedName{Namespace: topic.Namespace, Name: topic.Spec.ClusterRef.Name}, &cl)
+	if apierrors.IsNotFound(err) {
+		r.removeRoute(ctx, key)
+		return r.writeClusterTopicStatus(ctx, topic, nil, false, nil, func(c *metav1.Condition) {
+			c.Status, c.Reason = metav1.ConditionFalse, routingv1alpha1.ReasonClusterNotFound
+			c.Message = fmt.Sprintf("Cluster %q does not exist", topic.Spec.ClusterRef.Name)
+		})
+	}
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	policyKey, policyFound, err := r.policyOf(ctx, topic)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	var createErr error
+	if ptr.Deref(topic.Spec.Create, false) && r.leading() {
+		createErr = r.createOnCluster(ctx, topic, &cl)
+	}
+	spec := producer.NameServerRoute{Topic: topic.Spec.TopicName, NameServers: cl.Spec.NameServers,
+		Policy: policyKey, Refresh: refreshInterval(&cl)}
+	if err := r.Runtime.SetNameServerRoute(spec); err != nil {
+		return ctrl.Result{}, fmt.Errorf("the runtime refused the route: %w", err)
+	}
+	r.mu.Lock()
+	r.routed[key] = topic.Spec.TopicName
+	r.mu.Unlock()
+	if !r.leading() {
+		return ctrl.Result{RequeueAfter: spec.Refresh}, nil
+	}
+	st, _ := r.Runtime.RouteStatus(topic.Spec.TopicName)
+	result, err := r.writeClusterTopicStatus(ctx, topic, &st, policyFound, createErr, nil)
+	if err != nil || result.RequeueAfter > 0 {
+		return result, err
+	}
+	// A broker that refused the topic is retried with the controller's backoff.
+	return ctrl.Result{RequeueAfter: spec.Refresh}, createErr
+}
+
+// createOnCluster sends UPDATE_AND_CREATE_TOPIC to every master the name servers publish, once per
+// generation and master, with the spec's perm and queue counts raised to what the broker already
+// publishes for the topic, so a create never shrinks a topic.
+func (r *TopicReconciler) createOnCluster(ctx context.Context, topic *routingv1alpha1.Topic, cl *routingv1alpha1.Cluster) error {
+	nctx, cancel := context.WithTimeout(ctx, nameServerTimeout)
+	view, err := r.Runtime.DescribeCluster(nctx, cl.Spec.NameServers)
+	cancel()
+	if err != nil {
+		return err
+	}
+	published := map[string]producer.PublishedBroker{}
+	if st, ok := r.Runtime.RouteStatus(topic.Spec.TopicName); ok {
+		for _, b := range st.Brokers {
+			published[b.Name] = b
+		}
+	}
+	key := client.ObjectKeyFromObject(topic)
+	var errs []error
+	created := false
+	for _, b := range view.Brokers {
+		if b.MasterAddr == "" {
+			continue
+		}
+		tb := topicOnBroker{topic: key, addr: b.MasterAddr}
+		r.mu.Lock()
+		done := r.created[tb] == topic.Generation
+		r.mu.Unlock()
+		if done {
+			continue
+		}
+		read, write := int(topic.Spec.ReadQueueNums), int(topic.Spec.WriteQueueNums)
+		if p, ok := published[b.Name]; ok {
+			read, write = max(read, p.ReadQueues), max(write, p.WriteQueues)
+		}
+		cctx, cancel := context.WithTimeout(ctx, topicCreateTimeout)
+		err := r.Runtime.CreateTopic(cctx, b.MasterAddr, topic.Spec.TopicName, read, write, int(topic.Spec.Perm))
+		cancel()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("broker %s (%s): %w", b.Name, b.MasterAddr, err))
+			r.recorder.Eventf(topic, nil, corev1.EventTypeWarning, routingv1alpha1.ReasonTopicCreateFailed, "CreateTopic",
+				"Broker %s refused topic %s: %v", b.Name, topic.Spec.TopicName, err)
+			continue
+		}
+		created = true
+		r.mu.Lock()
+		r.created[tb] = topic.Generation
+		r.mu.Unlock()
+		ctrl.LoggerFrom(ctx).Info("Topic created on broker", "broker", b.Name, "addr", b.MasterAddr,
+			"rocketmqTopic", topic.Spec.TopicName, "readQueues", read, "writeQueues", write)
+	}
+	if created {
+		// The broker registers the new topic with the name servers at once; ask for the route now
+		// rather than at the next refresh.
+		r.Runtime.RefreshRoute(topic.Spec.TopicName)
+	}
+	return errors.Join(errs...)
+}
+
+// writeClusterTopicStatus fills status from the route the name servers publish (st; nil when the
+// Cluster is missing) and writes it once. override, when set, decides the Ready condition.
+func (r *TopicReconciler) writeClusterTopicStatus(ctx context.Context, topic *routingv1alpha1.Topic, st *producer.RouteStatus,
+	policyFound bool, createErr error, override func(*metav1.Condition)) (ctrl.Result, error) {
+	if !r.leading() {
+		return ctrl.Result{}, nil
+	}
+	orig := topic.DeepCopy()
+	computeClusterTopicStatus(topic, st, r.routeBrokers(topic.Spec.TopicName), r.isolatedOf(topic), policyFound, createErr, override)
+	return r.topicWrites.patchStatus(ctx, r.Client, topic, orig,
+		!equality.Semantic.DeepEqual(topic.Status, orig.Status), r.metrics, "Topic")
+}
+
+// routeBrokers returns the runtime's compiled route brokers of a topic, by name.
+func (r *TopicReconciler) routeBrokers(topic string) map[string]producer.RouteBroker {
+	out := map[string]producer.RouteBroker{}
+	if info, ok := r.Runtime.RouteInfo(topic); ok {
+		for _, b := range info.Brokers {
+			out[b.Name] = b
+		}
+	}
+	return out
+}
+
+// isolatedOf returns the brokers the Topic's policy isolates now.
+func (r *TopicReconciler) isolatedOf(topic *routingv1alpha1.Topic) map[string]bool {
+	key := ""
+	if ref := topic.Spec.FaultPolicyRef; ref != nil {
+		key = PolicyKey(topic.Namespace, ref.Name)
+	}
+	out := map[string]bool{}
+	for _, it := range r.Runtime.Isolated(key) {
+		out[it.Broker] = true
+	}
+	return out
+}
+
+// computeClusterTopicStatus fills a cluster Topic's status: every broker the name servers publish
+// for it, with queue counts and perm as published, pod health and isolation as the runtime sees
+// them; Ready and, with create, QueuesMatchSpec.
+func computeClusterTopicStatus(topic *routingv1alpha1.Topic, st *producer.RouteStatus, routed map[string]producer.RouteBroker,
+	isolated map[string]bool, policyFound bool, createErr error, override func(*metav1.Condition)) {
+	s := &topic.Status
+	s.ObservedGeneration = topic.Generation
+	s.Brokers, s.WritableQueues, s.AvailableQueues, s.BrokerCount = nil, 0, 0, 0
+	var mismatch []string
+	if st != nil {
+		for _, b := range st.Brokers {
+			tb := routingv1alpha1.TopicBroker{Name: b.Name, Address: b.MasterAddr, Ready: true,
+				ReadQueues: int32(b.ReadQueues), Perm: int32(b.Perm), Isolated: isolated[b.Name]}
+			if rb, ok := routed[b.Name]; ok {
+				tb.WriteQueues, tb.Ready = int32(rb.WriteQueues), rb.PodOK
+				s.WritableQueues += tb.WriteQueues
+				if tb.Ready && !tb.Isolated {
+					s.AvailableQueues += tb.WriteQueues
+				}
+			}
+			if int32(b.ReadQueues) != topic.Spec.ReadQueueNums || int32(b.WriteQueues) != topic.Spec.WriteQueueNums || int32(b.Perm)&6 != topic.Spec.Perm {
+				mismatch = append(mismatch, fmt.Sprintf("%s publishes read %d write %d perm %d", b.Name, b.ReadQueues, b.WriteQueues, b.Perm))
+			}
+			s.Brokers = append(s.Brokers, tb)
+		}
+		s.BrokerCount = int32(len(routed))
+	}
+
+	if ptr.Deref(topic.Spec.Create, false) && st != nil && st.Resolved {
+		qc := metav1.Condition{Type: routingv1alpha1.ConditionQueuesMatchSpec, ObservedGeneration: topic.Generation,
+			Status: metav1.ConditionTrue, Reason: routingv1alpha1.ReasonReconciled,
+			Message: fmt.Sprintf("Every broker publishes read %d write %d perm %d", topic.Spec.ReadQueueNums, topic.Spec.WriteQueueNums, topic.Spec.Perm)}
+		if len(mismatch) > 0 {
+			qc.Status, qc.Reason = metav1.ConditionFalse, "QueuesDiffer"
+			qc.Message = strings.Join(mismatch, "; ") + " (a create never lowers queue counts a broker has)"
+		}
+		meta.SetStatusCondition(&s.Conditions, qc)
+	} else {
+		meta.RemoveStatusCondition(&s.Conditions, routingv1alpha1.ConditionQueuesMatchSpec)
+	}
+
+	cond := metav1.Condition{Type: routingv1alpha1.ConditionReady, ObservedGeneration: topic.Generation}
+	switch {
+	case override != nil:
+		override(&cond)
+	case createErr != nil:
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, routingv1alpha1.ReasonTopicCreateFailed, createErr.Error()
+	case st == nil || (!st.Resolved && errors.Is(st.Err, producer.ErrTopicNotPublished)):
+		cond.Status, cond.Reason = metav1.ConditionFalse, routingv1alpha1.ReasonTopicNotPublished
+		cond.Message = fmt.Sprintf("The name servers do not publish topic %s; set create: true to have it created", topic.Spec.TopicName)
+	case !st.Resolved:
+		cond.Status, cond.Reason = metav1.ConditionFalse, routingv1alpha1.ReasonNameServersUnreachable
+		cond.Message = fmt.Sprintf("No name server answered: %v", st.Err)
+	case !policyFound:
+		cond.Status, cond.Reason = metav1.ConditionFalse, routingv1alpha1.ReasonFaultPolicyNotFound
+		cond.Message = fmt.Sprintf("FaultPolicy %q does not exist; routing with the default policy", topic.Spec.FaultPolicyRef.Name)
+	case len(routed) == 0:
+		cond.Status, cond.Reason = metav1.ConditionFalse, routingv1alpha1.ReasonNoBrokers
+		cond.Message = fmt.Sprintf("Name server %s publishes no writable queue of a master", st.NameServer)
+	default:
+		cond.Status, cond.Reason = metav1.ConditionTrue, routingv1alpha1.ReasonReconciled
+		cond.Message = fmt.Sprintf("Routed by name server %s to %d brokers; %d of %d write queues available",
+			st.NameServer, len(routed), s.AvailableQueues, s.WritableQueues)
+		if st.Err != nil {
+			cond.Message += fmt.Sprintf(" (last refresh failed, keeping the last route: %v)", st.Err)
+		}
+	}
+	meta.SetStatusCondition(&s.Conditions, cond)
+}
+
+// topicsOfCluster maps a Cluster to the Topics referencing it.
+func (r *TopicReconciler) topicsOfCluster(ctx context.Context, obj client.Object) []reconcile.Request {
+	return r.topicsWhere(ctx, obj.GetNamespace(), func(t *routingv1alpha1.Topic) bool {
+		return t.Spec.ClusterRef != nil && t.Spec.ClusterRef.Name == obj.GetName()
+	})
+}
