@@ -223,4 +223,3 @@ func readyReason(topic *routingv1alpha1.Topic, reason string) error {
 	}
 	return nil
 }
-
