@@ -1,8 +1,12 @@
-// Command detourctl sends messages through detour's producer runtime with a static route, so a
-// fault policy can be tried against real brokers without a cluster:
+// Command detourctl sends messages through detour's producer runtime, so a fault policy can be
+// tried against real brokers without a Kubernetes cluster: with a static route,
 //
 //	detourctl send --broker broker-a=127.0.0.1:10911 --broker broker-b=127.0.0.1:10921 \
 //	    --topic TopicTest --queues 4 --count 100 --preset RocketMQ5 --output json
+//
+// or with the route a cluster's name servers publish, as RocketMQ clients take it:
+//
+//	detourctl send --namesrv 127.0.0.1:9876 --topic TopicTest --count 100
 //
 // With --output json every send prints one JSON object (msgId, broker, queueId, queueOffset,
 // attempts, brokersTried, latencyMillis, error) and a final summary object; --output text prints
@@ -16,6 +20,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
 	"slices"
@@ -84,6 +89,7 @@ func (b *brokerFlags) Set(v string) error {
 
 type sendConfig struct {
 	brokers           brokerFlags
+	nameServers       []string
 	topic             string
 	queues            int
 	count             int
@@ -101,6 +107,71 @@ type sendConfig struct {
 	interval          time.Duration
 	createTopic       bool
 	group             string
+}
+
+// routeToBrokers routes the topic over the --broker list with --queues each, creating it first
+// when asked. It returns a non-zero exit status on failure.
+func routeToBrokers(ctx context.Context, rt *producer.Runtime, c *sendConfig, policy string, stderr io.Writer) int {
+	route := producer.Route{Topic: c.topic, Policy: policy}
+	for _, b := range c.brokers {
+		rt.SetBroker(b)
+		route.Brokers = append(route.Brokers, producer.BrokerQueues{Broker: b.Name, WriteQueues: c.queues})
+	}
+	if err := rt.SetRoute(route); err != nil {
+		fmt.Fprintf(stderr, "detourctl send: %v\n", err)
+		return 2
+	}
+	if c.createTopic {
+		for _, b := range c.brokers {
+			if code := createOn(ctx, rt, c, b.Name, b.Addr, stderr); code != 0 {
+				return code
+			}
+		}
+	}
+	return 0
+}
+
+// routeFromNameServers creates the topic on every master the name servers publish (when asked),
+// then takes the topic's route from them. It returns a non-zero exit status on failure.
+func routeFromNameServers(ctx context.Context, rt *producer.Runtime, c *sendConfig, policy string, stderr io.Writer) int {
+	if c.createTopic {
+		cctx, cancel := context.WithTimeout(ctx, c.sendTimeout)
+		view, err := rt.DescribeCluster(cctx, c.nameServers)
+		cancel()
+		if err != nil {
+			fmt.Fprintf(stderr, "detourctl send: %v\n", err)
+			return 1
+		}
+		for _, b := range view.Brokers {
+			if b.MasterAddr == "" {
+				continue
+			}
+			if code := createOn(ctx, rt, c, b.Name, b.MasterAddr, stderr); code != 0 {
+				return code
+			}
+		}
+	}
+	if err := rt.SetNameServerRoute(producer.NameServerRoute{Topic: c.topic, NameServers: c.nameServers, Policy: policy}); err != nil {
+		fmt.Fprintf(stderr, "detourctl send: %v\n", err)
+		return 2
+	}
+	if st, _ := rt.RouteStatus(c.topic); !st.Resolved {
+		fmt.Fprintf(stderr, "detourctl send: no route for %s: %v\n", c.topic, st.Err)
+		return 1
+	}
+	return 0
+}
+
+// createOn sends UPDATE_AND_CREATE_TOPIC with --queues read and write queues to one broker.
+func createOn(ctx context.Context, rt *producer.Runtime, c *sendConfig, name, addr string, stderr io.Writer) int {
+	cctx, cancel := context.WithTimeout(ctx, c.sendTimeout)
+	err := rt.CreateTopic(cctx, addr, c.topic, c.queues, c.queues, int(remoting.PermReadWrite))
+	cancel()
+	if err != nil {
+		fmt.Fprintf(stderr, "detourctl send: create topic on %s: %v\n", name, err)
+		return 1
+	}
+	return 0
 }
 
 // sendLine is one send's outcome as printed with --output json.
@@ -133,6 +204,7 @@ func parseSend(args []string, stderr io.Writer) (*sendConfig, error) {
 	fs := flag.NewFlagSet("detourctl send", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Var(&c.brokers, "broker", "broker `name=host:port` (repeat for each broker master)")
+	namesrv := fs.String("namesrv", "", "name servers `host:port[;host:port]` to take the route from, as RocketMQ clients do (instead of --broker)")
 	fs.StringVar(&c.topic, "topic", "TopicTest", "topic to send to")
 	fs.IntVar(&c.queues, "queues", 4, "write queues per broker")
 	fs.IntVar(&c.count, "count", 10, "number of messages")
@@ -157,8 +229,10 @@ func parseSend(args []string, stderr io.Writer) (*sendConfig, error) {
 	switch {
 	case fs.NArg() > 0:
 		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
-	case len(c.brokers) == 0:
-		return nil, errors.New("at least one --broker is required")
+	case len(c.brokers) == 0 && *namesrv == "":
+		return nil, errors.New("at least one --broker, or --namesrv, is required")
+	case len(c.brokers) > 0 && *namesrv != "":
+		return nil, errors.New("give either --namesrv or --broker, not both")
 	case c.queues < 1:
 		return nil, errors.New("--queues must be at least 1")
 	case c.count < 0:
@@ -170,6 +244,13 @@ func parseSend(args []string, stderr io.Writer) (*sendConfig, error) {
 	}
 	if err := producer.CheckSendTopic(c.topic); err != nil {
 		return nil, err
+	}
+	// RocketMQ's namesrvAddr separates name servers with semicolons; commas are accepted too.
+	for _, a := range strings.FieldsFunc(*namesrv, func(r rune) bool { return r == ';' || r == ',' }) {
+		if _, _, err := net.SplitHostPort(strings.TrimSpace(a)); err != nil {
+			return nil, fmt.Errorf("--namesrv: %v", err)
+		}
+		c.nameServers = append(c.nameServers, strings.TrimSpace(a))
 	}
 	return c, nil
 }
@@ -200,25 +281,12 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "detourctl send: %v\n", err)
 		return 2
 	}
-	route := producer.Route{Topic: c.topic, Policy: pol.Name}
-	for _, b := range c.brokers {
-		rt.SetBroker(b)
-		route.Brokers = append(route.Brokers, producer.BrokerQueues{Broker: b.Name, WriteQueues: c.queues})
-	}
-	if err := rt.SetRoute(route); err != nil {
-		fmt.Fprintf(stderr, "detourctl send: %v\n", err)
-		return 2
-	}
-	if c.createTopic {
-		for _, b := range c.brokers {
-			cctx, cancel := context.WithTimeout(ctx, c.sendTimeout)
-			err := rt.CreateTopic(cctx, b.Addr, c.topic, c.queues, c.queues, int(remoting.PermReadWrite))
-			cancel()
-			if err != nil {
-				fmt.Fprintf(stderr, "detourctl send: create topic on %s: %v\n", b.Name, err)
-				return 1
-			}
+	if len(c.nameServers) > 0 {
+		if code := routeFromNameServers(ctx, rt, c, pol.Name, stderr); code != 0 {
+			return code
 		}
+	} else if code := routeToBrokers(ctx, rt, c, pol.Name, stderr); code != 0 {
+		return code
 	}
 
 	body := []byte(c.body)

@@ -159,3 +159,31 @@ func TestDetourctlRefusesBadUsage(t *testing.T) {
 	}
 	_ = os.Stdout
 }
+
+func TestDetourctlSendTakesTheRouteFromNameServers(t *testing.T) {
+	bin := buildDetourctl(t)
+	bs := startBrokers(t, "TopicTest", 2, "broker-a", "broker-b")
+	bs["broker-b"].SetTopicPerm("TopicTest", 4) // drained: published without the write bit
+	ns, err := brokersim.StartNameServer("127.0.0.1:0", bs["broker-a"], bs["broker-b"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ns.Close() })
+	cmd := exec.Command(bin, "send", "--namesrv", "127.0.0.1:1;"+ns.Addr(), "--topic", "TopicTest", "--count", "6", "--output", "json")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("detourctl: %v\n%s", err, stderr.String())
+	}
+	var sum summary
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &struct {
+		Summary *summary `json:"summary"`
+	}{&sum}); err != nil {
+		t.Fatal(err)
+	}
+	if sum.Sent != 6 || sum.Failed != 0 || sum.PerBroker["broker-a"] != 6 {
+		t.Fatalf("summary %+v, want every send on broker-a (broker-b is drained)", sum)
+	}
+}
