@@ -44,6 +44,10 @@ type Options struct {
 	// time ran out, so that "left isolation" events are emitted without a send touching the broker;
 	// 0 means 100ms.
 	ExpiryInterval time.Duration
+	// CompressThreshold is the body size in bytes from which a message body is sent
+	// zlib-compressed, as RocketMQ's compressMsgBodyOverHowmuch; 0 means
+	// DefaultCompressThreshold (4 KiB) and a negative value never compresses.
+	CompressThreshold int
 }
 
 // policyState is a policy's settings (immutable once published) and its long-lived fault table.
@@ -73,6 +77,7 @@ type Runtime struct {
 	metrics    Metrics
 	group      string
 	asyncSlots chan struct{}
+	compressAt int // body size from which to compress; negative: never
 
 	state  atomic.Pointer[snapshot]
 	gens   atomic.Uint64 // numbers fault tables for the event queue
@@ -102,6 +107,7 @@ func New(opts Options) *Runtime {
 		resolvers: make(map[string]*resolver),
 		stop:      make(chan struct{}),
 	}
+	r.compressAt = compressThreshold(opts.CompressThreshold)
 	if r.client == nil {
 		r.client = remoting.NewClient(remoting.ClientOptions{})
 		r.ownsClient = true

@@ -277,11 +277,14 @@ func (r *Runtime) send(ctx context.Context, m *Message, mode SendMode, begin tim
 	if err := checkPropertiesSize(props); err != nil {
 		return nil, err
 	}
+	// Compressed once: every attempt sends the same bytes, and m.Body stays as the caller gave it.
+	body, sysFlag := sendBody(m.Body, r.compressAt)
 	header := remoting.SendHeader{
 		ProducerGroup:         r.group,
 		Topic:                 m.Topic,
 		DefaultTopic:          defaultTopicKey,
 		DefaultTopicQueueNums: defaultTopicQueueNums,
+		SysFlag:               sysFlag,
 		Flag:                  m.Flag,
 		Properties:            props,
 	}
@@ -329,7 +332,7 @@ func (r *Runtime) send(ctx context.Context, m *Message, mode SendMode, begin tim
 		header.QueueID = q.id
 		header.BrokerName = b.name
 		header.BornTimestamp = now.UnixMilli()
-		req := remoting.NewSendRequest(&header, m.Body, true)
+		req := remoting.NewSendRequest(&header, body, true)
 
 		start := time.Now()
 		var (
