@@ -3,24 +3,135 @@ package producer
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/detourmq/detour/pkg/fault"
 )
 
-// RocketMQ 5.x producer defaults (DefaultMQProducer and its fault strategy).
+// RocketMQ's producer defaults (DefaultMQProducer and its fault strategy), the same in 4.x and 5.x.
 const (
-	DefaultAttempts      = 3
-	DefaultSendTimeout   = 3000 * time.Millisecond
+	DefaultAttempts    = 3
+	DefaultSendTimeout = 3000 * time.Millisecond
+	// DefaultProbeInterval is the time between two probes of one isolated broker. RocketMQ 5.x's
+	// detector has the same detectInterval but runs every 3 s, so it probes each item every 3 s.
 	DefaultProbeInterval = 2000 * time.Millisecond
-	DefaultProbeTimeout  = 200 * time.Millisecond
+	// DefaultProbeTimeout is RocketMQ 5.x's detectTimeout.
+	DefaultProbeTimeout = 200 * time.Millisecond
+)
+
+// Defaults of detour's own extensions in the Detour preset.
+const (
+	// DetourPerAttemptTimeout caps every attempt but the last, a third of the send timeout.
+	DetourPerAttemptTimeout = 1000 * time.Millisecond
+	// DetourMaxIsolatedPercent keeps at least half of a policy's brokers selectable.
+	DetourMaxIsolatedPercent = 50
 )
 
 // DefaultRetryCodes is RocketMQ 5.3.1+'s retryResponseCodes set: TOPIC_NOT_EXIST, SERVICE_NOT_AVAILABLE,
 // SYSTEM_ERROR, SYSTEM_BUSY, NO_PERMISSION, NO_BUYER_ID, NOT_IN_CURRENT_UNIT and GO_AWAY.
 var DefaultRetryCodes = []int16{17, 14, 1, 2, 16, 204, 205, 1500}
 
-// RetryPolicy says how many times a send is tried and within which time budget.
+// RocketMQ4RetryCodes is RocketMQ 4.9.x's set: DefaultRetryCodes without SYSTEM_BUSY (added in
+// 5.3.0) and GO_AWAY (5.3.1), so a busy broker fails the send at once.
+var RocketMQ4RetryCodes = []int16{17, 14, 1, 16, 204, 205}
+
+// Preset names a whole behaviour: how outcomes update the fault table, how queues are selected,
+// which sends are retried and how, and which of detour's extensions are on. A Policy's other
+// fields override what its preset says.
+type Preset string
+
+const (
+	// PresetDetour (also the empty Preset) is RocketMQ 5.x's table and rules with detour's
+	// extensions on: probing (recovery only on proof), growth on repeated failure, pod health, an
+	// isolation cap of DetourMaxIsolatedPercent and a per-attempt cap of DetourPerAttemptTimeout.
+	// Its selection differs from RocketMQ 5.x's in two documented ways: a retry never returns to
+	// the previous broker while any other healthy-pod broker exists, and retries start from a
+	// random queue without disturbing the index other senders share. Async sends retry like sync
+	// ones (broker retry codes included), and oneway sends retry a failed write.
+	PresetDetour Preset = "Detour"
+	// PresetRocketMQ5 is RocketMQ 5.3.x's producer with sendLatencyFaultEnable=true, exactly:
+	// its table and update rules (isolation only extends, a reachable flag), its selection
+	// (available and not the previous broker, then reachable and not the previous broker, then
+	// any queue, the index reset at random on every sync retry), its retry codes, one attempt for
+	// oneway sends, and async sends that retry only transport failures. No extension is on.
+	PresetRocketMQ5 Preset = "RocketMQ5"
+	// PresetRocketMQ4 is RocketMQ 4.9.x's producer with sendLatencyFaultEnable=true, exactly: its
+	// table and update rules (every update sets the isolation end; client errors isolate; no
+	// reachable flag), its selection (one index step per send and a walk to the first available
+	// broker, the previous broker not avoided, then pickOneAtLeast, then any queue), its retry
+	// codes (no SYSTEM_BUSY, no GO_AWAY), one attempt for oneway sends, and async sends that
+	// retry only transport failures. No extension is on.
+	PresetRocketMQ4 Preset = "RocketMQ4"
+	// PresetDisabled is RocketMQ's default, sendLatencyFaultEnable=false (5.3.x's producer
+	// otherwise): nothing is isolated, selection only avoids the previous attempt's broker. No
+	// extension is on.
+	PresetDisabled Preset = "Disabled"
+)
+
+// Presets lists every preset, the default first.
+var Presets = []Preset{PresetDetour, PresetRocketMQ5, PresetRocketMQ4, PresetDisabled}
+
+// orDefault maps the empty preset to PresetDetour.
+func (p Preset) orDefault() Preset {
+	if p == "" {
+		return PresetDetour
+	}
+	return p
+}
+
+// known reports whether p names a preset ("" is the default).
+func (p Preset) known() bool {
+	switch p.orDefault() {
+	case PresetDetour, PresetRocketMQ5, PresetRocketMQ4, PresetDisabled:
+		return true
+	}
+	return false
+}
+
+// semantics is how the preset's fault table records outcomes.
+func (p Preset) semantics() fault.Semantics {
+	switch p.orDefault() {
+	case PresetRocketMQ4:
+		return fault.SemanticsRocketMQ4
+	case PresetDisabled:
+		return fault.SemanticsDisabled
+	}
+	return fault.SemanticsRocketMQ5
+}
+
+// rocketMQ reports whether the preset is one of RocketMQ's own behaviours, whose selection and
+// retry rules are RocketMQ's rather than detour's.
+func (p Preset) rocketMQ() bool { return p.orDefault() != PresetDetour }
+
+// table is the preset's threshold table.
+func (p Preset) table() *fault.Table {
+	name := fault.PresetRocketMQ5
+	if p.orDefault() == PresetRocketMQ4 {
+		name = fault.PresetRocketMQ4
+	}
+	t, err := fault.PresetTable(name)
+	if err != nil {
+		// The preset tables are constants; failing here is a programming error.
+		panic(err)
+	}
+	return t
+}
+
+// retryCodes is the preset's set of retried broker codes.
+func (p Preset) retryCodes() []int16 {
+	if p.orDefault() == PresetRocketMQ4 {
+		return RocketMQ4RetryCodes
+	}
+	return DefaultRetryCodes
+}
+
+// RetryPolicy says how many times a send is tried and within which time budget. It applies to
+// every send mode, as the policy's preset says: under RocketMQ's presets a sync send makes up to
+// Attempts attempts and retries transport failures and RetryOnCodes, an async send makes up to
+// Attempts attempts (RocketMQ's 1 + retryTimesWhenSendAsyncFailed, whose default is the same)
+// and retries transport failures only, and a oneway send makes one attempt; under PresetDetour
+// every mode retries as a sync send does.
 type RetryPolicy struct {
 	// Attempts is 1 + RocketMQ's retryTimesWhenSendFailed; 0 means DefaultAttempts.
 	Attempts int
@@ -31,10 +142,12 @@ type RetryPolicy struct {
 	// sendMsgMaxTimeoutPerRequest), so one hung broker cannot eat the whole budget. 0 means no cap.
 	PerAttemptTimeout time.Duration
 	// RetryOnCodes are the broker response codes that are retried on another broker. nil means
-	// DefaultRetryCodes; an empty non-nil slice retries no broker code.
+	// the preset's (RocketMQ4RetryCodes for PresetRocketMQ4, else DefaultRetryCodes); an empty
+	// non-nil slice retries no broker code.
 	RetryOnCodes []int16
 	// RetryAnotherBrokerWhenNotStoreOK retries when the broker stored the message but reported
-	// FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT or SLAVE_NOT_AVAILABLE.
+	// FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT or SLAVE_NOT_AVAILABLE (sync sends only under
+	// RocketMQ's presets, as in RocketMQ).
 	RetryAnotherBrokerWhenNotStoreOK bool
 }
 
@@ -48,11 +161,16 @@ type ProbePolicy struct {
 	Timeout time.Duration
 }
 
-// Policy is a fault policy: one fault table shared by every topic that references it.
+// Policy is a fault policy: one fault table shared by every topic that references it. Start from
+// PresetPolicy (or DefaultPolicy) and change fields: every field overrides what the preset says.
 type Policy struct {
 	// Name identifies the policy; routes reference it by name. "" is the runtime's default policy.
 	Name string
-	// Table is the latency-to-isolation table; nil means the RocketMQ5 preset.
+	// Preset is the behaviour the policy starts from ("" means PresetDetour). It alone decides
+	// how outcomes update the table, how queues are selected and how each send mode retries; the
+	// other fields set numbers and extensions.
+	Preset Preset
+	// Table is the latency-to-isolation table; nil means the preset's.
 	Table *fault.Table
 	// Retry configures attempts and time budgets.
 	Retry RetryPolicy
@@ -63,27 +181,54 @@ type Policy struct {
 	// RespectPodHealth keeps brokers whose pods are not ready or terminating out of selection
 	// while other brokers remain.
 	RespectPodHealth bool
-	// GrowOnRepeat lengthens isolation on consecutive failures.
+	// GrowOnRepeat lengthens the isolation of repeated failure episodes (see fault.Options).
 	GrowOnRepeat bool
 }
 
-// DefaultPolicy is RocketMQ 5.x's behaviour with fault tolerance on: the RocketMQ5 table, three
-// attempts within 3000 ms, RocketMQ 5.x's retry codes, no probing, pod health respected.
-func DefaultPolicy(name string) Policy {
-	return Policy{
-		Name: name,
+// PresetPolicy returns the policy named name that behaves exactly as preset, with every number
+// and extension at the preset's value. It fails for an unknown preset.
+func PresetPolicy(name string, preset Preset) (Policy, error) {
+	if !preset.known() {
+		return Policy{}, fmt.Errorf("policy %q: unknown preset %q (known: %v)", name, preset, Presets)
+	}
+	preset = preset.orDefault()
+	p := Policy{
+		Name:   name,
+		Preset: preset,
+		Table:  preset.table(),
 		Retry: RetryPolicy{
 			Attempts:     DefaultAttempts,
 			SendTimeout:  DefaultSendTimeout,
-			RetryOnCodes: slices.Clone(DefaultRetryCodes),
+			RetryOnCodes: slices.Clone(preset.retryCodes()),
 		},
-		Probe:            ProbePolicy{Interval: DefaultProbeInterval, Timeout: DefaultProbeTimeout},
-		RespectPodHealth: true,
+		Probe: ProbePolicy{Interval: DefaultProbeInterval, Timeout: DefaultProbeTimeout},
 	}
+	if preset == PresetDetour {
+		p.Retry.PerAttemptTimeout = DetourPerAttemptTimeout
+		p.Probe.Enabled = true
+		p.MaxIsolatedPercent = DetourMaxIsolatedPercent
+		p.RespectPodHealth = true
+		p.GrowOnRepeat = true
+	}
+	return p, nil
+}
+
+// DefaultPolicy is the Detour preset's policy, which the runtime's default policy (used by routes
+// without a policy of their own) also is.
+func DefaultPolicy(name string) Policy {
+	p, err := PresetPolicy(name, PresetDetour)
+	if err != nil {
+		panic(err) // PresetDetour is always known
+	}
+	return p
 }
 
 // normalize fills defaults and checks ranges; it returns a copy that shares nothing mutable with p.
 func (p Policy) normalize() (Policy, error) {
+	if !p.Preset.known() {
+		return p, fmt.Errorf("policy %q: unknown preset %q (known: %v)", p.Name, p.Preset, Presets)
+	}
+	p.Preset = p.Preset.orDefault()
 	if p.Retry.Attempts < 0 {
 		return p, fmt.Errorf("policy %q: retry attempts %d must not be negative", p.Name, p.Retry.Attempts)
 	}
@@ -97,7 +242,7 @@ func (p Policy) normalize() (Policy, error) {
 		p.Retry.SendTimeout = DefaultSendTimeout
 	}
 	if p.Retry.RetryOnCodes == nil {
-		p.Retry.RetryOnCodes = DefaultRetryCodes
+		p.Retry.RetryOnCodes = p.Preset.retryCodes()
 	}
 	p.Retry.RetryOnCodes = slices.Clone(p.Retry.RetryOnCodes)
 	if p.Probe.Interval < 0 || p.Probe.Timeout < 0 {
@@ -113,11 +258,7 @@ func (p Policy) normalize() (Policy, error) {
 		return p, fmt.Errorf("policy %q: maxIsolatedPercent %d must be within 0..100", p.Name, p.MaxIsolatedPercent)
 	}
 	if p.Table == nil {
-		t, err := fault.PresetTable("RocketMQ5")
-		if err != nil {
-			return p, fmt.Errorf("policy %q: %w", p.Name, err)
-		}
-		p.Table = t
+		p.Table = p.Preset.table()
 	}
 	return p, nil
 }
@@ -126,4 +267,68 @@ func (p Policy) normalize() (Policy, error) {
 // default), so a linear scan beats a map here and allocates nothing.
 func (p *Policy) retries(code int16) bool {
 	return slices.Contains(p.Retry.RetryOnCodes, code)
+}
+
+// Names of what Policy.Behavior reports beside the preset.
+const (
+	BehaviorTable         = "table"         // the threshold table or failure latency
+	BehaviorRetry         = "retry"         // attempts, send timeout, retry codes, not-store-OK retry
+	BehaviorProbing       = "probing"       // Probe
+	BehaviorGrowth        = "growth"        // GrowOnRepeat
+	BehaviorPodHealth     = "podHealth"     // RespectPodHealth
+	BehaviorIsolationCap  = "isolationCap"  // MaxIsolatedPercent
+	BehaviorPerAttemptCap = "perAttemptCap" // Retry.PerAttemptTimeout
+)
+
+// Behavior says in a word or a few what the policy does, so that a listing never hides it: the
+// preset's name alone when every field is the preset's, else followed by "+x" for each extension
+// the policy turns on that the preset has off, "-x" for each it turns off, and "~x" where it
+// changes numbers (x being BehaviorTable, BehaviorRetry, or an extension whose settings differ
+// while it is on in both). For example "RocketMQ5", "RocketMQ5+probing", "Detour-growth~table".
+func (p Policy) Behavior() string {
+	preset := p.Preset.orDefault()
+	base, err := PresetPolicy(p.Name, preset)
+	if err != nil {
+		return string(p.Preset)
+	}
+	p, err = p.normalize()
+	if err != nil {
+		return string(preset) + "?"
+	}
+	var b strings.Builder
+	b.WriteString(string(preset))
+	changed := func(name string, diff bool) {
+		if diff {
+			b.WriteString("~" + name)
+		}
+	}
+	toggled := func(name string, on, baseOn, sameSettings bool) {
+		switch {
+		case on && !baseOn:
+			b.WriteString("+" + name)
+		case !on && baseOn:
+			b.WriteString("-" + name)
+		case on && !sameSettings:
+			b.WriteString("~" + name)
+		}
+	}
+	changed(BehaviorTable, !slices.Equal(p.Table.Rules(), base.Table.Rules()) || p.Table.FailureLatency() != base.Table.FailureLatency())
+	changed(BehaviorRetry, p.Retry.Attempts != base.Retry.Attempts || p.Retry.SendTimeout != base.Retry.SendTimeout ||
+		p.Retry.RetryAnotherBrokerWhenNotStoreOK != base.Retry.RetryAnotherBrokerWhenNotStoreOK ||
+		!sameCodes(p.Retry.RetryOnCodes, base.Retry.RetryOnCodes))
+	toggled(BehaviorProbing, p.Probe.Enabled, base.Probe.Enabled, p.Probe == base.Probe)
+	toggled(BehaviorGrowth, p.GrowOnRepeat, base.GrowOnRepeat, true)
+	toggled(BehaviorPodHealth, p.RespectPodHealth, base.RespectPodHealth, true)
+	capped := func(v int) bool { return v > 0 && v < 100 }
+	toggled(BehaviorIsolationCap, capped(p.MaxIsolatedPercent), capped(base.MaxIsolatedPercent), p.MaxIsolatedPercent == base.MaxIsolatedPercent)
+	toggled(BehaviorPerAttemptCap, p.Retry.PerAttemptTimeout > 0, base.Retry.PerAttemptTimeout > 0, p.Retry.PerAttemptTimeout == base.Retry.PerAttemptTimeout)
+	return b.String()
+}
+
+// sameCodes reports whether two code lists hold the same set.
+func sameCodes(a, b []int16) bool {
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(slices.Compact(a), slices.Compact(b))
 }

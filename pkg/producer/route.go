@@ -106,7 +106,10 @@ type queueEntry struct {
 type rrCounter struct {
 	_ [64]byte
 	n atomic.Uint32
-	_ [60]byte
+	// seed, when set, draws the values RocketMQ5 retries reset the index to (replays of RocketMQ
+	// runs set it); nil means random draws.
+	seed func() uint32
+	_    [52]byte
 }
 
 // route is the immutable, precomputed form of a Route that the send path reads without locks.
@@ -173,7 +176,8 @@ func brokerAddr(b BrokerQueues, brokers map[string]Broker) string {
 
 // Selection passes, in RocketMQ 5.x's order with pod health folded in. RocketMQ's last pass is
 // plain round robin, which may hand a retry the broker that just failed although another broker
-// is just as isolated; passNotLast prefers a different broker there and changes nothing else.
+// is just as isolated; PresetDetour's passNotLast prefers a different broker there and changes
+// nothing else (RocketMQ's presets skip it; PresetDisabled's first pass is passNotLast).
 const (
 	passAvailable = iota // pod OK, available, not the last broker
 	passReachable        // pod OK, reachable, not the last broker
@@ -198,7 +202,8 @@ func (q *queueEntry) accept(pass int, last string) bool {
 	}
 }
 
-// pick selects a write queue as RocketMQ 5.x's MQFaultStrategy does. The first attempt of a send
+// pick selects a write queue under the route's preset; what follows is PresetDetour's selection,
+// RocketMQ 5.x's MQFaultStrategy with two differences. The first attempt of a send
 // advances the route's shared index; like RocketMQ's per-thread index, every probe of a pass
 // consumes one step, so queues behind an isolated broker do not absorb its share. Retries
 // (random=true) start at a random position instead: RocketMQ resets its per-thread index there, and
@@ -210,6 +215,9 @@ func (q *queueEntry) accept(pass int, last string) bool {
 //
 // pick takes no lock and allocates nothing; it returns nil only for a route without queues.
 func (r *route) pick(last string, random bool) *queueEntry {
+	if p := r.policy.Preset; p != PresetDetour {
+		return r.pickAs(p, last, random) // RocketMQ's own selection, see select.go
+	}
 	qs := r.queues
 	n := uint32(len(qs))
 	if n == 0 {

@@ -9,12 +9,16 @@ import (
 )
 
 // newSelectionRuntime returns a runtime with brokers a, b, c (addresses never dialled) and topic
-// T routed to them with n write queues each, under the default policy and a manual fault clock.
+// T routed to them with n write queues each, under a default policy of plainPolicy and a manual
+// fault clock.
 func newSelectionRuntime(t testing.TB, n int, brokers ...string) (*Runtime, *fault.ManualClock) {
 	t.Helper()
 	clk := fault.NewManualClock(time.Unix(1_700_000_000, 0))
 	r := New(Options{Clock: clk})
 	t.Cleanup(func() { r.Close() })
+	if err := r.SetPolicy(plainPolicy("")); err != nil {
+		t.Fatal(err)
+	}
 	rt := Route{Topic: "T"}
 	for i, b := range brokers {
 		r.SetBroker(Broker{Name: b, Addr: fmt.Sprintf("127.0.0.1:%d", 1+i), Ready: true})
@@ -204,7 +208,7 @@ func TestSelectionReturnsToBrokerWhenIsolationEnds(t *testing.T) {
 
 func TestSelectionIgnoresPodStateWhenPolicySaysSo(t *testing.T) {
 	r, _ := newSelectionRuntime(t, 1, "a", "b")
-	p := DefaultPolicy("")
+	p := plainPolicy("")
 	p.RespectPodHealth = false
 	if err := r.SetPolicy(p); err != nil {
 		t.Fatal(err)

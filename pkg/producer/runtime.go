@@ -166,6 +166,7 @@ func (r *Runtime) newPolicyState(p Policy) *policyState {
 func (r *Runtime) faultOptions(p Policy, gen uint64) fault.Options {
 	name := p.Name
 	return fault.Options{
+		Semantics:          p.Preset.semantics(),
 		Table:              p.Table,
 		Clock:              r.clock,
 		Probing:            p.Probe.Enabled,

@@ -137,8 +137,10 @@ func (r *Runtime) Send(ctx context.Context, m *Message) (*SendResult, error) {
 	return r.send(ctx, m, ModeSync, time.Now())
 }
 
-// SendAsync sends m like Send on another goroutine and calls cb exactly once with the outcome,
-// always on a goroutine other than the caller's. m must not be modified until cb runs. At most
+// SendAsync sends m on another goroutine and calls cb exactly once with the outcome, always on a
+// goroutine other than the caller's. Under RocketMQ's presets it retries transport failures only
+// (a broker's refusal goes to cb at once), as RocketMQ's async send does; under PresetDetour it
+// retries as Send does. m must not be modified until cb runs. At most
 // Options.MaxAsyncInFlight async sends run at once; beyond that SendAsync waits for a slot or for
 // ctx to end.
 func (r *Runtime) SendAsync(ctx context.Context, m *Message, cb func(*SendResult, error)) {
@@ -161,8 +163,9 @@ func (r *Runtime) SendAsync(ctx context.Context, m *Message, cb func(*SendResult
 	}()
 }
 
-// SendOneway writes m to a broker without waiting for an answer. It retries, within the same
-// budget, only when the write itself fails; a broker's refusal is never seen.
+// SendOneway writes m to a broker without waiting for an answer; a broker's refusal is never seen.
+// Under RocketMQ's presets it makes one attempt, as RocketMQ does; under PresetDetour a failed
+// write is retried on another broker within the same budget.
 func (r *Runtime) SendOneway(ctx context.Context, m *Message) error {
 	_, err := r.send(ctx, m, ModeOneway, time.Now())
 	return err
@@ -244,8 +247,9 @@ func sendStatus(code int16) (string, bool) {
 	return "", false
 }
 
-// send is the retry loop shared by all modes (RocketMQ's sendDefaultImpl, with the per-attempt
-// cap of 5.3.3 and the same retry rules for every mode).
+// send is the retry loop shared by all modes: RocketMQ's sendDefaultImpl with the per-attempt cap
+// of 5.3.3. Under RocketMQ's presets each mode keeps RocketMQ's rules (see retryRules); under
+// PresetDetour every mode retries as a sync send does.
 func (r *Runtime) send(ctx context.Context, m *Message, mode SendMode, begin time.Time) (*SendResult, error) {
 	if err := ValidateMessage(m); err != nil {
 		return nil, err
@@ -260,7 +264,8 @@ func (r *Runtime) send(ctx context.Context, m *Message, mode SendMode, begin tim
 		return nil, err
 	}
 	pol := &rt.policy.Policy
-	attempts := pol.Retry.Attempts
+	rules := retryRulesOf(pol, mode)
+	attempts := rules.attempts
 	// One context carries the whole budget; attempts that need a tighter cap derive from it. A
 	// caller's deadline that comes first already is that budget.
 	deadline := begin.Add(pol.Retry.SendTimeout)
@@ -319,7 +324,7 @@ func (r *Runtime) send(ctx context.Context, m *Message, mode SendMode, begin tim
 				rt = cur
 			}
 		}
-		q := rt.pick(last, i > 0)
+		q := rt.pick(last, i > 0 && rules.resetOnRetry)
 		b := q.b
 		tried = append(tried, b.name)
 		last = b.name
@@ -351,12 +356,19 @@ func (r *Runtime) send(ctx context.Context, m *Message, mode SendMode, begin tim
 
 		if err != nil {
 			if ctxErr := ctx.Err(); errors.Is(ctxErr, context.Canceled) {
-				// The caller gave up: the broker is not to blame beyond the latency it showed.
-				r.updateFault(rt, b, latency, fault.ClientError)
+				// The caller gave up (RocketMQ's InterruptedException): the broker is not to blame
+				// beyond the latency it showed, and there is no retry.
+				r.updateFault(rt, b, latency, fault.Interrupted)
 				lastErr = fmt.Errorf("%w: %w", ctxErr, err)
 				break
 			}
-			r.updateFault(rt, b, latency, fault.TransportError)
+			if rules.async {
+				// The async callback's operationFail records (isolation, reachable); a connection
+				// that could not be made fails invokeAsync itself, which marks it unreachable.
+				r.recordAttempt(rt, b, latency, fault.TransportError, true, !errors.Is(err, remoting.ErrConnect))
+			} else {
+				r.updateFault(rt, b, latency, fault.TransportError)
+			}
 			lastErr = err
 			if i+1 < attempts {
 				r.metrics.Retried(m.Topic, b.name)
@@ -372,8 +384,14 @@ func (r *Runtime) send(ctx context.Context, m *Message, mode SendMode, begin tim
 		}
 		status, ok := sendStatus(resp.Code)
 		if !ok {
-			r.updateFault(rt, b, latency, fault.BrokerError)
 			lastErr = &BrokerError{Code: resp.Code, Remark: resp.Remark, Broker: b.name, Addr: b.addr}
+			if rules.async {
+				// RocketMQ's async callback records a refusal as isolating but reachable and hands
+				// it to the caller without a retry.
+				r.recordAttempt(rt, b, latency, fault.BrokerError, true, true)
+				break
+			}
+			r.updateFault(rt, b, latency, fault.BrokerError)
 			if pol.retries(resp.Code) {
 				if i+1 < attempts {
 					r.metrics.Retried(m.Topic, b.name)
@@ -386,9 +404,14 @@ func (r *Runtime) send(ctx context.Context, m *Message, mode SendMode, begin tim
 		if perr != nil {
 			// A stored-class code with an unreadable header: the broker answered but broke the
 			// protocol. Treat it as a broken stream and try elsewhere; the UNIQ_KEY lets consumers
-			// drop a duplicate if it was stored after all.
-			r.updateFault(rt, b, latency, fault.TransportError)
+			// drop a duplicate if it was stored after all. RocketMQ's async callback fails such a
+			// response like a refusal, without a retry.
 			lastErr = fmt.Errorf("%w: %w", remoting.ErrFrame, perr)
+			if rules.async {
+				r.recordAttempt(rt, b, latency, fault.TransportError, true, true)
+				break
+			}
+			r.updateFault(rt, b, latency, fault.TransportError)
 			if i+1 < attempts {
 				r.metrics.Retried(m.Topic, b.name)
 			}
@@ -400,7 +423,7 @@ func (r *Runtime) send(ctx context.Context, m *Message, mode SendMode, begin tim
 			QueueOffset: sr.QueueOffset, Attempts: i + 1, BrokersTried: tried, Latency: time.Since(begin),
 			Status: status,
 		}
-		if status == StatusSendOK || !pol.Retry.RetryAnotherBrokerWhenNotStoreOK {
+		if status == StatusSendOK || !pol.Retry.RetryAnotherBrokerWhenNotStoreOK || !rules.retryNotStoreOK {
 			break
 		}
 		if i+1 < attempts {
@@ -425,4 +448,47 @@ func (r *Runtime) send(ctx context.Context, m *Message, mode SendMode, begin tim
 func (r *Runtime) updateFault(rt *route, b *brokerSlot, latency time.Duration, o fault.Outcome) {
 	rt.policy.tol.Update(b.name, latency, o)
 	r.metrics.AttemptDone(rt.policy.Name, b.name, latency, o)
+}
+
+// recordAttempt records an attempt with the arguments RocketMQ passes to updateFaultItem at a call
+// site whose flags differ from the sync path's (the async callbacks); o is reported to metrics.
+func (r *Runtime) recordAttempt(rt *route, b *brokerSlot, latency time.Duration, o fault.Outcome, isolation, reachable bool) {
+	rt.policy.tol.UpdateFaultItem(b.name, latency, isolation, reachable)
+	r.metrics.AttemptDone(rt.policy.Name, b.name, latency, o)
+}
+
+// retryRules are the rules one send follows, by mode and preset.
+type retryRules struct {
+	// attempts is the most attempts the send makes.
+	attempts int
+	// resetOnRetry: a retry resets the selection index (RocketMQ 5.x's sync retries) or, under
+	// PresetDetour, starts from a random queue.
+	resetOnRetry bool
+	// async: RocketMQ's async rules: only transport failures are retried; refusals and broken
+	// responses end the send; the callbacks' fault flags apply.
+	async bool
+	// retryNotStoreOK: RetryAnotherBrokerWhenNotStoreOK applies (RocketMQ: sync sends only).
+	retryNotStoreOK bool
+}
+
+// retryRulesOf returns the rules of a send in mode under pol. RocketMQ's sendDefaultImpl makes
+// 1 + retryTimesWhenSendFailed attempts for a sync send and one for async and oneway sends; an
+// async send retries inside its callback (up to retryTimesWhenSendAsyncFailed more times) on
+// transport failures only, without resetting the index; a oneway send is never retried.
+// PresetDetour retries every mode as a sync send.
+func retryRulesOf(pol *Policy, mode SendMode) retryRules {
+	rr := retryRules{attempts: pol.Retry.Attempts, resetOnRetry: true, retryNotStoreOK: true}
+	if !pol.Preset.rocketMQ() {
+		return rr
+	}
+	switch mode {
+	case ModeOneway:
+		rr.attempts = 1
+		rr.retryNotStoreOK = false
+	case ModeAsync:
+		rr.async = true
+		rr.resetOnRetry = false
+		rr.retryNotStoreOK = false
+	}
+	return rr
 }

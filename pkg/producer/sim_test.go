@@ -47,7 +47,7 @@ func startCluster(t testing.TB, queues int, names []string, opts ...clusterOpt) 
 	t.Helper()
 	c := &simCluster{brokers: map[string]*brokersim.Broker{}, names: names, queues: queues, rec: newRecordingMetrics()}
 	o := Options{Metrics: c.rec, ExpiryInterval: 10 * time.Millisecond}
-	p := DefaultPolicy("test")
+	p := plainPolicy("test")
 	for _, f := range opts {
 		f(&o, &p)
 	}
