@@ -239,3 +239,28 @@ func TestDescribeClusterListsPublishedMasters(t *testing.T) {
 		t.Fatal("no name server answered, yet no error")
 	}
 }
+
+func TestNameServerRouteFollowsAMasterThatMoved(t *testing.T) {
+	c := startNameServerCluster(t, "broker-a")
+	if err := c.r.SetNameServerRoute(NameServerRoute{Topic: testTopic, NameServers: []string{c.ns.Addr()}, Refresh: time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	// A new master of the same broker group registers at another address (a DLedger or controller
+	// failover, or a broker moved to another pod); the old one leaves.
+	moved, err := brokersim.StartBroker("broker-a", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { moved.Close() })
+	moved.CreateTopic(testTopic, 4)
+	c.ns.RemoveBroker("broker-a")
+	c.ns.AddBroker(moved)
+	waitRoute(t, c.r, "at the new master's address", func(info RouteInfo) bool {
+		return len(info.Brokers) == 1 && info.Brokers[0].Addr == moved.Addr()
+	})
+	c.brokers["broker-a"].Close()
+	sendSpread(t, c.r, 8)
+	if got := moved.Stats().MessagesStored; got != 8 {
+		t.Fatalf("the new master stored %d messages, want 8", got)
+	}
+}
