@@ -55,25 +55,30 @@ func (o *ClientOptions) withDefaults() ClientOptions {
 // waits under its own context deadline; no goroutine is started per request: per connection one
 // reader does all the receiving and one writer all the sending, batching the frames queued while
 // it writes. A connection that fails fails only the requests in flight on it and is replaced by
-// the next request.
+// the next request. A server that answers GO_AWAY (a RocketMQ 5.x broker or proxy shutting down)
+// is treated as RocketMQ's client treats it: its connection takes no new requests and the request
+// is sent again on a new connection.
 //
 // A Client is safe for concurrent use.
 type Client struct {
 	opts   ClientOptions
 	opaque atomic.Int32
 
-	mu     sync.RWMutex
-	conns  map[string]*conn
-	closed bool
-	wg     sync.WaitGroup
-	ctx    context.Context // cancelled by Close, aborts dials
-	cancel context.CancelFunc
+	mu    sync.RWMutex
+	conns map[string]*conn
+	// retired holds connections a GO_AWAY took out of conns that still wait for answers.
+	retired map[*conn]struct{}
+	closed  bool
+	wg      sync.WaitGroup
+	ctx     context.Context // cancelled by Close, aborts dials
+	cancel  context.CancelFunc
 }
 
 // NewClient returns a client; connections are made on first use of each address.
 func NewClient(opts ClientOptions) *Client {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Client{opts: opts.withDefaults(), conns: make(map[string]*conn), ctx: ctx, cancel: cancel}
+	return &Client{opts: opts.withDefaults(), conns: make(map[string]*conn), retired: make(map[*conn]struct{}),
+		ctx: ctx, cancel: cancel}
 }
 
 // errClientClosed is what requests get once Close has been called.
@@ -94,6 +99,9 @@ type conn struct {
 	mu      sync.Mutex
 	pending map[int32]*call
 	closed  bool
+	// retired: the server answered GO_AWAY here; no new request is registered, and the connection
+	// closes once its pending requests are answered.
+	retired bool
 }
 
 // call is one request waiting for its response. Calls are pooled; done has capacity one and
@@ -113,9 +121,31 @@ var framePool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &
 // wire carries a fresh opaque), so it may be reused or sent concurrently. A response with a
 // failure code is returned as a response, not as an error. Errors wrap ErrTimeout, ErrConnect,
 // ErrClosed or ErrFrame, or are the context's error when ctx was cancelled without a deadline.
+//
+// A GO_AWAY answer (a server shutting down) is handled as RocketMQ's client does with
+// enableReconnectForGoAway, its default: the connection that carried it takes no new requests and
+// req is sent once more, under the same ctx, on a new connection to addr; requests already in
+// flight on the old connection still get their answers there. Only when the new connection
+// answers GO_AWAY too is that answer returned, as a response like any other refusal, so the
+// caller's retry rules decide (RocketMQ 5.x producers retry it on another broker).
 func (c *Client) Invoke(ctx context.Context, addr string, req *Command) (*Command, error) {
+	resp, cn, err := c.roundTrip(ctx, addr, req)
+	if err != nil || resp.Code != GoAway {
+		return resp, err
+	}
+	c.retire(cn)
+	resp, cn, err = c.roundTrip(ctx, addr, req)
+	if err == nil && resp.Code == GoAway {
+		c.retire(cn)
+	}
+	return resp, err
+}
+
+// roundTrip sends req once and waits for its response; it also returns the connection that
+// carried it.
+func (c *Client) roundTrip(ctx context.Context, addr string, req *Command) (*Command, *conn, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, c.ctxError(err, addr, req, "before sending")
+		return nil, nil, c.ctxError(err, addr, req, "before sending")
 	}
 	opaque := c.opaque.Add(1)
 	bp := framePool.Get().(*[]byte)
@@ -125,7 +155,7 @@ func (c *Client) Invoke(ctx context.Context, addr string, req *Command) (*Comman
 	}
 	if err != nil {
 		putFrame(bp, frame)
-		return nil, err
+		return nil, nil, err
 	}
 
 	cl := callPool.Get().(*call)
@@ -135,14 +165,14 @@ func (c *Client) Invoke(ctx context.Context, addr string, req *Command) (*Comman
 			break
 		}
 		cn.mu.Lock()
-		if !cn.closed {
+		if !cn.closed && !cn.retired {
 			cn.pending[opaque] = cl
 			cn.mu.Unlock()
 			break
 		}
 		cn.mu.Unlock()
-		// The connection died between lookup and registration. Nothing was written, so it is
-		// safe to try once more on a fresh connection.
+		// The connection died or was retired between lookup and registration. Nothing was
+		// written, so it is safe to try once more on a fresh connection.
 		if attempt > 0 {
 			err = fmt.Errorf("%w: %s to %s: connection lost before sending", ErrClosed, RequestCodeName(req.Code), addr)
 			break
@@ -151,7 +181,7 @@ func (c *Client) Invoke(ctx context.Context, addr string, req *Command) (*Comman
 	if err != nil {
 		callPool.Put(cl)
 		putFrame(bp, frame)
-		return nil, err
+		return nil, nil, err
 	}
 	werr := cn.fw.Write(frame)
 	putFrame(bp, frame)
@@ -165,9 +195,13 @@ func (c *Client) Invoke(ctx context.Context, addr string, req *Command) (*Comman
 		cn.mu.Lock()
 		if cn.pending[opaque] == cl {
 			delete(cn.pending, opaque)
+			drained := cn.drainedLocked()
 			cn.mu.Unlock()
+			if drained {
+				cn.fail(errRetired)
+			}
 			callPool.Put(cl)
-			return nil, c.ctxError(ctx.Err(), addr, req, "waiting for the response")
+			return nil, cn, c.ctxError(ctx.Err(), addr, req, "waiting for the response")
 		}
 		cn.mu.Unlock()
 		// The reader (or a failing connection) already took the call: its signal is on the
@@ -177,7 +211,43 @@ func (c *Client) Invoke(ctx context.Context, addr string, req *Command) (*Comman
 	resp, err := cl.resp, cl.err
 	cl.resp, cl.err = nil, nil
 	callPool.Put(cl)
-	return resp, err
+	return resp, cn, err
+}
+
+// errRetired closes a retired connection once nothing waits on it; no request sees it.
+var errRetired = fmt.Errorf("%w: retired after GO_AWAY", ErrClosed)
+
+// retire takes cn out of service after the server answered GO_AWAY on it: the next request to its
+// address connects afresh, requests in flight on cn still get their answers, and cn closes once
+// none is left (or when the server closes it first).
+func (c *Client) retire(cn *conn) {
+	c.mu.Lock()
+	if c.conns[cn.addr] == cn {
+		delete(c.conns, cn.addr)
+	}
+	cn.mu.Lock()
+	if cn.closed || cn.retired {
+		cn.mu.Unlock()
+		c.mu.Unlock()
+		return
+	}
+	cn.retired = true
+	drained := cn.drainedLocked()
+	cn.mu.Unlock()
+	if !drained {
+		// Close must still find it.
+		c.retired[cn] = struct{}{}
+	}
+	c.mu.Unlock()
+	if drained {
+		cn.fail(errRetired)
+	}
+}
+
+// drainedLocked reports whether cn is retired and nothing waits on it any more, so it can close.
+// cn.mu must be held.
+func (cn *conn) drainedLocked() bool {
+	return cn.retired && !cn.closed && len(cn.pending) == 0
 }
 
 // InvokeOneway sends req to addr with the oneway flag and returns once it is queued for writing.
@@ -334,10 +404,16 @@ func (cn *conn) readLoop() {
 		if cl != nil {
 			delete(cn.pending, cmd.Opaque)
 		}
+		drained := cn.drainedLocked()
 		cn.mu.Unlock()
 		if cl != nil { // else the caller gave up; the response is dropped
 			cl.resp = cmd
 			cl.done <- struct{}{}
+		}
+		if drained {
+			// The last answer a retired connection waited for: nothing else will use it.
+			cn.fail(errRetired)
+			return
 		}
 	}
 }
@@ -387,12 +463,14 @@ func (cn *conn) fail(err error) {
 	}
 }
 
-// forget drops cn from the connection table if it is still the current one for its address.
+// forget drops cn from the connection table if it is still the current one for its address, and
+// from the retired connections.
 func (c *Client) forget(cn *conn) {
 	c.mu.Lock()
 	if c.conns[cn.addr] == cn {
 		delete(c.conns, cn.addr)
 	}
+	delete(c.retired, cn)
 	c.mu.Unlock()
 }
 
@@ -424,8 +502,11 @@ func (c *Client) Close() error {
 		return nil
 	}
 	c.closed = true
-	conns := make([]*conn, 0, len(c.conns))
+	conns := make([]*conn, 0, len(c.conns)+len(c.retired))
 	for _, cn := range c.conns {
+		conns = append(conns, cn)
+	}
+	for cn := range c.retired {
 		conns = append(conns, cn)
 	}
 	c.mu.Unlock()
