@@ -264,3 +264,25 @@ func TestNameServerRouteFollowsAMasterThatMoved(t *testing.T) {
 		t.Fatalf("the new master stored %d messages, want 8", got)
 	}
 }
+
+func TestStaleQueueRefusalAsksTheNameServersAtOnce(t *testing.T) {
+	c := startNameServerCluster(t, "broker-a")
+	// A refresh interval far beyond the test: only the refusal can trigger the second query.
+	if err := c.r.SetNameServerRoute(NameServerRoute{Topic: testTopic, NameServers: []string{c.ns.Addr()}, Refresh: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	before := c.ns.RouteQueries()
+	// The topic shrinks on the broker (mqadmin updateTopic) while the route still has 4 queues.
+	c.brokers["broker-a"].CreateTopic(testTopic, 1)
+	for range 4 {
+		_, _ = c.r.Send(context.Background(), &Message{Topic: testTopic, Body: []byte("m")})
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for c.ns.RouteQueries() == before {
+		if time.Now().After(deadline) {
+			t.Fatal("no route query after INVALID_PARAMETER")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	waitRoute(t, c.r, "shrunk to one queue", func(info RouteInfo) bool { return len(info.Queues) == 1 })
+}

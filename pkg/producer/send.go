@@ -385,6 +385,12 @@ func (r *Runtime) send(ctx context.Context, m *Message, mode SendMode, begin tim
 		status, ok := sendStatus(resp.Code)
 		if !ok {
 			lastErr = &BrokerError{Code: resp.Code, Remark: resp.Remark, Broker: b.name, Addr: b.addr}
+			if resp.Code == remoting.TopicNotExist || resp.Code == remoting.InvalidParameter {
+				// The broker lacks the topic or the queue: a route from name servers is stale (a
+				// topic deleted or shrunk with mqadmin); ask for it now rather than at the next
+				// refresh. A no-op for static routes.
+				r.RefreshRoute(m.Topic)
+			}
 			if rules.async {
 				// RocketMQ's async callback records a refusal as isolating but reachable and hands
 				// it to the caller without a retry.
