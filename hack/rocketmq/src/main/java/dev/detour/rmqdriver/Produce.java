@@ -1,0 +1,192 @@
+package dev.detour.rmqdriver;
+
+import java.io.PrintStream;
+import java.lang.reflect.Method;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.atomic.AtomicLong;
+
+import org.apache.rocketmq.client.hook.SendMessageContext;
+import org.apache.rocketmq.client.hook.SendMessageHook;
+import org.apache.rocketmq.client.producer.DefaultMQProducer;
+import org.apache.rocketmq.client.producer.SendResult;
+import org.apache.rocketmq.common.message.Message;
+
+/**
+ * Sends messages with RocketMQ's own DefaultMQProducer on a paced schedule and prints one JSON line
+ * per send, so tests and the fault benchmark can measure the real Java producer under the same
+ * load as detour.
+ *
+ * <pre>
+ * Produce key=value ...
+ *   namesrv=host:port[;host:port]   topic=T   group=G
+ *   senders=4   rate=200 (sends per second, all senders)   durationMs=10000   size=128
+ *   faultEnable=false (sendLatencyFaultEnable)   pollMs=30000 (pollNameServerInterval)
+ *   retries=2 (retryTimesWhenSendFailed)   timeoutMs=3000 (sendMsgTimeout)
+ *   perAttemptMs=0 (sendMsgMaxTimeoutPerRequest, 5.x only; 0 leaves it unset)
+ *   startAtMs=0 (epoch millis of the first slot; 0 = now)
+ * </pre>
+ *
+ * Each line: {"sender":s,"startMs":epoch ms,"latencyUs":n,"ok":bool,"broker":"b","queueId":q,
+ * "brokers":["tried",...],"error":"..."}. A line {"ready":true} is printed once the producer has
+ * started, and {"done":true,"sends":n} at the end.
+ */
+public final class Produce {
+    private Produce() {
+    }
+
+    /** Brokers of every attempt of the send running on this thread, from the send hook. */
+    private static final ThreadLocal<List<String>> TRIED = ThreadLocal.withInitial(ArrayList::new);
+
+    public static void main(String[] args) throws Exception {
+        Map<String, String> a = new HashMap<>();
+        for (String arg : args) {
+            int eq = arg.indexOf('=');
+            if (eq <= 0) {
+                System.err.println("argument " + arg + " is not key=value");
+                System.exit(2);
+            }
+            a.put(arg.substring(0, eq), arg.substring(eq + 1));
+        }
+        final String topic = a.getOrDefault("topic", "TopicTest");
+        final int senders = Integer.parseInt(a.getOrDefault("senders", "4"));
+        final double rate = Double.parseDouble(a.getOrDefault("rate", "200"));
+        final long durationMs = Long.parseLong(a.getOrDefault("durationMs", "10000"));
+        final int size = Integer.parseInt(a.getOrDefault("size", "128"));
+
+        DefaultMQProducer producer = new DefaultMQProducer(a.getOrDefault("group", "detour_java_" + ProcessHandle.current().pid()));
+        producer.setNamesrvAddr(a.get("namesrv"));
+        producer.setInstanceName("detour-java-" + ProcessHandle.current().pid());
+        producer.setSendLatencyFaultEnable(Boolean.parseBoolean(a.getOrDefault("faultEnable", "false")));
+        producer.setPollNameServerInterval(Integer.parseInt(a.getOrDefault("pollMs", "30000")));
+        producer.setRetryTimesWhenSendFailed(Integer.parseInt(a.getOrDefault("retries", "2")));
+        producer.setSendMsgTimeout(Integer.parseInt(a.getOrDefault("timeoutMs", "3000")));
+        int perAttempt = Integer.parseInt(a.getOrDefault("perAttemptMs", "0"));
+        if (perAttempt > 0) {
+            Method m = DefaultMQProducer.class.getMethod("setSendMsgMaxTimeoutPerRequest", int.class);
+            m.invoke(producer, perAttempt);
+        }
+        producer.getDefaultMQProducerImpl().registerSendMessageHook(new SendMessageHook() {
+            @Override
+            public String hookName() {
+                return "detour-attempts";
+            }
+
+            @Override
+            public void sendMessageBefore(SendMessageContext context) {
+                TRIED.get().add(context.getMq().getBrokerName());
+            }
+
+            @Override
+            public void sendMessageAfter(SendMessageContext context) {
+            }
+        });
+        producer.start();
+        final PrintStream out = System.out;
+        synchronized (out) {
+            out.println("{\"ready\":true}");
+            out.flush();
+        }
+
+        final byte[] body = new byte[size];
+        for (int i = 0; i < size; i++) {
+            body[i] = (byte) ('a' + i % 26);
+        }
+        long startAt = Long.parseLong(a.getOrDefault("startAtMs", "0"));
+        final long t0 = startAt > 0 ? startAt : System.currentTimeMillis();
+        final long end = t0 + durationMs;
+        final double gapMs = senders / rate; // each sender's share of the schedule
+        final AtomicLong sends = new AtomicLong();
+        final CountDownLatch done = new CountDownLatch(senders);
+        for (int s = 0; s < senders; s++) {
+            final int sender = s;
+            Thread th = new Thread(() -> {
+                try {
+                    StringBuilder b = new StringBuilder(256);
+                    for (long k = 0; ; k++) {
+                        long slot = t0 + (long) ((k + (double) sender / senders) * gapMs);
+                        if (slot >= end) {
+                            break;
+                        }
+                        long wait = slot - System.currentTimeMillis();
+                        if (wait > 0) {
+                            Thread.sleep(wait);
+                        }
+                        TRIED.get().clear();
+                        long startMs = System.currentTimeMillis();
+                        long startNs = System.nanoTime();
+                        String broker = null;
+                        int queueId = -1;
+                        String error = null;
+                        try {
+                            SendResult r = producer.send(new Message(topic, body));
+                            broker = r.getMessageQueue().getBrokerName();
+                            queueId = r.getMessageQueue().getQueueId();
+                            if (r.getSendStatus() != org.apache.rocketmq.client.producer.SendStatus.SEND_OK) {
+                                error = r.getSendStatus().name();
+                            }
+                        } catch (Exception e) {
+                            error = e.getClass().getSimpleName() + ": " + e.getMessage();
+                        }
+                        long latencyUs = (System.nanoTime() - startNs) / 1000;
+                        b.setLength(0);
+                        b.append("{\"sender\":").append(sender).append(",\"startMs\":").append(startMs)
+                            .append(",\"latencyUs\":").append(latencyUs).append(",\"ok\":").append(error == null || broker != null);
+                        if (broker != null) {
+                            b.append(",\"broker\":");
+                            quote(b, broker).append(",\"queueId\":").append(queueId);
+                        }
+                        b.append(",\"brokers\":[");
+                        List<String> tried = TRIED.get();
+                        for (int i = 0; i < tried.size(); i++) {
+                            if (i > 0) {
+                                b.append(',');
+                            }
+                            quote(b, tried.get(i));
+                        }
+                        b.append(']');
+                        if (error != null) {
+                            b.append(",\"error\":");
+                            quote(b, error);
+                        }
+                        b.append('}');
+                        synchronized (out) {
+                            out.println(b);
+                        }
+                        sends.incrementAndGet();
+                    }
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                } finally {
+                    done.countDown();
+                }
+            }, "sender-" + s);
+            th.start();
+        }
+        done.await();
+        synchronized (out) {
+            out.println("{\"done\":true,\"sends\":" + sends.get() + "}");
+            out.flush();
+        }
+        producer.shutdown();
+        System.exit(0);
+    }
+
+    private static StringBuilder quote(StringBuilder b, String s) {
+        b.append('"');
+        for (int i = 0; i < s.length(); i++) {
+            char c = s.charAt(i);
+            if (c == '"' || c == '\\') {
+                b.append('\\').append(c);
+            } else if (c < 0x20) {
+                b.append(String.format("\\u%04x", (int) c));
+            } else {
+                b.append(c);
+            }
+        }
+        return b.append('"');
+    }
+}
