@@ -383,6 +383,14 @@ func (cn *conn) readLoop() {
 	fr := NewFrameReader(cn.nc, cn.client.opts.ReadBufferSize, cn.client.opts.MaxFrameSize)
 	for {
 		cmd, err := fr.ReadCommand()
+		if fre, ok := errors.AsType[*FieldRangeError](err); ok {
+			// One command the client cannot represent: the stream is in step, so only the
+			// request waiting for it fails (or the server's request is refused).
+			if cn.unrepresentable(fre) {
+				return
+			}
+			continue
+		}
 		if err != nil {
 			switch {
 			case errors.Is(err, ErrFrame):
@@ -399,23 +407,53 @@ func (cn *conn) readLoop() {
 			cn.serve(cmd)
 			continue
 		}
-		cn.mu.Lock()
-		cl := cn.pending[cmd.Opaque]
-		if cl != nil {
-			delete(cn.pending, cmd.Opaque)
-		}
-		drained := cn.drainedLocked()
-		cn.mu.Unlock()
-		if cl != nil { // else the caller gave up; the response is dropped
-			cl.resp = cmd
-			cl.done <- struct{}{}
-		}
-		if drained {
-			// The last answer a retired connection waited for: nothing else will use it.
-			cn.fail(errRetired)
+		if cn.deliver(cmd.Opaque, cmd, nil) {
 			return
 		}
 	}
+}
+
+// deliver hands a response, or an error in its place, to the request waiting for opaque, if it
+// still waits. It reports whether that closed the connection: the last answer a retired
+// connection waited for.
+func (cn *conn) deliver(opaque int32, resp *Command, err error) bool {
+	cn.mu.Lock()
+	cl := cn.pending[opaque]
+	if cl != nil {
+		delete(cn.pending, opaque)
+	}
+	drained := cn.drainedLocked()
+	cn.mu.Unlock()
+	if cl != nil { // else the caller gave up; the answer is dropped
+		cl.resp, cl.err = resp, err
+		cl.done <- struct{}{}
+	}
+	if drained {
+		cn.fail(errRetired)
+	}
+	return drained
+}
+
+// unrepresentable answers a command whose code or version does not fit 16 bits: a response fails
+// its request with an error wrapping ErrFrame, a request from the server is refused as not
+// supported. It reports whether the connection closed.
+func (cn *conn) unrepresentable(fre *FieldRangeError) bool {
+	if fre.Flag&FlagResponse != 0 {
+		return cn.deliver(fre.Opaque, nil, fmt.Errorf("%w from %s", fre, cn.addr))
+	}
+	if fre.Flag&FlagOneway != 0 {
+		return false
+	}
+	resp := &Command{Code: RequestCodeNotSupported, Language: DefaultLanguage, Version: DefaultVersion,
+		Opaque: fre.Opaque, Flag: FlagResponse, Remark: fmt.Sprintf(" request type %d not supported", fre.Value)}
+	if fre.Field != "code" {
+		resp.Remark = fre.Error()
+	}
+	if err := cn.fw.WriteCommand(resp, true); err != nil {
+		cn.fail(fmt.Errorf("%w: writing to %s: %w", ErrClosed, cn.addr, err))
+		return true
+	}
+	return false
 }
 
 // serve answers a request the server sent to this client.

@@ -124,6 +124,27 @@ var (
 	ErrFrame = errors.New("remoting: bad frame")
 )
 
+// FieldRangeError is a frame read whole, with a well-formed header, whose code or version does
+// not fit this package's 16-bit fields: RocketMQ's JSON header carries both as Java ints, while
+// its ROCKETMQ header and Command keep 16 bits. It wraps ErrFrame, but unlike other frame errors
+// the stream stays in step, so only the request or response it belongs to (by Opaque and Flag)
+// fails and the connection carries on.
+type FieldRangeError struct {
+	// Field is "code" or "version"; Value is what the header carried.
+	Field string
+	Value int64
+	// Opaque and Flag are the header's, which tell whose answer it was.
+	Opaque, Flag int32
+}
+
+// Error implements error.
+func (e *FieldRangeError) Error() string {
+	return fmt.Sprintf("%v: %s %d (opaque %d) does not fit 16 bits", ErrFrame, e.Field, e.Value, e.Opaque)
+}
+
+// Unwrap makes errors.Is(err, ErrFrame) true.
+func (e *FieldRangeError) Unwrap() error { return ErrFrame }
+
 // frameError wraps ErrFrame with a description.
 func frameError(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrFrame, fmt.Sprintf(format, args...))

@@ -33,7 +33,8 @@ func NewFrameReader(r io.Reader, bufSize, maxFrameSize int) *FrameReader {
 // ReadCommand reads and decodes the next frame. Errors from the stream are returned as they
 // are (io.EOF at a frame boundary, io.ErrUnexpectedEOF inside a frame); a frame that is
 // oversized, too short or undecodable gives an error wrapping ErrFrame, after which the stream
-// is out of step and must be closed.
+// is out of step and must be closed. The exception is a *FieldRangeError: that frame was read
+// whole and the next one can be read.
 func (fr *FrameReader) ReadCommand() (*Command, error) {
 	head, err := fr.br.Peek(4)
 	if err != nil {

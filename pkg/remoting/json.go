@@ -83,6 +83,8 @@ func appendJSONString(dst []byte, s string) []byte {
 type jsonParser struct {
 	s   string
 	pos int
+	// wide is the first code or version that fits a Java int but not this package's int16.
+	wide *FieldRangeError
 }
 
 const maxJSONDepth = 64
@@ -380,7 +382,20 @@ func (p *jsonParser) countMembers() int {
 
 func decodeJSONHeader(h []byte) (*Command, error) {
 	p := jsonParser{s: string(h)}
-	c := &Command{}
+	c, err := p.header(&Command{})
+	if err != nil {
+		return nil, err
+	}
+	if p.wide != nil {
+		// The frame is whole and its header well formed; only this command cannot be represented.
+		p.wide.Opaque, p.wide.Flag = c.Opaque, c.Flag
+		return nil, p.wide
+	}
+	return c, nil
+}
+
+// header parses the header object into c.
+func (p *jsonParser) header(c *Command) (*Command, error) {
 	if err := p.expect('{'); err != nil {
 		return nil, err
 	}
@@ -423,12 +438,18 @@ func (p *jsonParser) field(c *Command, key string) error {
 	var err error
 	var v int64
 	switch key {
-	case "code":
-		v, err = p.integer(math.MinInt16, math.MaxInt16)
-		c.Code = int16(v)
-	case "version":
-		v, err = p.integer(math.MinInt16, math.MaxInt16)
-		c.Version = int16(v)
+	case "code", "version":
+		// Java ints in RocketMQ's JSON header; this package keeps the 16-bit fields of the
+		// ROCKETMQ header, so a wider value is remembered and fails the command once parsed.
+		v, err = p.integer(math.MinInt32, math.MaxInt32)
+		if err == nil && (v < math.MinInt16 || v > math.MaxInt16) && p.wide == nil {
+			p.wide = &FieldRangeError{Field: key, Value: v}
+		}
+		if key == "code" {
+			c.Code = int16(v)
+		} else {
+			c.Version = int16(v)
+		}
 	case "opaque":
 		v, err = p.integer(math.MinInt32, math.MaxInt32)
 		c.Opaque = int32(v)
