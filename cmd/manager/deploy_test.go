@@ -124,13 +124,13 @@ func TestDefaultKustomizationRenders(t *testing.T) {
 	for _, p := range c.Ports {
 		ports[p.Name] = p.ContainerPort
 	}
-	for name, addr := range map[string]string{"gateway": o.gatewayAddr, "metrics": o.metricsAddr, "health": o.probeAddr} {
+	for name, addr := range map[string]string{"gateway": o.gatewayAddr, "metrics": o.metricsAddr, "health": o.probeAddr, "namesrv": o.facadeAddr} {
 		if p, ok := ports[name]; !ok || !strings.HasSuffix(addr, fmt.Sprintf(":%d", p)) {
 			t.Errorf("container port %q = %d does not match the bind address %q", name, p, addr)
 		}
 	}
 	podLabels := dep.Spec.Template.Labels
-	for _, name := range []string{"detour-gateway", "detour-controller-manager-metrics-service"} {
+	for _, name := range []string{"detour-gateway", "detour-namesrv", "detour-controller-manager-metrics-service"} {
 		svc := typed[corev1.Service](t, objs, "Service", name)
 		if !labelsMatch(svc.Spec.Selector, podLabels) {
 			t.Errorf("Service %s selects %v, not the manager's pods %v", name, svc.Spec.Selector, podLabels)

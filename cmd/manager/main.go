@@ -16,6 +16,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -42,6 +43,8 @@ type options struct {
 	gatewayAuth             bool
 	gatewaySecure           bool
 	gatewayCertDir          string
+	facadeAddr              string
+	facadeCluster           string
 	enableHTTP2             bool
 	shutdownTimeout         time.Duration
 	shutdownDelay           time.Duration
@@ -87,6 +90,10 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.BoolVar(&o.gatewaySecure, "gateway-secure", true,
 		"Serve the send gateway over HTTPS, with tls.crt and tls.key from --gateway-cert-dir or a self-signed certificate.")
 	fs.StringVar(&o.gatewayCertDir, "gateway-cert-dir", "", "A directory with tls.crt and tls.key for the send gateway; reloaded when they change.")
+	fs.StringVar(&o.facadeAddr, "namesrv-facade-bind-address", "0",
+		"The address RocketMQ's name-server protocol is served on, in front of a Cluster's name servers, so unmodified clients avoid the brokers detour would avoid; 0 disables it.")
+	fs.StringVar(&o.facadeCluster, "namesrv-facade-cluster", "",
+		"The Cluster (namespace/name) the name-server facade fronts; empty means the only Cluster there is.")
 	fs.BoolVar(&o.enableHTTP2, "enable-http2", false, "Allow HTTP/2 on the HTTPS endpoints (off by default as a mitigation for HTTP/2 stream floods).")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 25*time.Second,
 		"How long shutdown waits for gateway sends in flight and for the controllers to stop.")
@@ -113,6 +120,11 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	if c := o.facadeCluster; c != "" {
+		if ns, name, ok := strings.Cut(c, "/"); !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+			return nil, fmt.Errorf("--namesrv-facade-cluster must be namespace/name, got %q", c)
+		}
 	}
 	o.set = map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { o.set[f.Name] = true })

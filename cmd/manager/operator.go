@@ -9,11 +9,13 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	certutil "k8s.io/client-go/util/cert"
 	"k8s.io/utils/ptr"
@@ -31,6 +33,7 @@ import (
 	"github.com/detourmq/detour/controllers"
 	"github.com/detourmq/detour/internal/demo"
 	"github.com/detourmq/detour/internal/gateway"
+	"github.com/detourmq/detour/pkg/facade"
 	"github.com/detourmq/detour/pkg/producer"
 )
 
@@ -151,6 +154,20 @@ func newOperator(cfg *rest.Config, o *options, log logr.Logger, hooks ...operato
 			return nil, err
 		}
 		gateway.RegisterMetrics(ctrlmetrics.Registry)
+	}
+
+	if o.facadeAddr != "0" {
+		view := &controllers.FacadeView{Reader: mgr.GetClient(), Runtime: op.rt}
+		if ns, name, ok := strings.Cut(o.facadeCluster, "/"); ok {
+			view.Cluster = types.NamespacedName{Namespace: ns, Name: name}
+		}
+		events := &controllers.FacadeEvents{View: view, Recorder: mgr.GetEventRecorder("detour-namesrv-facade")}
+		if err := mgr.Add(&facadeRunnable{opts: facade.Options{
+			Addr: o.facadeAddr, View: view, Metrics: controllers.NameServerFacadeMetrics(),
+			OnChange: events.Record, Logger: log.WithName("namesrv-facade"),
+		}}); err != nil {
+			return nil, err
+		}
 	}
 
 	if err := op.addHealthChecks(); err != nil {
@@ -301,6 +318,26 @@ func (op *operator) gatewayTLS(certDir string, opts []func(*tls.Config)) (*tls.C
 	}
 	cfg.Certificates = []tls.Certificate{pair}
 	return cfg, nil
+}
+
+// facadeRunnable serves the name-server facade on every replica while the manager runs; it starts
+// with the manager, so its view reads a started cache.
+type facadeRunnable struct {
+	opts facade.Options
+}
+
+// NeedLeaderElection implements manager.LeaderElectionRunnable: every replica serves clients.
+func (*facadeRunnable) NeedLeaderElection() bool { return false }
+
+// Start implements manager.Runnable.
+func (f *facadeRunnable) Start(ctx context.Context) error {
+	srv, err := facade.Start(f.opts)
+	if err != nil {
+		return err
+	}
+	f.opts.Logger.Info("Serving RocketMQ's name-server protocol", "addr", srv.Addr())
+	<-ctx.Done()
+	return srv.Close()
 }
 
 // everyReplica runs a runnable on every replica, leader or not.

@@ -44,7 +44,8 @@ type View interface {
 
 // Metrics receives what the facade serves; every method must be safe for concurrent use.
 type Metrics interface {
-	// RouteServed counts a route answer for topic, rewritten or not.
+	// RouteServed counts a route answer for topic ("" for topics detour does not govern),
+	// rewritten or not.
 	RouteServed(topic string, rewritten bool)
 	// BrokersHidden reports how many brokers the last answer for topic hid.
 	BrokersHidden(topic string, n int)
@@ -264,7 +265,13 @@ func (s *Server) handle(req *remoting.Command) *remoting.Command {
 		s.noteHidden(topic, hidden)
 	}
 	if s.opts.Metrics != nil {
-		s.opts.Metrics.RouteServed(topic, len(hidden) > 0)
+		// Any client may ask for any topic: only governed topics get a label value of their own,
+		// so series stay bounded.
+		label := ""
+		if known {
+			label = topic
+		}
+		s.opts.Metrics.RouteServed(label, len(hidden) > 0)
 	}
 	resp.Body = body
 	return resp

@@ -1,0 +1,245 @@
+package controllers
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
+
+	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
+	"github.com/detourmq/detour/pkg/facade"
+	"github.com/detourmq/detour/pkg/fault"
+	"github.com/detourmq/detour/pkg/producer"
+)
+
+// Event reasons of the name-server facade, recorded on the Topic whose route changed.
+const (
+	EventBrokerHidden = "BrokerHidden"
+	EventBrokerShown  = "BrokerShown"
+)
+
+// viewTimeout bounds the cache reads behind one route answer.
+const viewTimeout = 2 * time.Second
+
+// FacadeView tells the name-server facade what detour knows about one Cluster: its name servers,
+// and for each topic a Topic on that Cluster declares, the brokers its FaultPolicy isolates and
+// those whose pods are not ready or are terminating, never more than the policy's isolation cap.
+// It reads the manager's cache and the runtime, so every replica can serve it.
+type FacadeView struct {
+	Reader  client.Reader
+	Runtime *producer.Runtime
+	// Cluster is the Cluster whose name servers the facade fronts; the zero value means the only
+	// Cluster there is (none, or several, leave the facade without name servers).
+	Cluster types.NamespacedName
+}
+
+// cluster returns the fronted Cluster.
+func (v *FacadeView) cluster(ctx context.Context) (*routingv1alpha1.Cluster, bool) {
+	if v.Cluster.Name != "" {
+		var cl routingv1alpha1.Cluster
+		if err := v.Reader.Get(ctx, v.Cluster, &cl); err != nil {
+			return nil, false
+		}
+		return &cl, true
+	}
+	var list routingv1alpha1.ClusterList
+	if err := v.Reader.List(ctx, &list); err != nil || len(list.Items) != 1 {
+		return nil, false
+	}
+	return &list.Items[0], true
+}
+
+var _ facade.View = (*FacadeView)(nil)
+
+// NameServers returns the Cluster's name servers; none while it does not exist.
+func (v *FacadeView) NameServers() []string {
+	ctx, cancel := context.WithTimeout(context.Background(), viewTimeout)
+	defer cancel()
+	cl, ok := v.cluster(ctx)
+	if !ok {
+		return nil
+	}
+	return cl.Spec.NameServers
+}
+
+// Hide returns the brokers of topic's route to publish read-only, with the reason, when a Topic
+// on the Cluster declares topic.
+func (v *FacadeView) Hide(topic string, brokers []string) (map[string]string, bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), viewTimeout)
+	defer cancel()
+	cl, ok := v.cluster(ctx)
+	if !ok {
+		return nil, false
+	}
+	var topics routingv1alpha1.TopicList
+	if err := v.Reader.List(ctx, &topics, client.InNamespace(cl.Namespace)); err != nil {
+		return nil, false
+	}
+	i := slices.IndexFunc(topics.Items, func(t routingv1alpha1.Topic) bool {
+		return t.Spec.ClusterRef != nil && t.Spec.ClusterRef.Name == cl.Name && t.Spec.TopicName == topic
+	})
+	if i < 0 {
+		return nil, false
+	}
+	t := &topics.Items[i]
+	policyKey := ""
+	if ref := t.Spec.FaultPolicyRef; ref != nil {
+		policyKey = PolicyKey(t.Namespace, ref.Name)
+	}
+	pol, _ := v.Runtime.Policy(policyKey)
+
+	candidates := map[string]string{}
+	if pol.RespectPodHealth {
+		if pods, err := selectedBrokerPods(ctx, v.Reader, cl.Namespace, cl.Spec.BrokerSelector); err == nil {
+			for name, p := range pods {
+				switch {
+				case p.Terminating:
+					candidates[name] = string(routingv1alpha1.IsolationPodTerminating)
+				case !p.Ready:
+					candidates[name] = string(routingv1alpha1.IsolationPodNotReady)
+				}
+			}
+		}
+	}
+	for _, it := range v.Runtime.Isolated(policyKey) {
+		if _, ok := candidates[it.Broker]; !ok {
+			candidates[it.Broker] = string(it.Reason)
+		}
+	}
+	return capHidden(candidates, brokers, pol.MaxIsolatedPercent), true
+}
+
+// capHidden keeps the hidden brokers of a route within the policy's cap (0 or 100: no cap) and
+// always leaves one broker of the route writable, preferring to hide brokers going away, then
+// unready ones, then the rest by name.
+func capHidden(candidates map[string]string, brokers []string, maxPercent int) map[string]string {
+	var in []string
+	for _, b := range brokers {
+		if _, ok := candidates[b]; ok {
+			in = append(in, b)
+		}
+	}
+	limit := len(brokers) - 1
+	if maxPercent > 0 && maxPercent < 100 {
+		limit = min(limit, len(brokers)*maxPercent/100)
+	}
+	rank := func(reason string) int {
+		switch reason {
+		case string(fault.ReasonPodTerminating):
+			return 0
+		case string(fault.ReasonPodNotReady):
+			return 1
+		default:
+			return 2
+		}
+	}
+	slices.SortFunc(in, func(a, b string) int {
+		if ra, rb := rank(candidates[a]), rank(candidates[b]); ra != rb {
+			return ra - rb
+		}
+		if a < b {
+			return -1
+		}
+		return 1
+	})
+	out := map[string]string{}
+	for _, b := range in[:max(0, min(limit, len(in)))] {
+		out[b] = candidates[b]
+	}
+	return out
+}
+
+// FacadeEvents records an Event on the Topic whose route hid or showed a broker, at most one per
+// topic, broker and direction a second.
+type FacadeEvents struct {
+	View     *FacadeView
+	Recorder recorder.EventRecorder
+	limit    *writeLimiter
+	once     sync.Once
+}
+
+// Record is a facade.Options.OnChange.
+func (e *FacadeEvents) Record(c facade.Change) {
+	e.once.Do(func() { e.limit = newWriteLimiter(time.Second) })
+	key := types.NamespacedName{Namespace: c.Topic, Name: c.Broker + "/" + strconv.FormatBool(c.Hidden)}
+	if e.limit.wait(key) > 0 {
+		return
+	}
+	e.limit.wrote(key)
+	ctx, cancel := context.WithTimeout(context.Background(), viewTimeout)
+	defer cancel()
+	cl, ok := e.View.cluster(ctx)
+	if !ok {
+		return
+	}
+	var topics routingv1alpha1.TopicList
+	if err := e.View.Reader.List(ctx, &topics, client.InNamespace(cl.Namespace)); err != nil {
+		return
+	}
+	for i := range topics.Items {
+		t := &topics.Items[i]
+		if t.Spec.ClusterRef == nil || t.Spec.ClusterRef.Name != cl.Name || t.Spec.TopicName != c.Topic {
+			continue
+		}
+		if c.Hidden {
+			e.Recorder.Eventf(t, nil, corev1.EventTypeWarning, EventBrokerHidden, "HideBroker",
+				"Broker %s published read-only to RocketMQ clients of %s: %s", c.Broker, c.Topic, c.Reason)
+		} else {
+			e.Recorder.Eventf(t, nil, corev1.EventTypeNormal, EventBrokerShown, "ShowBroker",
+				"Broker %s published writable again to RocketMQ clients of %s", c.Broker, c.Topic)
+		}
+		return
+	}
+}
+
+// FacadeMetrics are the facade's Prometheus collectors.
+type FacadeMetrics struct {
+	routes  *prometheus.CounterVec
+	hidden  *prometheus.GaugeVec
+	refused *prometheus.CounterVec
+}
+
+var _ facade.Metrics = (*FacadeMetrics)(nil)
+
+var (
+	facadeMetricsOnce sync.Once
+	facadeMetrics     *FacadeMetrics
+)
+
+// NameServerFacadeMetrics returns the process's facade collectors, registered once in
+// controller-runtime's registry.
+func NameServerFacadeMetrics() *FacadeMetrics {
+	facadeMetricsOnce.Do(func() {
+		const ns = "detour"
+		facadeMetrics = &FacadeMetrics{
+			routes: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: "namesrv_facade", Name: "routes_total",
+				Help: "Topic routes served by the name-server facade, by topic (empty for topics detour does not govern) and whether brokers were hidden."},
+				[]string{"topic", "rewritten"}),
+			hidden: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: "namesrv_facade", Name: "brokers_hidden",
+				Help: "Brokers the last route answer for a topic published read-only."}, []string{"topic"}),
+			refused: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: "namesrv_facade", Name: "refused_total",
+				Help: "Requests the facade refused to forward because they change a name server, by request code."}, []string{"code"}),
+		}
+		ctrlmetrics.Registry.MustRegister(facadeMetrics.routes, facadeMetrics.hidden, facadeMetrics.refused)
+	})
+	return facadeMetrics
+}
+
+// RouteServed implements facade.Metrics.
+func (m *FacadeMetrics) RouteServed(topic string, rewritten bool) {
+	m.routes.WithLabelValues(topic, strconv.FormatBool(rewritten)).Inc()
+}
+
+// BrokersHidden implements facade.Metrics.
+func (m *FacadeMetrics) BrokersHidden(topic string, n int) { m.hidden.WithLabelValues(topic).Set(float64(n)) }
+
+// Refused implements facade.Metrics.
+func (m *FacadeMetrics) Refused(code int16) { m.refused.WithLabelValues(strconv.Itoa(int(code))).Inc() }
