@@ -16,7 +16,12 @@ var (
 
 // fuzzOptions decodes a policy from one byte.
 func fuzzOptions(b byte, tables [2]*Table) Options {
+	sem := SemanticsRocketMQ5
+	if b&0x80 != 0 {
+		sem = SemanticsRocketMQ4
+	}
 	return Options{
+		Semantics:          sem,
 		Probing:            b&1 != 0,
 		GrowOnRepeat:       b&2 != 0,
 		RespectPodHealth:   b&4 != 0,
@@ -29,17 +34,19 @@ func fuzzOptions(b byte, tables [2]*Table) Options {
 // restores and clock steps, and checks after every step that:
 //   - an isolation end never moves earlier, except by a successful probe while probing (with
 //     GrowOnRepeat, of a broker with at most one isolation episode), by a release the cap
-//     reports, or because the broker was removed;
+//     reports, because the broker was removed, or by any update under RocketMQ 4.x's rules;
 //   - Available, Entry.Available and Isolated agree;
 //   - under a cap, no more brokers are unavailable than it allows unless all of them are
 //     pod-marked, and a broker without a pod mark is always selectable;
 //   - the changes reported through OnChange (with Expire) add up to Isolated;
-//   - each outcome leaves the reachable flag RocketMQ 5.x gives it.
+//   - each outcome leaves the reachable flag RocketMQ 5.x gives it (4.x has none: reachable
+//     unless probing marks a failure).
 func FuzzUpdates(f *testing.F) {
 	f.Add([]byte{0x00, 1, 0, 9, 4, 0, 5, 1, 1, 0})
 	f.Add([]byte{0x18, 1, 0, 0, 1, 1, 0, 2, 2, 0, 0, 3, 5})
 	f.Add([]byte{0x07, 6, 0, 1, 1, 0, 0, 4, 0, 7, 5, 0, 0, 5, 0, 1})
 	f.Add([]byte{0x2c, 6, 1, 2, 6, 2, 1, 1, 3, 1, 8, 0, 0x0f, 9, 0, 0})
+	f.Add([]byte{0xc9, 1, 0, 9, 0, 0, 5, 4, 0, 7, 0, 0, 2, 1, 1, 5, 0, 0, 8, 0, 0x18, 3, 2, 4})
 	tables := [2]*Table{mustPreset(f, PresetRocketMQ5), mustPreset(f, PresetRocketMQ4)}
 
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -64,6 +71,10 @@ func FuzzUpdates(f *testing.F) {
 				before := tol.Reachable(broker)
 				tol.Update(broker, ms(fuzzLatencies[int(arg)%len(fuzzLatencies)]), outcome)
 				want := outcome != BrokerError && !(opts.Probing && outcome == TransportError)
+				if opts.Semantics == SemanticsRocketMQ4 {
+					want = !opts.Probing || outcome == Success
+					mayShorten = broker // 4.x sets the end on every update
+				}
 				if opts.Probing && outcome == ClientError {
 					want = before // probing leaves the flag alone
 				}
@@ -87,7 +98,7 @@ func FuzzUpdates(f *testing.F) {
 			case 8:
 				next := fuzzOptions(arg, tables)
 				next.OnChange = rec.on
-				opts.Probing, opts.GrowOnRepeat = next.Probing, next.GrowOnRepeat
+				opts.Probing, opts.GrowOnRepeat, opts.Semantics = next.Probing, next.GrowOnRepeat, next.Semantics
 				opts.RespectPodHealth, opts.MaxIsolatedPercent = next.RespectPodHealth, next.MaxIsolatedPercent
 				tol.Configure(next)
 			case 9:

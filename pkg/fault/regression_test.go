@@ -76,3 +76,38 @@ func TestThresholdBoundariesOfBothPresets(t *testing.T) {
 		t.Errorf("failure isolation RocketMQ5 %v, RocketMQ4 %v", tab5.FailureIsolation(), tab4.FailureIsolation())
 	}
 }
+
+// A policy restored after a restart knows only the brokers its status names; a cap computed over
+// those alone would release them. The isolations stay until the route makes the other brokers
+// known, and the cap then applies over all of them.
+func TestRestoreIntoAFreshTableKeepsIsolationsUntilTheBrokersAreKnown(t *testing.T) {
+	tol, _, _ := newTol(t, Options{MaxIsolatedPercent: 50})
+	tol.Restore([]Item{{Broker: "A", Reason: ReasonSlowSend, Until: t0.Add(time.Minute), Reachable: true}})
+	wantAvailable(t, tol, map[string]bool{"A": false})
+	tol.Entry("B")
+	tol.Entry("C")
+	wantAvailable(t, tol, map[string]bool{"A": false, "B": true, "C": true})
+
+	tol2, _, _ := newTol(t, Options{MaxIsolatedPercent: 50})
+	tol2.Restore([]Item{
+		{Broker: "A", Reason: ReasonSendFailed, Until: t0.Add(time.Minute), Reachable: true, ConsecutiveFailures: 3},
+		{Broker: "B", Reason: ReasonSlowSend, Until: t0.Add(time.Minute), Reachable: true},
+	})
+	wantAvailable(t, tol2, map[string]bool{"A": false, "B": false})
+	tol2.Entry("C") // three known: at most one isolated, and B is the least bad
+	wantAvailable(t, tol2, map[string]bool{"A": false, "B": true, "C": true})
+}
+
+// Re-applying the same options (a controller re-pushing an unchanged policy) releases nothing, so
+// a restored isolation survives until the brokers the policy governs are known; a new cap is
+// enforced at once.
+func TestConfigureEnforcesTheCapOnlyWhenTheChangeCouldBreakIt(t *testing.T) {
+	opts := Options{MaxIsolatedPercent: 50}
+	tol, _, _ := newTol(t, opts)
+	tol.Restore([]Item{{Broker: "A", Reason: ReasonSlowSend, Until: t0.Add(time.Minute), Reachable: true}})
+	tol.Configure(opts)
+	wantAvailable(t, tol, map[string]bool{"A": false})
+	opts.MaxIsolatedPercent = 40
+	tol.Configure(opts) // one broker known: the cap keeps none of it isolated
+	wantAvailable(t, tol, map[string]bool{"A": true})
+}

@@ -62,12 +62,17 @@ func (t *Tolerance) NextExpiry() (time.Time, bool) {
 // Items whose Until is still in the future are isolated until then (never shortening a longer
 // isolation already known); items that are unreachable keep that flag, so under probing they
 // wait for proof again. Other items are skipped, as are items with a pod reason: pod state comes
-// from the pods themselves. Restored brokers count toward the cap like any other.
+// from the pods themselves. Restored brokers count toward the cap like any other. A table that
+// knew no broker before the call (a policy restored after a restart, before the brokers it governs
+// are known) releases none right away, since a cap computed over the few brokers the snapshot
+// names would release isolations it must keep; its cap is enforced as soon as another broker
+// becomes known or another isolation starts.
 func (t *Tolerance) Restore(items []Item) {
 	ev := t.lock()
 	now := t.tick()
 	nowTime := t.timeOf(now)
 	tab := t.opts.Table
+	knew := t.present
 	for _, it := range items {
 		if t.opts.Semantics == SemanticsDisabled {
 			break // fault tolerance off learns nothing, restored or not
@@ -81,7 +86,6 @@ func (t *Tolerance) Restore(items []Item) {
 			continue
 		}
 		e := t.obtain(it.Broker, now)
-		was := blocked(e, now)
 		t.order.insert(e)
 		if live {
 			extend(e, now, min(left, maxRestored))
@@ -107,7 +111,12 @@ func (t *Tolerance) Restore(items []Item) {
 		if !it.Since.IsZero() && !it.Since.After(nowTime) {
 			since = max(now+int64(it.Since.Sub(nowTime)), 1)
 		}
-		t.settle(e, now, was, since, &ev)
+		t.recomputeHolds(e)
+		t.settleGate(e, now)
+		t.sync(e, now, false, since, &ev)
+	}
+	if knew > 0 {
+		t.enforceCap(now, &ev)
 	}
 	t.unlock(&ev)
 }

@@ -271,12 +271,17 @@ func (t *Tolerance) Options() Options {
 // Configure replaces the policy at run time and keeps everything learnt: isolations keep their
 // end, reachable flags and failure counts stay. Holds are recomputed under the new policy (for
 // instance, turning probing on holds brokers that are unreachable now, and ignoring pod health
-// releases pod marks), and the new cap is enforced at once. opts.Clock is ignored.
+// releases pod marks), and a cap that the change could break (a new cap, or holds that changed:
+// more brokers held, or pod marks gone from isolations they covered) is enforced at once; the same options again change nothing, so re-applying a policy does not
+// release a restored isolation before the brokers the policy governs are known (see Restore).
+// opts.Clock is ignored.
 func (t *Tolerance) Configure(opts Options) {
 	ev := t.lock()
 	now := t.tick()
+	prevCap := t.opts.MaxIsolatedPercent
 	t.setOptions(opts)
 	ev.fn = opts.OnChange
+	held := false // some broker's holds changed
 	for _, e := range *t.entries.Load() {
 		if e.present {
 			if opts.Semantics == SemanticsDisabled {
@@ -284,10 +289,14 @@ func (t *Tolerance) Configure(opts Options) {
 				// were turned on again, and status would show isolations nothing enforces.
 				t.forget(e)
 			}
+			before := e.holds
 			t.recomputeHolds(e)
+			held = held || e.holds != before
 		}
 	}
-	t.enforceCap(now, &ev)
+	if held || opts.MaxIsolatedPercent != prevCap {
+		t.enforceCap(now, &ev)
+	}
 	for _, e := range *t.entries.Load() {
 		if e.present {
 			t.settleGate(e, now)
@@ -350,6 +359,8 @@ func (t *Tolerance) Entry(broker string) *Entry {
 	now := t.tick()
 	e := t.obtain(broker, now)
 	t.sync(e, now, false, 0, &ev)
+	// One more broker known may leave a restored excess over the cap (see Restore).
+	t.enforceCap(now, &ev)
 	t.unlock(&ev)
 	return e
 }

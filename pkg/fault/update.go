@@ -227,10 +227,15 @@ func (t *Tolerance) SetPodState(broker string, s PodState) {
 	}
 	ev := t.lock()
 	now := t.tick()
+	known := t.present
 	e := t.obtain(broker, now)
 	was := blocked(e, now)
 	e.pod = s
 	t.settle(e, now, was, 0, &ev)
+	if t.present != known {
+		// One more broker known may leave a restored excess over the cap (see Restore).
+		t.enforceCap(now, &ev)
+	}
 	t.unlock(&ev)
 }
 
