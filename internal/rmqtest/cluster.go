@@ -12,7 +12,6 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-	"testing"
 	"time"
 
 	"github.com/detourmq/detour/pkg/remoting"
@@ -40,7 +39,7 @@ type BrokerConfig struct {
 
 // Cluster is one real name server and its master brokers.
 type Cluster struct {
-	t       testing.TB
+	t       TB
 	Dist    Dist
 	dir     string
 	ns      *process
@@ -63,7 +62,7 @@ type Broker struct {
 
 // Start launches a name server and one master broker per config (in parallel), waits until every
 // broker is registered with the name server, and stops them all when the test ends.
-func Start(t testing.TB, line Line, brokers ...BrokerConfig) *Cluster {
+func Start(t TB, line Line, brokers ...BrokerConfig) *Cluster {
 	t.Helper()
 	d := Locate(t, line)
 	c := &Cluster{t: t, Dist: d, dir: t.TempDir(), client: remoting.NewClient(remoting.ClientOptions{})}
@@ -398,7 +397,7 @@ func (b *Broker) LogContains(s string) bool { return b.proc.logContains(s) }
 func (b *Broker) Dir() string { return b.proc.dir }
 
 // freePorts is pickPort for the test goroutine.
-func freePorts(t testing.TB, span int) int {
+func freePorts(t TB, span int) int {
 	t.Helper()
 	p, err := pickPort(span)
 	if err != nil {

@@ -17,7 +17,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"testing"
 )
 
 // EnvDist names the environment variable that points at the folder hack/setup-rocketmq.sh prints.
@@ -67,7 +66,7 @@ var JVMFlags = []string{
 
 // Locate finds a release line's class paths, failing the test with what to do when they are
 // missing.
-func Locate(t testing.TB, line Line) Dist {
+func Locate(t TB, line Line) Dist {
 	t.Helper()
 	d, err := locate(line)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -36,19 +37,48 @@ type ProducerOptions struct {
 	SendTimeout, PerAttemptTimeout time.Duration
 	// StartAt aligns the first send slot; zero means when the producer is ready.
 	StartAt time.Time
+	// Client is the release line whose Java client runs the producer; "" means the cluster's own.
+	// RocketMQ's clients speak to brokers of the other line too (a 4.9.8 client on 5.x brokers is
+	// how most upgrades run), so one cluster can measure both clients.
+	Client Line
+	// Warmup sends this many one-byte messages before the producer reports ready and the schedule
+	// starts; they are not recorded. They fetch the route and open the connections, as a harness
+	// warms up every producer it compares.
+	Warmup int
+	// Shared makes the senders share one schedule (slot i at the start + i/Rate, a sender that is
+	// behind sends at once, nothing issued later than 100 ms after Duration), as the fault
+	// benchmark paces its Go producers; otherwise each sender keeps its own slots.
+	Shared bool
+	// Deferred leaves the start of the schedule to Begin, so that a harness can start its clock
+	// once the JVM is up and warm; StartAt is then ignored.
+	Deferred bool
 }
 
 // JavaSend is one send of the Java producer.
 type JavaSend struct {
-	Sender    int       `json:"sender"`
-	StartMs   int64     `json:"startMs"`
-	LatencyUs int64     `json:"latencyUs"`
-	OK        bool      `json:"ok"`
-	Broker    string    `json:"broker"`
-	QueueID   int       `json:"queueId"`
-	Brokers   []string  `json:"brokers"`
-	Error     string    `json:"error"`
-	Start     time.Time `json:"-"`
+	Sender    int      `json:"sender"`
+	StartMs   int64    `json:"startMs"`
+	LatencyUs int64    `json:"latencyUs"`
+	OK        bool     `json:"ok"`
+	Broker    string   `json:"broker"`
+	QueueID   int      `json:"queueId"`
+	Brokers   []string `json:"brokers"`
+	Error     string   `json:"error"`
+	// Slot is the send's place in the schedule (with Shared, the global index; otherwise the
+	// sender's own count).
+	Slot int `json:"slot"`
+	// Attempts are the send's attempts as RocketMQ's send hook saw them, in order.
+	Attempts []JavaAttempt `json:"attempts"`
+	Start    time.Time     `json:"-"`
+}
+
+// JavaAttempt is one attempt of a Java send on one broker.
+type JavaAttempt struct {
+	Broker string `json:"broker"`
+	// StartUs is from the start of the send.
+	StartUs   int64 `json:"startUs"`
+	LatencyUs int64 `json:"latencyUs"`
+	OK        bool  `json:"ok"`
 }
 
 // Latency is the send's duration.
@@ -63,6 +93,31 @@ type JavaProducer struct {
 	sends  []JavaSend
 	stderr strings.Builder
 	err    error
+	stdin  io.WriteCloser // Deferred only
+}
+
+// lockedWriter guards the stderr buffer, which the exec package writes from its own goroutine.
+type lockedWriter struct {
+	mu *sync.Mutex
+	b  *strings.Builder
+}
+
+func (w *lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+// Begin starts the schedule of a producer started with Deferred: its first slot is at.
+func (p *JavaProducer) Begin(at time.Time) error {
+	if p.stdin == nil {
+		return fmt.Errorf("rmqtest: Begin on a producer not started with Deferred")
+	}
+	_, err := fmt.Fprintf(p.stdin, "%d\n", at.UnixMilli())
+	if cerr := p.stdin.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // StartProducer starts the line's Java producer with o; it returns once the producer has started
@@ -94,15 +149,39 @@ func (c *Cluster) StartProducer(o ProducerOptions) *JavaProducer {
 	if o.PerAttemptTimeout > 0 {
 		args = append(args, "perAttemptMs="+strconv.FormatInt(o.PerAttemptTimeout.Milliseconds(), 10))
 	}
-	if !o.StartAt.IsZero() {
+	switch {
+	case o.Deferred:
+		args = append(args, "startAtMs=stdin")
+	case !o.StartAt.IsZero():
 		args = append(args, "startAtMs="+strconv.FormatInt(o.StartAt.UnixMilli(), 10))
+	}
+	if o.Warmup > 0 {
+		args = append(args, "warmup="+strconv.Itoa(o.Warmup))
+	}
+	if o.Shared {
+		args = append(args, "shared=true")
+	}
+	cp := c.Dist.ClientClassPath
+	if o.Client != "" && o.Client != c.Dist.Line {
+		d, err := locate(o.Client)
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		cp = d.ClientClassPath
 	}
 	argv := append([]string{"-Xmx256m"}, JVMFlags...)
 	argv = append(argv, "-Duser.home="+home, "-Drocketmq.client.logRoot="+filepath.Join(home, "logs"),
-		"-cp", c.Dist.ClientClassPath, "dev.detour.rmqdriver.Produce")
+		"-cp", cp, "dev.detour.rmqdriver.Produce")
 	argv = append(argv, args...)
 	p := &JavaProducer{cmd: exec.Command("java", argv...), ready: make(chan struct{}), done: make(chan struct{})}
-	p.cmd.Stderr = &p.stderr
+	p.cmd.Stderr = &lockedWriter{mu: &p.mu, b: &p.stderr}
+	if o.Deferred {
+		in, err := p.cmd.StdinPipe()
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		p.stdin = in
+	}
 	stdout, err := p.cmd.StdoutPipe()
 	if err != nil {
 		c.t.Fatal(err)

@@ -27,12 +27,22 @@ import org.apache.rocketmq.common.message.Message;
  *   faultEnable=false (sendLatencyFaultEnable)   pollMs=30000 (pollNameServerInterval)
  *   retries=2 (retryTimesWhenSendFailed)   timeoutMs=3000 (sendMsgTimeout)
  *   perAttemptMs=0 (sendMsgMaxTimeoutPerRequest, 5.x only; 0 leaves it unset)
- *   startAtMs=0 (epoch millis of the first slot; 0 = now)
+ *   startAtMs=0 (epoch millis of the first slot; 0 = now; "stdin" = read it as one line from
+ *                standard input after the ready line, so a harness can start the clock once the
+ *                JVM is warm)
+ *   warmup=0 (sends before the ready line, not recorded: connections and the route, as a
+ *             harness warms up its other producers)
+ *   shared=false (true: the senders share one schedule, slot i at t0 + i/rate, and a sender that
+ *                 is behind sends at once; nothing is issued later than graceMs after the end.
+ *                 false: each sender keeps its own slots and sends all of them)
+ *   graceMs=100
  * </pre>
  *
  * Each line: {"sender":s,"startMs":epoch ms,"latencyUs":n,"ok":bool,"broker":"b","queueId":q,
- * "brokers":["tried",...],"error":"..."}. A line {"ready":true} is printed once the producer has
- * started, and {"done":true,"sends":n} at the end.
+ * "brokers":["tried",...],"error":"...","slot":i,"attempts":[{"broker":"b","startUs":n,"latencyUs":n,
+ * "ok":bool},...]} (slot and attempts were added later; readers of the older fields are unaffected;
+ * an attempt's startUs is from the send's start). A line {"ready":true} is printed once the
+ * producer has started, and {"done":true,"sends":n} at the end.
  */
 public final class Produce {
     private Produce() {
@@ -40,6 +50,9 @@ public final class Produce {
 
     /** Brokers of every attempt of the send running on this thread, from the send hook. */
     private static final ThreadLocal<List<String>> TRIED = ThreadLocal.withInitial(ArrayList::new);
+
+    /** Every attempt of the send running on this thread: {start ns, end ns (0 = none), ok}. */
+    private static final ThreadLocal<List<long[]>> ATTEMPTS = ThreadLocal.withInitial(ArrayList::new);
 
     public static void main(String[] args) throws Exception {
         Map<String, String> a = new HashMap<>();
@@ -78,13 +91,31 @@ public final class Produce {
             @Override
             public void sendMessageBefore(SendMessageContext context) {
                 TRIED.get().add(context.getMq().getBrokerName());
+                ATTEMPTS.get().add(new long[] {System.nanoTime(), 0, 0});
             }
 
             @Override
             public void sendMessageAfter(SendMessageContext context) {
+                List<long[]> at = ATTEMPTS.get();
+                if (at.isEmpty()) {
+                    return;
+                }
+                long[] last = at.get(at.size() - 1);
+                last[1] = System.nanoTime();
+                boolean ok = context.getException() == null && context.getSendResult() != null
+                    && context.getSendResult().getSendStatus() == org.apache.rocketmq.client.producer.SendStatus.SEND_OK;
+                last[2] = ok ? 1 : 0;
             }
         });
         producer.start();
+        final int warmup = Integer.parseInt(a.getOrDefault("warmup", "0"));
+        for (int i = 0; i < warmup; i++) {
+            try {
+                producer.send(new Message(topic, new byte[] {'w'}));
+            } catch (Exception e) {
+                System.err.println("warm-up send failed: " + e);
+            }
+        }
         final PrintStream out = System.out;
         synchronized (out) {
             out.println("{\"ready\":true}");
@@ -95,10 +126,21 @@ public final class Produce {
         for (int i = 0; i < size; i++) {
             body[i] = (byte) ('a' + i % 26);
         }
-        long startAt = Long.parseLong(a.getOrDefault("startAtMs", "0"));
+        String startArg = a.getOrDefault("startAtMs", "0");
+        long startAt;
+        if (startArg.equals("stdin")) {
+            String line = new java.io.BufferedReader(new java.io.InputStreamReader(System.in)).readLine();
+            startAt = line == null ? 0 : Long.parseLong(line.trim());
+        } else {
+            startAt = Long.parseLong(startArg);
+        }
         final long t0 = startAt > 0 ? startAt : System.currentTimeMillis();
         final long end = t0 + durationMs;
-        final double gapMs = senders / rate; // each sender's share of the schedule
+        final boolean shared = Boolean.parseBoolean(a.getOrDefault("shared", "false"));
+        final long graceMs = Long.parseLong(a.getOrDefault("graceMs", "100"));
+        final long scheduled = (long) Math.floor(durationMs / 1000.0 * rate);
+        final AtomicLong nextSlot = new AtomicLong();
+        final double gapMs = senders * 1000.0 / rate; // milliseconds between one sender's slots
         final AtomicLong sends = new AtomicLong();
         final CountDownLatch done = new CountDownLatch(senders);
         for (int s = 0; s < senders; s++) {
@@ -107,15 +149,29 @@ public final class Produce {
                 try {
                     StringBuilder b = new StringBuilder(256);
                     for (long k = 0; ; k++) {
-                        long slot = t0 + (long) ((k + (double) sender / senders) * gapMs);
-                        if (slot >= end) {
-                            break;
+                        long index = k;
+                        long slot;
+                        if (shared) {
+                            index = nextSlot.getAndIncrement();
+                            if (index >= scheduled) {
+                                break;
+                            }
+                            slot = t0 + (long) Math.floor(index * 1000.0 / rate);
+                        } else {
+                            slot = t0 + (long) ((k + (double) sender / senders) * gapMs);
+                            if (slot >= end) {
+                                break;
+                            }
                         }
                         long wait = slot - System.currentTimeMillis();
                         if (wait > 0) {
                             Thread.sleep(wait);
                         }
+                        if (shared && System.currentTimeMillis() >= end + graceMs) {
+                            break;
+                        }
                         TRIED.get().clear();
+                        ATTEMPTS.get().clear();
                         long startMs = System.currentTimeMillis();
                         long startNs = System.nanoTime();
                         String broker = null;
@@ -146,6 +202,22 @@ public final class Produce {
                                 b.append(',');
                             }
                             quote(b, tried.get(i));
+                        }
+                        b.append(']');
+                        b.append(",\"slot\":").append(index).append(",\"attempts\":[");
+                        List<long[]> at = ATTEMPTS.get();
+                        long endNs = startNs + latencyUs * 1000;
+                        for (int i = 0; i < at.size(); i++) {
+                            long[] x = at.get(i);
+                            if (i > 0) {
+                                b.append(',');
+                            }
+                            // An attempt the hook saw no end of ended with the send.
+                            long xEnd = x[1] != 0 ? x[1] : endNs;
+                            b.append("{\"broker\":");
+                            quote(b, tried.get(i)).append(",\"startUs\":").append((x[0] - startNs) / 1000)
+                                .append(",\"latencyUs\":").append((xEnd - x[0]) / 1000).append(",\"ok\":").append(x[2] == 1);
+                            b.append('}');
                         }
                         b.append(']');
                         if (error != null) {
