@@ -72,9 +72,10 @@ fuzz: ## Run each fuzz target for FUZZ_TIME.
 		done; done
 
 .PHONY: bench
-bench: ## Run Go benchmarks and the fault benchmark (writes bench/).
+bench: ## Run Go benchmarks and the full fault benchmark on real RocketMQ and brokersim (writes bench/; about an hour).
 	$(GO) test -run '^$$' -bench . -benchmem -count 1 ./pkg/...
-	$(GO) run ./hack/faultbench -out bench
+	@dist="$(ROCKETMQ_DIST)"; [[ -n "$$dist" ]] || { echo "make bench: hack/setup-rocketmq.sh failed (see above)" >&2; exit 1; }
+	DETOUR_ROCKETMQ="$(ROCKETMQ_DIST)" $(GO) run ./hack/faultbench -out bench
 
 ##@ Build
 

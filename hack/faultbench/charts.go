@@ -206,3 +206,62 @@ func writeCharts(dir string, sc scenario, runs []*runData) ([]string, error) {
 	}
 	return []string{scatter, p99}, nil
 }
+
+// medianRuns picks, for every strategy, the run whose p99 is the median of its repetitions (the
+// lower middle one for an even count), so a chart shows a typical run rather than the first.
+func medianRuns(rs []result, runs []*runData, strategies []string) []*runData {
+	var out []*runData
+	for _, st := range strategies {
+		var idx []int
+		for i, d := range runs {
+			if d.Strategy == st {
+				idx = append(idx, i)
+			}
+		}
+		if len(idx) == 0 {
+			continue
+		}
+		slices.SortFunc(idx, func(a, b int) int {
+			switch {
+			case rs[a].P99Ms < rs[b].P99Ms:
+				return -1
+			case rs[a].P99Ms > rs[b].P99Ms:
+				return 1
+			}
+			return 0
+		})
+		out = append(out, runs[idx[(len(idx)-1)/2]])
+	}
+	return out
+}
+
+// realChartStrategies are the strategies of a real scenario's p99-over-time chart.
+var realChartStrategies = []string{"detour", "java-5", "java-default"}
+
+// writeModeCharts draws a scenario's charts from its median runs (rs[i] is runs[i]'s result):
+// brokersim charts keep their names (<scenario>-latency.png, <scenario>-p99.png); real-broker ones
+// are real-<scenario>-latency.png (every strategy) and real-<scenario>-p99.png (detour against
+// java-5 and java-default over time).
+func writeModeCharts(dir, mode string, sc scenario, rs []result, runs []*runData, strategies []string) ([]string, error) {
+	med := medianRuns(rs, runs, strategies)
+	if mode == "sim" {
+		return writeCharts(dir, sc, med)
+	}
+	scatter := filepath.Join(dir, "real-"+sc.Name+"-latency.png")
+	if err := scatterChart(scatter, sc, med); err != nil {
+		return nil, err
+	}
+	var sel []*runData
+	for _, st := range realChartStrategies {
+		for _, d := range med {
+			if d.Strategy == st {
+				sel = append(sel, d)
+			}
+		}
+	}
+	p99 := filepath.Join(dir, "real-"+sc.Name+"-p99.png")
+	if err := p99Chart(p99, sc, sel); err != nil {
+		return nil, err
+	}
+	return []string{p99, scatter}, nil
+}

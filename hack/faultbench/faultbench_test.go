@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/detourmq/detour/internal/rmqtest"
 )
 
 // TestShortBlackholeRunMeasuresDetourAndKeepsTheOracleOffTheBadBroker runs the real harness for
@@ -17,7 +19,7 @@ func TestShortBlackholeRunMeasuresDetourAndKeepsTheOracleOffTheBadBroker(t *test
 	out := t.TempDir()
 	// A loaded test machine may run the fault schedule late; this test is about the harness, not
 	// about timing, so it allows a generous slack.
-	c, err := parseFlags([]string{"-out", out, "-duration", "2s", "-drain", "3s", "-schedule-slack", "1s",
+	c, err := parseFlags([]string{"-out", out, "-modes", "sim", "-reps", "1", "-duration", "2s", "-drain", "3s", "-schedule-slack", "1s",
 		"-scenarios", "blackhole", "-strategies", "detour,oracle"})
 	if err != nil {
 		t.Fatal(err)
@@ -79,7 +81,7 @@ func TestShortBlackholeRunMeasuresDetourAndKeepsTheOracleOffTheBadBroker(t *test
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"### blackhole", "| detour |", "| oracle |", c.Command, "blackhole-latency.png"} {
+	for _, want := range []string{"## brokersim", "| blackhole | detour |", "| blackhole | oracle |", c.Command, "blackhole-latency.png"} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("results.md lacks %q", want)
 		}
@@ -191,9 +193,110 @@ func TestParseFlagsRefusesUnknownNames(t *testing.T) {
 		{"-scenarios", "blackhol"},
 		{"-strategies", "detour,rocketmq6"},
 		{"-duration", "100ms"},
+		{"-modes", "sim,simulated"},
+		{"-real-scenarios", "terminating"},
+		{"-real-strategies", "java-6"},
+		{"-reps", "0"},
 	} {
 		if _, err := parseFlags(args); err == nil {
 			t.Errorf("parseFlags(%v) accepted it", args)
 		}
+	}
+}
+
+// TestQuickKeepsExplicitFlags checks that -quick sets its defaults and that flags given explicitly
+// win over them.
+func TestQuickKeepsExplicitFlags(t *testing.T) {
+	c, err := parseFlags([]string{"-quick"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Reps != 1 || len(c.Modes) != 1 || c.Modes[0] != "real" || c.RealParams.Duration != 6*time.Second ||
+		strings.Join(c.RealStrategies, ",") != "detour,java-5,java-default" || !strings.Contains(c.Command, "-quick") {
+		t.Errorf("quick config %+v", c)
+	}
+	c, err = parseFlags([]string{"-quick", "-reps", "3", "-real-strategies", "detour,java-4.9"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Reps != 3 || strings.Join(c.RealStrategies, ",") != "detour,java-4.9" {
+		t.Errorf("explicit flags lost under -quick: reps %d, strategies %v", c.Reps, c.RealStrategies)
+	}
+	if c.RealParams.Rate != c.Params.Rate || c.RealParams.Senders != c.Params.Senders || c.RealParams.BodyLen != c.Params.BodyLen {
+		t.Errorf("real mode's workload differs from brokersim's: %+v vs %+v", c.RealParams, c.Params)
+	}
+}
+
+// TestMediansAndVerdicts checks the statistics the tables and targets are judged on.
+func TestMediansAndVerdicts(t *testing.T) {
+	if s := statOf([]float64{5, 1, 3}); s != (stat{Median: 3, Min: 1, Max: 5}) {
+		t.Errorf("statOf odd = %+v", s)
+	}
+	if s := statOf([]float64{4, 1, 3, 10}); s.Median != 3.5 || s.Min != 1 || s.Max != 10 {
+		t.Errorf("statOf even = %+v", s)
+	}
+	var rs []result
+	add := func(st string, rep int, ok, p99, bad float64) {
+		rs = append(rs, result{Mode: "real", Scenario: "blackhole", Strategy: st, Rep: rep, SuccessPct: ok, P99Ms: p99, BadShareWhileFaultyPct: bad})
+	}
+	for rep, v := range []float64{100, 100, 99} {
+		add("detour", rep+1, v, []float64{100, 900, 120}[rep], []float64{0.5, 3, 0.2}[rep])
+		add("oracle", rep+1, 100, 90, 0)
+		add("java-5", rep+1, 99, 400, 2)
+	}
+	ms := medians(rs)
+	if len(ms) != 3 || ms[0].Strategy != "detour" || ms[0].Runs != 3 || ms[0].P99Ms.Median != 120 || ms[0].P99Ms.Max != 900 {
+		t.Fatalf("medians %+v", ms)
+	}
+	vs := verdicts(ms)
+	if len(vs) != 2 {
+		t.Fatalf("verdicts %+v", vs)
+	}
+	o, j := vs[0], vs[1]
+	if o.Against != "oracle" || !o.SuccessPass || !o.P99Pass || !o.BadSharePass || o.P99Ratio != 1.33 {
+		t.Errorf("against the oracle: %+v", o)
+	}
+	if j.Against != "java-5" || !j.Better || j.P99Ratio != 0.3 {
+		t.Errorf("against java-5: %+v", j)
+	}
+}
+
+// TestRealScenariosAndJavaRecords checks the real-broker schedules and the conversion of the Java
+// producer's records onto the run's clock.
+func TestRealScenariosAndJavaRecords(t *testing.T) {
+	for _, n := range realScenarioNames {
+		sc, err := buildRealScenario(n, 20*time.Second)
+		if err != nil || len(sc.Actions) == 0 || len(sc.Faulty) == 0 || sc.Onset != 5*time.Second {
+			t.Errorf("%s: %+v, %v", n, sc, err)
+		}
+	}
+	sc, _ := buildRealScenario("rolling", 20*time.Second)
+	p := params{Duration: 20 * time.Second, Rate: 200, Senders: 4, Drain: 10 * time.Second}
+	d := &runData{Scenario: sc, Params: p, Applied: []appliedAction{
+		{Note: "pod terminating", Applied: 5 * time.Second, Done: 5 * time.Second},
+		{Note: "graceful stop", Applied: 7 * time.Second, Done: 9 * time.Second},
+		{Note: "new broker registered", Applied: 9 * time.Second, Done: 17 * time.Second, Chained: true},
+	}}
+	d.settleFaulty()
+	if w := d.Scenario.Faulty; len(w) != 1 || w[0].From != 5*time.Second || w[0].To != 17*time.Second {
+		t.Errorf("rolling faulty span %+v, want 5 s to 17 s (the new broker registered)", w)
+	}
+	if len(sc.Faulty) != 1 || sc.Faulty[0].To != 20*time.Second {
+		t.Errorf("settleFaulty changed the shared scenario: %+v", sc.Faulty)
+	}
+
+	t0 := time.UnixMilli(1_700_000_000_000)
+	sends := []rmqtest.JavaSend{{
+		Slot: 10, StartMs: t0.UnixMilli() + 60, Start: time.UnixMilli(t0.UnixMilli() + 60), LatencyUs: 450_000, OK: true,
+		Broker: brokerA, Brokers: []string{badBroker, brokerA},
+		Attempts: []rmqtest.JavaAttempt{{Broker: badBroker, StartUs: 10, LatencyUs: 400_000}, {Broker: brokerA, StartUs: 400_100, LatencyUs: 49_000, OK: true}},
+	}}
+	javaRecords(d, sends, t0)
+	s := d.Sends[0]
+	if s.Due != 50*time.Millisecond || s.Start != 60*time.Millisecond || s.Latency != 450*time.Millisecond || !touchesBad(&s) {
+		t.Errorf("send %+v", s)
+	}
+	if len(d.Attempts) != 2 || d.Attempts[0].OK || d.Attempts[0].End != 460*time.Millisecond+10*time.Microsecond || !d.Attempts[1].OK {
+		t.Errorf("attempts %+v", d.Attempts)
 	}
 }

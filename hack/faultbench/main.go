@@ -1,15 +1,20 @@
 // Command faultbench is detour's fault benchmark. For each scenario (a broker that goes bad in
 // one way) and each strategy (how the producer copes), it sends the same paced workload to three
-// loopback brokersim brokers, records every send and attempt, and writes results.json,
-// results.md and PNG charts into the output directory.
+// brokers, records every send and attempt, and writes results.json, results.md and PNG charts
+// into the output directory. It has two modes: brokersim (fresh in-process brokers per run, the
+// fast mode) and real (one real Apache RocketMQ 5.x cluster started by internal/rmqtest, with
+// RocketMQ's own Java producers among the strategies; needs DETOUR_ROCKETMQ, see
+// hack/setup-rocketmq.sh). Every scenario × strategy is repeated -reps times, interleaved, and
+// reported as median with min-max.
 //
-// The default run (six scenarios × six strategies × 20 s) takes about 15 minutes:
+// The full run (make bench) takes about an hour on 2 cores:
 //
-//	go run ./hack/faultbench -out bench
+//	DETOUR_ROCKETMQ=$(hack/setup-rocketmq.sh) go run ./hack/faultbench -out bench
 //
-// A quick look at one scenario:
+// The quick mode (under 5 minutes) and a quick look at one brokersim scenario:
 //
-//	go run ./hack/faultbench -out /some/dir -duration 5s -scenarios blackhole
+//	DETOUR_ROCKETMQ=$(hack/setup-rocketmq.sh) go run ./hack/faultbench -quick -out /some/dir
+//	go run ./hack/faultbench -out /some/dir -modes sim -reps 1 -duration 5s -scenarios blackhole
 package main
 
 import (
@@ -22,6 +27,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/apache/rocketmq-client-go/v2/rlog"
@@ -35,6 +41,15 @@ type config struct {
 	Strategies []string
 	Charts     bool
 	Raw        string
+	// Modes are "real" (a real RocketMQ cluster) and "sim" (brokersim), in that order.
+	Modes []string
+	// Reps is how many times every scenario × strategy runs, interleaved.
+	Reps int
+	// Real* are the real-broker mode's parameters, scenarios and strategies.
+	RealParams     params
+	RealScenarios  []string
+	RealStrategies []string
+	Quick          bool
 	// Command is the command line that reproduces the run, for the report.
 	Command string
 }
@@ -43,7 +58,13 @@ func parseFlags(args []string) (config, error) {
 	fs := flag.NewFlagSet("faultbench", flag.ContinueOnError)
 	c := config{}
 	fs.StringVar(&c.Out, "out", "bench", "output directory for results.json, results.md and the charts")
-	fs.DurationVar(&c.Params.Duration, "duration", 20*time.Second, "measured time per run (the fault schedule scales with it)")
+	fs.DurationVar(&c.Params.Duration, "duration", 4*time.Second, "brokersim mode: measured time per run (the fault schedule scales with it)")
+	fs.DurationVar(&c.RealParams.Duration, "real-duration", 12*time.Second, "real mode: measured time per run (the fault schedule scales with it)")
+	fs.IntVar(&c.Reps, "reps", 3, "repetitions of every scenario × strategy, interleaved")
+	modes := fs.String("modes", "sim,real", "comma-separated modes: sim (brokersim), real (real RocketMQ brokers and Java producers)")
+	fs.BoolVar(&c.Quick, "quick", false, "a quick run (under 5 minutes): one repetition of 6 s real-broker runs of detour, java-5 and java-default in blackhole, slow and dead, no brokersim mode; flags given explicitly still win")
+	realScen := fs.String("real-scenarios", strings.Join(realScenarioNames, ","), "comma-separated real-broker scenarios")
+	realStrat := fs.String("real-strategies", strings.Join(defaultRealStrategies, ","), "comma-separated real-broker strategies (known: "+strings.Join(realStrategyNames, ", ")+")")
 	fs.IntVar(&c.Params.Rate, "rate", 200, "messages per second, over all senders")
 	fs.IntVar(&c.Params.Senders, "senders", 4, "concurrent synchronous senders")
 	fs.DurationVar(&c.Params.Drain, "drain", 10*time.Second, "how long to wait for sends in flight after the run's time is up")
@@ -59,10 +80,46 @@ func parseFlags(args []string) (config, error) {
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
-	if c.Params.Duration < time.Second || c.Params.Rate <= 0 || c.Params.Senders <= 0 || c.Params.BodyLen <= 0 || c.Params.Drain < 0 {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if c.Quick {
+		// Explicit flags win over the quick defaults.
+		if !set["reps"] {
+			c.Reps = 1
+		}
+		if !set["modes"] {
+			*modes = "real"
+		}
+		if !set["real-duration"] {
+			c.RealParams.Duration = 6 * time.Second
+		}
+		if !set["real-strategies"] {
+			*realStrat = "detour,java-5,java-default"
+		}
+		if !set["real-scenarios"] {
+			*realScen = "blackhole,slow,dead"
+		}
+	}
+	if c.Params.Duration < time.Second || c.RealParams.Duration < time.Second || c.Params.Rate <= 0 || c.Params.Senders <= 0 || c.Params.BodyLen <= 0 || c.Params.Drain < 0 {
 		return c, errors.New("duration must be at least 1s; rate, senders and body must be positive; drain not negative")
 	}
+	if c.Reps < 1 || c.Reps > 20 {
+		return c, errors.New("reps must be between 1 and 20")
+	}
+	d := c.RealParams.Duration
+	c.RealParams = c.Params
+	c.RealParams.Duration = d
 	var err error
+	// Real brokers first: they are what the benchmark is for, and a run that is cut off keeps them.
+	if c.Modes, err = pickList(*modes, []string{"real", "sim"}, "mode"); err != nil {
+		return c, err
+	}
+	if c.RealScenarios, err = pickList(*realScen, realScenarioNames, "real-broker scenario"); err != nil {
+		return c, err
+	}
+	if c.RealStrategies, err = pickList(*realStrat, realStrategyNames, "real-broker strategy"); err != nil {
+		return c, err
+	}
 	if c.Scenarios, err = pickList(*scen, scenarioNames, "scenario"); err != nil {
 		return c, err
 	}
@@ -70,9 +127,12 @@ func parseFlags(args []string) (config, error) {
 		return c, err
 	}
 	cmd := []string{"go run ./hack/faultbench", "-out " + c.Out}
+	if c.Quick {
+		cmd = append(cmd, "-quick")
+	}
 	fs.Visit(func(f *flag.Flag) {
 		// -raw only adds investigation files; it changes nothing measured.
-		if f.Name != "out" && f.Name != "raw" {
+		if f.Name != "out" && f.Name != "raw" && f.Name != "quick" {
 			cmd = append(cmd, "-"+f.Name+" "+f.Value.String())
 		}
 	})
@@ -125,73 +185,175 @@ func main() {
 // logf writes progress lines.
 type logf func(format string, args ...any)
 
-// run runs every selected scenario × strategy and writes the outputs after each scenario, so a
-// long run that is interrupted still leaves the scenarios it finished.
+// run runs every selected mode, scenario, repetition and strategy and writes the outputs after
+// each scenario, so a long run that is interrupted still leaves the scenarios it finished.
 func run(ctx context.Context, c config, w interface{ Write([]byte) (int, error) }) error {
 	// rocketmq-client-go logs every retry at warn level to stdout; its outcomes are recorded here.
 	rlog.SetLogLevel("fatal")
+	var logMu sync.Mutex
 	log := logf(func(format string, args ...any) {
+		logMu.Lock()
+		defer logMu.Unlock()
 		fmt.Fprintf(w, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
 	})
 	if err := os.MkdirAll(c.Out, 0o755); err != nil {
 		return err
 	}
-	var (
-		scs     []scenario
-		results []result
-		charts  = map[string][]string{}
-		failed  []string
-	)
-	for _, name := range c.Scenarios {
-		sc, err := buildScenario(name, c.Params.Duration)
+	b := &bench{c: c, log: log, charts: map[string][]string{}, started: time.Now(), loadStart: loadAvg()}
+	for _, mode := range c.Modes {
+		var err error
+		if mode == "sim" {
+			err = b.runSim(ctx)
+		} else {
+			err = b.runReal(ctx)
+		}
 		if err != nil {
 			return err
 		}
-		scs = append(scs, sc)
+	}
+	log("wrote %s in %v", filepath.Join(c.Out, "results.json"), time.Since(b.started).Round(time.Second))
+	if len(b.failed) > 0 {
+		return fmt.Errorf("fairness checks failed:\n  %s", strings.Join(b.failed, "\n  "))
+	}
+	return nil
+}
+
+// bench is one invocation's state: every result so far and the charts drawn.
+type bench struct {
+	c         config
+	log       logf
+	scs       []scenarioJSON
+	results   []result
+	charts    map[string][]string
+	failed    []string
+	started   time.Time
+	loadStart [3]float64
+}
+
+// order returns the strategies in the order of repetition rep: rotated, so that no strategy
+// always runs first (on a fresh JVM cache, right after a restore) or last.
+func order(strategies []string, rep int) []string {
+	k := rep % len(strategies)
+	return append(append([]string(nil), strategies[k:]...), strategies[:k]...)
+}
+
+// record analyzes a run, logs it and keeps its result.
+func (b *bench) record(mode string, rep int, d *runData) result {
+	r := analyze(d)
+	r.Mode, r.Rep = mode, rep+1
+	r.LoadAvg1 = loadAvg()[0]
+	for _, e := range d.ApplyErrors {
+		r.Checks = append(r.Checks, "fault step failed: "+e)
+	}
+	b.log("%-4s %-11s #%d %-18s issued %4d/%d ok %6.2f%% p50 %7.2fms p99 %8.2fms bad %5.2f%% while-faulty %5.2f%% isolate %s noise-p99 %.2fms load %.0f%s",
+		mode, d.Scenario.Name, rep+1, d.Strategy, r.Issued, r.Scheduled, r.SuccessPct, r.P50Ms, r.P99Ms, r.BadSharePct,
+		r.BadShareWhileFaultyPct, fmtOpt(r.IsolateMs), r.NoiseP99Ms, r.LoadAvg1, checksNote(r))
+	for _, ch := range r.Checks {
+		b.failed = append(b.failed, fmt.Sprintf("%s/%s/%s#%d: %s", mode, d.Scenario.Name, d.Strategy, rep+1, ch))
+	}
+	return r
+}
+
+// finishScenario analyzes the scenario's runs, draws its charts and rewrites the outputs.
+func (b *bench) finishScenario(mode string, sc scenario, rs []result, runs []*runData, strategies []string) error {
+	explainSlow(rs, runs)
+	applyTargets(rs)
+	b.results = append(b.results, rs...)
+	b.scs = append(b.scs, scenarioOf(mode, sc))
+	if b.c.Charts {
+		paths, err := writeModeCharts(b.c.Out, mode, sc, rs, runs, strategies)
+		if err != nil {
+			return fmt.Errorf("charts for %s: %w", sc.Name, err)
+		}
+		b.charts[mode+"/"+sc.Name] = paths
+	}
+	return b.write()
+}
+
+func (b *bench) write() error {
+	rep := newReport(b.c, b.scs, b.results, b.started, b.loadStart)
+	if err := writeJSON(filepath.Join(b.c.Out, "results.json"), rep); err != nil {
+		return err
+	}
+	return writeMarkdown(filepath.Join(b.c.Out, "results.md"), rep, b.charts)
+}
+
+// runSim runs the brokersim mode: fresh brokers for every run.
+func (b *bench) runSim(ctx context.Context) error {
+	for _, name := range b.c.Scenarios {
+		sc, err := buildScenario(name, b.c.Params.Duration)
+		if err != nil {
+			return err
+		}
+		var rs []result
 		var runs []*runData
-		for _, st := range c.Strategies {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			d, err := runOne(ctx, sc, st, c.Params)
-			if err != nil {
-				return fmt.Errorf("%s/%s: %w", name, st, err)
-			}
-			r := analyze(d)
-			log("%-11s %-18s issued %4d/%d ok %6.2f%% p50 %7.2fms p99 %8.2fms p99.9 %8.2fms bad %5.2f%% after-signal %5.2f%% isolate %s%s",
-				name, st, r.Issued, r.Scheduled, r.SuccessPct, r.P50Ms, r.P99Ms, r.P999Ms, r.BadSharePct,
-				r.BadShareAfterSignalPct, fmtOpt(r.IsolateMs), checksNote(r))
-			for _, ch := range r.Checks {
-				failed = append(failed, name+"/"+st+": "+ch)
-			}
-			results = append(results, r)
-			runs = append(runs, d)
-			if c.Raw != "" {
-				if err := writeRaw(c.Raw, d); err != nil {
+		for rep := 0; rep < b.c.Reps; rep++ {
+			for _, st := range order(b.c.Strategies, rep) {
+				if err := ctx.Err(); err != nil {
 					return err
+				}
+				d, err := runOne(ctx, sc, st, b.c.Params)
+				if err != nil {
+					return fmt.Errorf("sim/%s/%s: %w", name, st, err)
+				}
+				d.Rep = rep + 1
+				rs = append(rs, b.record("sim", rep, d))
+				runs = append(runs, d)
+				if b.c.Raw != "" {
+					if err := writeRaw(b.c.Raw, "sim", d); err != nil {
+						return err
+					}
 				}
 			}
 		}
-		explainSlow(results, runs)
-		if c.Charts {
-			paths, err := writeCharts(c.Out, sc, runs)
-			if err != nil {
-				return fmt.Errorf("charts for %s: %w", name, err)
-			}
-			charts[name] = paths
-		}
-		applyTargets(results)
-		rep := newReport(c.Command, c.Params, scs, c.Strategies, results)
-		if err := writeJSON(filepath.Join(c.Out, "results.json"), rep); err != nil {
-			return err
-		}
-		if err := writeMarkdown(filepath.Join(c.Out, "results.md"), rep, charts); err != nil {
+		if err := b.finishScenario("sim", sc, rs, runs, b.c.Strategies); err != nil {
 			return err
 		}
 	}
-	log("wrote %s", filepath.Join(c.Out, "results.json"))
-	if len(failed) > 0 {
-		return fmt.Errorf("fairness checks failed:\n  %s", strings.Join(failed, "\n  "))
+	return nil
+}
+
+// runReal runs the real-broker mode on one cluster; the bad broker is restored after every run.
+func (b *bench) runReal(ctx context.Context) error {
+	start := time.Now()
+	e, err := startRealEnv(ctx, b.log)
+	if err != nil {
+		return fmt.Errorf("real cluster: %w", err)
+	}
+	defer e.close()
+	b.log("real cluster up in %v: name server %s, brokers %v", time.Since(start).Round(time.Second), e.nameServer(), e.brokerList())
+	for _, name := range b.c.RealScenarios {
+		sc, err := buildRealScenario(name, b.c.RealParams.Duration)
+		if err != nil {
+			return err
+		}
+		var rs []result
+		var runs []*runData
+		for rep := 0; rep < b.c.Reps; rep++ {
+			for _, st := range order(b.c.RealStrategies, rep) {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+				d, err := runReal(ctx, e, sc, st, b.c.RealParams)
+				if rerr := e.restore(ctx); rerr != nil {
+					return fmt.Errorf("real/%s/%s: restoring %s: %w", name, st, badBroker, rerr)
+				}
+				if err != nil {
+					return fmt.Errorf("real/%s/%s: %w", name, st, err)
+				}
+				d.Rep = rep + 1
+				rs = append(rs, b.record("real", rep, d))
+				runs = append(runs, d)
+				if b.c.Raw != "" {
+					if err := writeRaw(b.c.Raw, "real", d); err != nil {
+						return err
+					}
+				}
+			}
+		}
+		if err := b.finishScenario("real", sc, rs, runs, b.c.RealStrategies); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -199,8 +361,21 @@ func run(ctx context.Context, c config, w interface{ Write([]byte) (int, error) 
 // explainSlow adds, to detour's result of the scenario just run, where its sends slower than the
 // oracle's p99 come from.
 func explainSlow(results []result, runs []*runData) {
+	reps := map[int]bool{}
+	for _, d := range runs {
+		reps[d.Rep] = true
+	}
+	for rep := range reps {
+		explainSlowRep(results, runs, rep)
+	}
+}
+
+func explainSlowRep(results []result, runs []*runData, rep int) {
 	var det, orc *runData
 	for _, d := range runs {
+		if d.Rep != rep {
+			continue
+		}
 		switch d.Strategy {
 		case "detour":
 			det = d
@@ -219,7 +394,7 @@ func explainSlow(results []result, runs []*runData) {
 	th := percentile(lat, 99)
 	for i := range results {
 		r := &results[i]
-		if r.Scenario == det.Scenario.Name && r.Strategy == "detour" {
+		if r.Scenario == det.Scenario.Name && r.Strategy == "detour" && r.Rep == rep {
 			b := slowerThan(det, th)
 			b.OracleSlower = slowerThan(orc, th).Sends
 			r.Slow = &b

@@ -78,18 +78,25 @@ type appliedAction struct {
 	Note      string        `json:"note"`
 	Scheduled time.Duration `json:"scheduled"`
 	Applied   time.Duration `json:"applied"`
+	// Done is when the step had taken effect (a restart: the broker registered again).
+	Done time.Duration `json:"done"`
+	// Chained steps follow the previous one as soon as it is done, so they are not late.
+	Chained bool `json:"chained"`
 }
 
 // runData is everything one run measured.
 type runData struct {
-	Scenario  scenario
-	Strategy  string
-	Params    params
-	Sends     []sendRec
-	Attempts  []attemptRec
-	Isos      []isoRec
-	Applied   []appliedAction
-	Abandoned int // sends still in flight when the drain time ran out
+	Scenario scenario
+	Strategy string
+	Rep      int
+	Params   params
+	Sends    []sendRec
+	Attempts []attemptRec
+	Isos     []isoRec
+	Applied  []appliedAction
+	// ApplyErrors are schedule steps that failed (a broker that did not come back).
+	ApplyErrors []string
+	Abandoned   int // sends still in flight when the drain time ran out
 	// BadSendsReceived is what the bad broker itself counted (send requests read) during the
 	// measured run; WarmupBadSends what it had counted before.
 	BadSendsReceived int64
@@ -118,21 +125,99 @@ func measureNoise(stop <-chan struct{}, out chan<- []time.Duration) {
 	}
 }
 
-// runOne runs one strategy against one scenario.
+// brokerInfo is a broker's name and address as the strategies see them.
+type brokerInfo struct{ Name, Addr string }
+
+// benchEnv is the brokers a run sends to and the faults it can apply: fresh brokersim brokers per
+// run (simEnv) or one real RocketMQ cluster shared by the runs of a mode (realEnv).
+type benchEnv interface {
+	brokerList() []brokerInfo
+	nameServer() string
+	// apply carries out one step of a scenario's schedule; d is nil for strategies that cannot be
+	// told about pods (the Java producers).
+	apply(a action, d driver) error
+	// badReceived is the bad broker's own count of send requests, -1 when it cannot tell.
+	badReceived() int64
+}
+
+func (e *env) brokerList() []brokerInfo {
+	var out []brokerInfo
+	for _, b := range e.brokers {
+		out = append(out, brokerInfo{b.Name(), b.Addr()})
+	}
+	return out
+}
+
+func (e *env) nameServer() string { return e.ns.Addr() }
+
+func (e *env) badReceived() int64 { return e.bad.Stats().SendsReceived }
+
+func (e *env) apply(a action, d driver) error {
+	switch a.Kind {
+	case actTerminating:
+		if d != nil {
+			d.podTerminating()
+		}
+	case actFault:
+		e.bad.SetFault(a.Fault)
+		if a.Unregister {
+			e.ns.RemoveBroker(badBroker)
+		}
+	default:
+		return fmt.Errorf("brokersim cannot carry out %q", a.Note)
+	}
+	return nil
+}
+
+// runOne runs one strategy against one scenario on fresh brokersim brokers.
 func runOne(ctx context.Context, sc scenario, strategy string, p params) (*runData, error) {
 	e, err := startEnv()
 	if err != nil {
 		return nil, err
 	}
 	defer e.close()
+	return runOn(ctx, e, sc, strategy, p)
+}
 
-	rec := &recorder{}
-	var d driver
+// newDriver builds the Go driver of a strategy.
+func newDriver(strategy string, e benchEnv, rec *recorder) (driver, error) {
 	if strategy == "rocketmq-client-go" {
-		d, err = newClientGoDriver(e, rec)
-	} else {
-		d, err = newRuntimeDriver(strategy, e, rec)
+		return newClientGoDriver(e.nameServer(), rec)
 	}
+	return newRuntimeDriver(strategy, e.brokerList(), rec)
+}
+
+// timeline carries out a scenario's schedule on the same clock as the senders, until stop closes.
+// Steps run one after another: a step that takes time (a graceful stop, a restart) delays the
+// next, and the applied times say so.
+func timeline(sc scenario, t0 time.Time, e benchEnv, d driver, data *runData, mu *sync.Mutex, stop <-chan struct{}) {
+	for _, a := range sc.Actions {
+		// A chained step completes what its predecessor began (the new broker after a graceful
+		// stop), even when the run's time is up meanwhile.
+		if !a.Chained {
+			t := time.NewTimer(time.Until(t0.Add(a.At)))
+			select {
+			case <-stop:
+				t.Stop()
+				return
+			case <-t.C:
+			}
+		}
+		at := time.Since(t0)
+		err := e.apply(a, d)
+		mu.Lock()
+		data.Applied = append(data.Applied, appliedAction{Note: a.Note, Scheduled: a.At, Applied: at, Done: time.Since(t0), Chained: a.Chained})
+		if err != nil {
+			data.ApplyErrors = append(data.ApplyErrors, a.Note+": "+err.Error())
+		}
+		mu.Unlock()
+	}
+}
+
+// runOn runs one Go strategy against one scenario on e.
+func runOn(ctx context.Context, e benchEnv, sc scenario, strategy string, p params) (*runData, error) {
+	rec := &recorder{}
+	d, err := newDriver(strategy, e, rec)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", strategy, err)
 	}
@@ -152,9 +237,9 @@ func runOne(ctx context.Context, sc scenario, strategy string, p params) (*runDa
 			return nil, fmt.Errorf("%s: warm-up send failed: %s", strategy, r.Err)
 		}
 	}
-	warm := e.bad.Stats().SendsReceived
+	warm := e.badReceived()
 
-	data := &runData{Scenario: sc, Strategy: strategy, Params: p, WarmupBadSends: warm}
+	data := &runData{Scenario: sc, Strategy: strategy, Params: p, WarmupBadSends: max(warm, 0)}
 	t0 := time.Now()
 	rec.begin(t0)
 	noiseStop := make(chan struct{})
@@ -168,27 +253,7 @@ func runOne(ctx context.Context, sc scenario, strategy string, p params) (*runDa
 	tlWG.Add(1)
 	go func() {
 		defer tlWG.Done()
-		for _, a := range sc.Actions {
-			t := time.NewTimer(time.Until(t0.Add(a.At)))
-			select {
-			case <-tlStop:
-				t.Stop()
-				return
-			case <-t.C:
-			}
-			switch a.Kind {
-			case actTerminating:
-				d.podTerminating()
-			case actFault:
-				e.bad.SetFault(a.Fault)
-				if a.Unregister {
-					e.ns.RemoveBroker(badBroker)
-				}
-			}
-			appliedMu.Lock()
-			data.Applied = append(data.Applied, appliedAction{Note: a.Note, Scheduled: a.At, Applied: time.Since(t0)})
-			appliedMu.Unlock()
-		}
+		timeline(sc, t0, e, d, data, &appliedMu, tlStop)
 	}()
 
 	// Senders share one schedule: message i is due at t0 + i/rate. A sender that is behind sends at
@@ -244,7 +309,11 @@ func runOne(ctx context.Context, sc scenario, strategy string, p params) (*runDa
 	data.Noise = <-noiseDone
 	close(tlStop)
 	tlWG.Wait()
-	data.BadSendsReceived = e.bad.Stats().SendsReceived - warm
+	if n := e.badReceived(); n >= 0 {
+		data.BadSendsReceived = n - warm
+	} else {
+		data.BadSendsReceived = -1
+	}
 
 	for i := range recs {
 		if issued[i] {

@@ -27,6 +27,23 @@ const (
 	actFault actionKind = iota
 	// actTerminating marks the bad broker's pod terminating in the runtime (SetBroker).
 	actTerminating
+	// The steps below act on a real broker process (realEnv).
+
+	// actPause stops the broker's JVM (SIGSTOP): the kernel still accepts connections, nothing
+	// answers. actResume continues it (SIGCONT).
+	actPause
+	actResume
+	// actStall pauses the broker for stallPause of every stallPeriod until actResume: a JVM in
+	// long garbage-collection pauses.
+	actStall
+	// actKill ends the broker with SIGKILL.
+	actKill
+	// actStop stops it gracefully (it unregisters from the name server); actRestart starts it
+	// again with the same name, port and store and returns once it is registered.
+	actStop
+	actRestart
+	// actPodReady marks the bad broker's pod ready (not terminating) again.
+	actPodReady
 )
 
 // action is one step of a scenario's fault schedule, at an offset from the start of the run.
@@ -38,6 +55,9 @@ type action struct {
 	// broker's process (and so its connection to the name server) goes away.
 	Unregister bool
 	Note       string
+	// Chained steps are carried out as soon as the previous step is done (a restart after a
+	// graceful stop); At is when they would be due at the earliest.
+	Chained bool
 }
 
 // window is a span of the run during which the bad broker misbehaves (or is marked).
@@ -56,6 +76,9 @@ type scenario struct {
 	Faulty []window
 	// Heal is when the bad broker becomes healthy again (recovery scenario), 0 if never.
 	Heal time.Duration
+	// FaultyUntilDone names the step whose completion ends the last faulty span (the rolling
+	// restart is faulty until the new broker is registered, which takes as long as it takes).
+	FaultyUntilDone string
 }
 
 // Fractions of the run duration at which things happen, so that a short run keeps the shape of
@@ -133,4 +156,96 @@ func (sc *scenario) faultyAt(t time.Duration) bool {
 		}
 	}
 	return false
+}
+
+// Stalls of the real slow scenario: the broker's JVM is stopped for stallPause of every
+// stallPeriod, so a request waits up to stallPause, like behind a long garbage-collection pause.
+// A delaying proxy was the other way to make a real broker slow, but RocketMQ registers its own
+// listen port with the name server, so a proxy would need its own broker port and would leave
+// the broker itself fast; the stall slows the broker process, which is what a slow broker is.
+const (
+	stallPause  = 800 * time.Millisecond
+	stallPeriod = time.Second
+	// restartGrace is how long the pod is marked terminating before the broker is stopped in the
+	// rolling restart (Kubernetes' preStop and termination grace), as a fraction of the run.
+	rollingGraceFrac = 0.1
+)
+
+var realScenarioNames = []string{"blackhole", "slow", "dead", "flapping", "recovery", "rolling"}
+
+// buildRealScenario returns a scenario on real brokers for a run of duration d. The schedules are
+// those of buildScenario, carried out on the broker's JVM.
+func buildRealScenario(name string, d time.Duration) (scenario, error) {
+	frac := func(f float64) time.Duration { return time.Duration(float64(d) * f).Round(time.Millisecond) }
+	onset := frac(onsetFrac)
+	sc := scenario{Name: name, Onset: onset}
+	switch name {
+	case "blackhole":
+		sc.Description = fmt.Sprintf("%s's JVM is stopped (SIGSTOP) from %v on: the kernel still accepts connections, nothing answers", badBroker, onset)
+		sc.Actions = []action{{At: onset, Kind: actPause, Note: "SIGSTOP"}}
+		sc.Faulty = []window{{onset, d}}
+	case "slow":
+		sc.Description = fmt.Sprintf("%s's JVM is stopped for %v of every %v from %v on (long GC-like stalls)", badBroker, stallPause, stallPeriod, onset)
+		sc.Actions = []action{{At: onset, Kind: actStall, Note: "stalls"}}
+		sc.Faulty = []window{{onset, d}}
+	case "dead":
+		sc.Description = fmt.Sprintf("%s is killed (SIGKILL) at %v: connections reset, its port refuses, the name server drops it", badBroker, onset)
+		sc.Actions = []action{{At: onset, Kind: actKill, Note: "SIGKILL"}}
+		sc.Faulty = []window{{onset, d}}
+	case "flapping":
+		phase := frac(flapFrac)
+		sc.Description = fmt.Sprintf("%s alternates %v stopped (SIGSTOP) and %v running from %v on", badBroker, phase, phase, onset)
+		down := true
+		for t := onset; t < d; t += phase {
+			if down {
+				sc.Actions = append(sc.Actions, action{At: t, Kind: actPause, Note: "down"})
+				sc.Faulty = append(sc.Faulty, window{t, min(t+phase, d)})
+			} else {
+				sc.Actions = append(sc.Actions, action{At: t, Kind: actResume, Note: "up"})
+			}
+			down = !down
+		}
+	case "recovery":
+		heal := onset + frac(slowFrac)
+		sc.Description = fmt.Sprintf("%s stalls %v of every %v from %v to %v, then runs normally", badBroker, stallPause, stallPeriod, onset, heal)
+		sc.Actions = []action{
+			{At: onset, Kind: actStall, Note: "stalls"},
+			{At: heal, Kind: actResume, Note: "healed"},
+		}
+		sc.Faulty = []window{{onset, heal}}
+		sc.Heal = heal
+	case "rolling":
+		stopAt := onset + frac(rollingGraceFrac)
+		sc.Description = fmt.Sprintf("rolling restart of %s: its pod is marked terminating at %v, the broker is stopped gracefully at %v "+
+			"(it unregisters), a new broker starts at once under the same name, port and store, and its pod is marked ready "+
+			"once it is registered", badBroker, onset, stopAt)
+		sc.Actions = []action{
+			{At: onset, Kind: actTerminating, Note: "pod terminating"},
+			{At: stopAt, Kind: actStop, Note: "graceful stop"},
+			{At: stopAt, Kind: actRestart, Note: "new broker registered", Chained: true},
+			{At: stopAt, Kind: actPodReady, Note: "pod ready", Chained: true},
+		}
+		// Until the restart is done; fixed up from the applied times after each run.
+		sc.Faulty = []window{{onset, d}}
+		sc.FaultyUntilDone = "new broker registered"
+	default:
+		return sc, fmt.Errorf("unknown real-broker scenario %q (known: %v)", name, realScenarioNames)
+	}
+	return sc, nil
+}
+
+// settleFaulty ends the last faulty span of a run at the completion of the step that ends it,
+// when the scenario says so.
+func (d *runData) settleFaulty() {
+	sc := &d.Scenario
+	if sc.FaultyUntilDone == "" || len(sc.Faulty) == 0 {
+		return
+	}
+	sc.Faulty = append([]window(nil), sc.Faulty...)
+	for _, a := range d.Applied {
+		if a.Note == sc.FaultyUntilDone {
+			sc.Faulty[len(sc.Faulty)-1].To = min(a.Done, d.Params.Duration)
+			return
+		}
+	}
 }

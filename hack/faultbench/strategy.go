@@ -130,6 +130,8 @@ type driver interface {
 	send(ctx context.Context, rec *sendRec, body []byte, t0 time.Time)
 	// podTerminating tells the strategy that the bad broker's pod is terminating.
 	podTerminating()
+	// podReady tells it that the bad broker's (new) pod is ready again.
+	podReady()
 	close()
 }
 
@@ -179,7 +181,7 @@ type runtimeDriver struct {
 	brokers map[string]producer.Broker
 }
 
-func newRuntimeDriver(strategy string, env *env, rec *recorder) (*runtimeDriver, error) {
+func newRuntimeDriver(strategy string, brokers []brokerInfo, rec *recorder) (*runtimeDriver, error) {
 	pol, err := policyFor(strategy)
 	if err != nil {
 		return nil, err
@@ -191,16 +193,16 @@ func newRuntimeDriver(strategy string, env *env, rec *recorder) (*runtimeDriver,
 	}
 	d := &runtimeDriver{rt: rt, brokers: make(map[string]producer.Broker)}
 	route := producer.Route{Topic: topic, Policy: pol.Name}
-	for _, b := range env.brokers {
-		if strategy == "oracle" && b.Name() == badBroker {
+	for _, b := range brokers {
+		if strategy == "oracle" && b.Name == badBroker {
 			// The oracle knows the bad broker in advance: it is neither routed nor even known to the
 			// runtime, so not even a probe can reach it.
 			continue
 		}
-		pb := producer.Broker{Name: b.Name(), Addr: b.Addr(), Ready: true}
+		pb := producer.Broker{Name: b.Name, Addr: b.Addr, Ready: true}
 		d.brokers[pb.Name] = pb
 		rt.SetBroker(pb)
-		route.Brokers = append(route.Brokers, producer.BrokerQueues{Broker: b.Name(), WriteQueues: queues})
+		route.Brokers = append(route.Brokers, producer.BrokerQueues{Broker: b.Name, WriteQueues: queues})
 	}
 	if err := rt.SetRoute(route); err != nil {
 		rt.Close()
@@ -230,6 +232,13 @@ func (d *runtimeDriver) send(ctx context.Context, rec *sendRec, body []byte, t0 
 func (d *runtimeDriver) podTerminating() {
 	if b, ok := d.brokers[badBroker]; ok {
 		b.Terminating = true
+		d.rt.SetBroker(b)
+	}
+}
+
+func (d *runtimeDriver) podReady() {
+	if b, ok := d.brokers[badBroker]; ok {
+		b.Terminating, b.Ready = false, true
 		d.rt.SetBroker(b)
 	}
 }
@@ -278,12 +287,12 @@ type clientGoDriver struct {
 
 var clientGoInstance atomic.Int64
 
-func newClientGoDriver(env *env, rec *recorder) (*clientGoDriver, error) {
+func newClientGoDriver(nameServer string, rec *recorder) (*clientGoDriver, error) {
 	sel := &recordingSelector{inner: rmqproducer.NewRoundRobinQueueSelector(), picks: make(map[*rmqprimitive.Message][]pick)}
 	// rocketmq-client-go keeps a process-wide client per instance name; each run needs its own.
 	n := clientGoInstance.Add(1)
 	p, err := rocketmq.NewProducer(
-		rmqproducer.WithNameServer([]string{env.ns.Addr()}),
+		rmqproducer.WithNameServer([]string{nameServer}),
 		rmqproducer.WithGroupName(fmt.Sprintf("faultbench-%d", n)),
 		rmqproducer.WithInstanceName(fmt.Sprintf("faultbench-%d-%d", n, time.Now().UnixNano())),
 		rmqproducer.WithRetry(2),
@@ -333,5 +342,7 @@ func (d *clientGoDriver) send(ctx context.Context, rec *sendRec, body []byte, t0
 }
 
 func (d *clientGoDriver) podTerminating() {} // it cannot know
+
+func (d *clientGoDriver) podReady() {}
 
 func (d *clientGoDriver) close() { _ = d.p.Shutdown() }

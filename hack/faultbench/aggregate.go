@@ -1,0 +1,177 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"slices"
+)
+
+// stat is a median with the range it comes from.
+type stat struct {
+	Median float64 `json:"median"`
+	Min    float64 `json:"min"`
+	Max    float64 `json:"max"`
+}
+
+// statOf summarizes values; the median of an even count is the mean of the middle two.
+func statOf(v []float64) stat {
+	if len(v) == 0 {
+		return stat{}
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	m := s[len(s)/2]
+	if len(s)%2 == 0 {
+		m = (s[len(s)/2-1] + s[len(s)/2]) / 2
+	}
+	return stat{Median: math.Round(m*1000) / 1000, Min: s[0], Max: s[len(s)-1]}
+}
+
+// median is one mode × scenario × strategy over its repetitions.
+type median struct {
+	Mode     string `json:"mode"`
+	Scenario string `json:"scenario"`
+	Strategy string `json:"strategy"`
+	Runs     int    `json:"runs"`
+
+	SuccessPct             stat `json:"successPct"`
+	P50Ms                  stat `json:"p50Ms"`
+	P99Ms                  stat `json:"p99Ms"`
+	BadShareWhileFaultyPct stat `json:"badShareWhileFaultyPct"`
+	BadShareAfterSignalPct stat `json:"badShareAfterSignalPct"`
+	NoiseP99Ms             stat `json:"noiseP99Ms"`
+	// IsolateMs is over the runs in which the bad broker was isolated at all; Isolated counts them.
+	IsolateMs *stat `json:"isolateMs,omitempty"`
+	Isolated  int   `json:"isolatedRuns"`
+	// CutShort and FailedChecks count runs.
+	CutShort     int `json:"cutShortRuns"`
+	FailedChecks int `json:"runsWithFailedChecks"`
+}
+
+func medians(rs []result) []median {
+	type key struct{ mode, scenario, strategy string }
+	var keys []key
+	by := map[key][]result{}
+	for _, r := range rs {
+		k := key{r.Mode, r.Scenario, r.Strategy}
+		if _, ok := by[k]; !ok {
+			keys = append(keys, k)
+		}
+		by[k] = append(by[k], r)
+	}
+	var out []median
+	for _, k := range keys {
+		g := by[k]
+		m := median{Mode: k.mode, Scenario: k.scenario, Strategy: k.strategy, Runs: len(g)}
+		col := func(f func(r result) float64) stat {
+			var v []float64
+			for _, r := range g {
+				v = append(v, f(r))
+			}
+			return statOf(v)
+		}
+		m.SuccessPct = col(func(r result) float64 { return r.SuccessPct })
+		m.P50Ms = col(func(r result) float64 { return r.P50Ms })
+		m.P99Ms = col(func(r result) float64 { return r.P99Ms })
+		m.BadShareWhileFaultyPct = col(func(r result) float64 { return r.BadShareWhileFaultyPct })
+		m.BadShareAfterSignalPct = col(func(r result) float64 { return r.BadShareAfterSignalPct })
+		m.NoiseP99Ms = col(func(r result) float64 { return r.NoiseP99Ms })
+		var iso []float64
+		for _, r := range g {
+			if r.IsolateMs != nil {
+				iso = append(iso, *r.IsolateMs)
+			}
+			if r.CutShort {
+				m.CutShort++
+			}
+			if len(r.Checks) > 0 {
+				m.FailedChecks++
+			}
+		}
+		m.Isolated = len(iso)
+		if len(iso) > 0 {
+			s := statOf(iso)
+			m.IsolateMs = &s
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// verdict judges detour's medians in one scenario against a baseline: the oracle (the targets) or
+// a Java producer (at least as good on every measure; better on at least one).
+type verdict struct {
+	Mode     string `json:"mode"`
+	Scenario string `json:"scenario"`
+	Against  string `json:"against"`
+	// P99Ratio is detour's median p99 over the baseline's.
+	P99Ratio float64 `json:"p99Ratio"`
+	// For the oracle: success 100 %, p99 within 1.5x, bad share while faulty <= 1 %.
+	// For a Java producer: success not lower, p99 not higher, bad share while faulty not higher.
+	SuccessPass  bool `json:"successPass"`
+	P99Pass      bool `json:"p99Pass"`
+	BadSharePass bool `json:"badSharePass"`
+	// Better: against a Java producer, strictly better on at least one measure.
+	Better bool `json:"better,omitempty"`
+}
+
+// mustBeBetter are the scenarios in which detour must beat the Java producers with fault
+// tolerance on, not only match them.
+var mustBeBetter = map[string]bool{"blackhole": true, "slow": true, "flapping": true, "rolling": true}
+
+// javaBaselines are the producers detour is judged against; java-default is reported beside them.
+var javaBaselines = []string{"java-5", "java-4.9", "java-default"}
+
+func verdicts(ms []median) []verdict {
+	find := func(mode, sc, st string) *median {
+		for i := range ms {
+			if ms[i].Mode == mode && ms[i].Scenario == sc && ms[i].Strategy == st {
+				return &ms[i]
+			}
+		}
+		return nil
+	}
+	var out []verdict
+	for _, d := range ms {
+		if d.Strategy != "detour" {
+			continue
+		}
+		if o := find(d.Mode, d.Scenario, "oracle"); o != nil {
+			v := verdict{Mode: d.Mode, Scenario: d.Scenario, Against: "oracle", P99Ratio: ratio(d.P99Ms.Median, o.P99Ms.Median),
+				SuccessPass:  d.SuccessPct.Median >= 100,
+				P99Pass:      d.P99Ms.Median <= targetP99Factor*o.P99Ms.Median,
+				BadSharePass: d.BadShareWhileFaultyPct.Median <= targetBadSharePct}
+			out = append(out, v)
+		}
+		for _, j := range javaBaselines {
+			b := find(d.Mode, d.Scenario, j)
+			if b == nil {
+				continue
+			}
+			v := verdict{Mode: d.Mode, Scenario: d.Scenario, Against: j, P99Ratio: ratio(d.P99Ms.Median, b.P99Ms.Median),
+				SuccessPass:  d.SuccessPct.Median >= b.SuccessPct.Median,
+				P99Pass:      d.P99Ms.Median <= b.P99Ms.Median,
+				BadSharePass: d.BadShareWhileFaultyPct.Median <= b.BadShareWhileFaultyPct.Median}
+			v.Better = v.SuccessPass && v.P99Pass && v.BadSharePass && (d.SuccessPct.Median > b.SuccessPct.Median ||
+				d.P99Ms.Median < b.P99Ms.Median || d.BadShareWhileFaultyPct.Median < b.BadShareWhileFaultyPct.Median)
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func ratio(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return math.Round(100*a/b) / 100
+}
+
+func fmtStat(s stat, f func(float64) string) string {
+	if s.Min == s.Max {
+		return f(s.Median)
+	}
+	return fmt.Sprintf("%s (%s–%s)", f(s.Median), f(s.Min), f(s.Max))
+}
+
+func fmtPct(v float64) string { return fmt.Sprintf("%.2f", v) }
