@@ -37,6 +37,12 @@ type Consumed struct {
 // the test when fewer than expect arrive within timeout.
 func (c *Cluster) Consume(ctx context.Context, topic string, expect int, timeout time.Duration) []Consumed {
 	c.t.Helper()
+	return c.ConsumeVia(ctx, c.nsAddr, topic, expect, timeout)
+}
+
+// ConsumeVia is Consume with the consumer's namesrvAddr set to nameServer (a facade, say).
+func (c *Cluster) ConsumeVia(ctx context.Context, nameServer, topic string, expect int, timeout time.Duration) []Consumed {
+	c.t.Helper()
 	home := filepath.Join(c.dir, "consumer")
 	if err := os.MkdirAll(home, 0o755); err != nil {
 		c.t.Fatal(err)
@@ -44,7 +50,7 @@ func (c *Cluster) Consume(ctx context.Context, topic string, expect int, timeout
 	argv := append([]string{"-Xmx256m"}, JVMFlags...)
 	argv = append(argv, "-Duser.home="+home, "-Drocketmq.client.logRoot="+filepath.Join(home, "logs"),
 		"-cp", c.Dist.ClientClassPath, "dev.detour.rmqdriver.Consume",
-		c.nsAddr, topic, strconv.Itoa(expect), strconv.FormatInt(timeout.Milliseconds(), 10))
+		nameServer, topic, strconv.Itoa(expect), strconv.FormatInt(timeout.Milliseconds(), 10))
 	ctx, cancel := context.WithTimeout(ctx, timeout+30*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "java", argv...)
