@@ -239,7 +239,9 @@ func (m *FacadeMetrics) RouteServed(topic string, rewritten bool) {
 }
 
 // BrokersHidden implements facade.Metrics.
-func (m *FacadeMetrics) BrokersHidden(topic string, n int) { m.hidden.WithLabelValues(topic).Set(float64(n)) }
+func (m *FacadeMetrics) BrokersHidden(topic string, n int) {
+	m.hidden.WithLabelValues(topic).Set(float64(n))
+}
 
 // Refused implements facade.Metrics.
 func (m *FacadeMetrics) Refused(code int16) { m.refused.WithLabelValues(strconv.Itoa(int(code))).Inc() }
