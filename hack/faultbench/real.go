@@ -283,15 +283,23 @@ func (e *realEnv) restore(ctx context.Context) error {
 		}
 		e.setPaused(false)
 	}
-	if !e.bad.Running() {
-		if err := e.harness(e.bad.Restart); err != nil {
-			return err
+	// A JVM booting on a busy machine can take longer than the harness waits for it; a broker that
+	// is still starting gets more time, one that exited is started again.
+	var err error
+	for try := 1; try <= 3; try++ {
+		if !e.bad.Running() {
+			if rerr := e.harness(e.bad.Restart); rerr != nil {
+				e.log("restarting %s (try %d of 3): %v", badBroker, try, firstLine(rerr))
+			}
 		}
-		e.setDown(false)
+		if err = e.waitRoute(ctx); err == nil || ctx.Err() != nil {
+			break
+		}
 	}
-	if err := e.waitRoute(ctx); err != nil {
+	if err != nil {
 		return err
 	}
+	e.setDown(false)
 	// A broker that was paused answers its backlog of requests on resume; let it.
 	time.Sleep(500 * time.Millisecond)
 	return nil
