@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -27,6 +28,11 @@ type ClientOptions struct {
 	ReadBufferSize int
 	// KeepAlive is the TCP keep-alive period (default: the operating system's; negative disables).
 	KeepAlive time.Duration
+	// StaleAfter is how long a connection must have been idle before a request for a peer close
+	// that crosses the request to count as an idle close, answered by sending the request once
+	// more on a new connection (default 1 s, the shortest idle timeout a RocketMQ server can be
+	// set to; negative disables).
+	StaleAfter time.Duration
 	// OnRequest, if set, answers requests a server sends to the client (for example
 	// CHECK_TRANSACTION_STATE). A nil result sends nothing. Without it such requests are
 	// answered REQUEST_CODE_NOT_SUPPORTED. It runs on the connection's reader and must not block.
@@ -46,6 +52,12 @@ func (o *ClientOptions) withDefaults() ClientOptions {
 	}
 	if c.ReadBufferSize <= 0 {
 		c.ReadBufferSize = 32 << 10
+	}
+	switch {
+	case c.StaleAfter == 0:
+		c.StaleAfter = time.Second
+	case c.StaleAfter < 0:
+		c.StaleAfter = time.Duration(math.MaxInt64)
 	}
 	return c
 }
@@ -96,6 +108,10 @@ type conn struct {
 	fw   *FrameWriter
 	stop chan struct{} // closed by fail: ends the writer goroutine
 
+	// active is when the connection last carried a request or a response (unix nanoseconds),
+	// so a request can tell it went out on a connection the peer may have just closed for idleness.
+	active atomic.Int64
+
 	mu      sync.Mutex
 	pending map[int32]*call
 	closed  bool
@@ -122,6 +138,10 @@ var framePool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &
 // failure code is returned as a response, not as an error. Errors wrap ErrTimeout, ErrConnect,
 // ErrClosed or ErrFrame, or are the context's error when ctx was cancelled without a deadline.
 //
+// A request that went out on a connection idle for StaleAfter or longer, which the server then
+// closed without answering (its idle close crossing the request), is sent once more on a new
+// connection: the server read nothing after deciding to close, and the broker is not at fault.
+//
 // A GO_AWAY answer (a server shutting down) is handled as RocketMQ's client does with
 // enableReconnectForGoAway, its default: the connection that carried it takes no new requests and
 // req is sent once more, under the same ctx, on a new connection to addr; requests already in
@@ -130,6 +150,9 @@ var framePool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &
 // caller's retry rules decide (RocketMQ 5.x producers retry it on another broker).
 func (c *Client) Invoke(ctx context.Context, addr string, req *Command) (*Command, error) {
 	resp, cn, err := c.roundTrip(ctx, addr, req)
+	if errors.Is(err, errStale) {
+		resp, cn, err = c.roundTrip(ctx, addr, req)
+	}
 	if err != nil || resp.Code != GoAway {
 		return resp, err
 	}
@@ -183,6 +206,8 @@ func (c *Client) roundTrip(ctx context.Context, addr string, req *Command) (*Com
 		putFrame(bp, frame)
 		return nil, nil, err
 	}
+	now := time.Now().UnixNano()
+	idle := time.Duration(now - cn.active.Swap(now))
 	werr := cn.fw.Write(frame)
 	putFrame(bp, frame)
 	if werr != nil {
@@ -211,8 +236,21 @@ func (c *Client) roundTrip(ctx context.Context, addr string, req *Command) (*Com
 	resp, err := cl.resp, cl.err
 	cl.resp, cl.err = nil, nil
 	callPool.Put(cl)
+	if err != nil && idle >= c.opts.StaleAfter && errors.Is(err, errPeerClosed) {
+		err = fmt.Errorf("%w: %w", errStale, err)
+	}
 	return resp, cn, err
 }
+
+// errPeerClosed marks a connection the peer closed cleanly (a FIN, not a reset or a bad frame).
+var errPeerClosed = fmt.Errorf("%w: closed by the peer", ErrClosed)
+
+// errStale marks a request that went out on a connection idle for StaleAfter or longer, which the
+// peer closed before answering: most likely the server's idle close crossing the request on the
+// wire (RocketMQ servers close connections idle for serverChannelMaxIdleTimeSeconds). A server
+// that closed the channel for idleness read nothing more from it, so the request is sent once more
+// on a new connection.
+var errStale = errors.New("sent on a connection the peer closed for idleness")
 
 // errRetired closes a retired connection once nothing waits on it; no request sees it.
 var errRetired = fmt.Errorf("%w: retired after GO_AWAY", ErrClosed)
@@ -366,6 +404,7 @@ func (cn *conn) run() {
 	c.wg.Add(1)
 	go cn.writeLoop()
 	cn.mu.Unlock()
+	cn.active.Store(time.Now().UnixNano())
 	cn.up.Store(true)
 	close(cn.ready)
 	cn.readLoop()
@@ -396,13 +435,14 @@ func (cn *conn) readLoop() {
 			case errors.Is(err, ErrFrame):
 				err = fmt.Errorf("%w from %s (connection closed): %w", ErrFrame, cn.addr, err)
 			case errors.Is(err, io.EOF):
-				err = fmt.Errorf("%w: %s closed the connection", ErrClosed, cn.addr)
+				err = fmt.Errorf("%w: %s closed the connection", errPeerClosed, cn.addr)
 			default:
 				err = fmt.Errorf("%w: reading from %s: %w", ErrClosed, cn.addr, err)
 			}
 			cn.fail(err)
 			return
 		}
+		cn.active.Store(time.Now().UnixNano())
 		if !cmd.IsResponse() {
 			cn.serve(cmd)
 			continue
