@@ -1,6 +1,20 @@
 // Package producer is detour's embedded RocketMQ producer runtime: it holds the brokers, routes
-// and fault policies that the controllers push in, and sends messages with RocketMQ 5.x's queue
+// and fault policies that the controllers push in, and sends messages with RocketMQ's queue
 // selection, retry loop and latency fault tolerance, plus the cluster awareness RocketMQ lacks.
+//
+// # Presets
+//
+// Every policy starts from a Preset, a whole behaviour, and its fields override it:
+//
+//   - PresetRocketMQ5, PresetRocketMQ4 and PresetDisabled are RocketMQ's own producers (5.3.x and
+//     4.9.x with sendLatencyFaultEnable=true, and RocketMQ's default with it false): their tables
+//     and update rules (see the fault package), their selection, their retry codes and their
+//     rules per send mode, with none of detour's extensions. Differential tests replay random
+//     scripts through RocketMQ's own MQFaultStrategy, LatencyFaultToleranceImpl and
+//     TopicPublishInfo and through this package and require the same queue at every step.
+//   - PresetDetour, the default and the runtime's default policy, is RocketMQ 5.x's table and
+//     rules with detour's extensions on: probing, growth on repeated failures, pod health, an
+//     isolation cap and a per-attempt cap, and the selection and retry differences listed below.
 //
 // # State
 //
@@ -15,17 +29,23 @@
 //
 // # Selection
 //
-// Queue selection follows MQFaultStrategy.selectOneMessageQueue: round robin from a randomised
-// start, first among queues whose broker is available and is not the previous attempt's broker,
-// then among reachable ones that are not the previous broker, then any. Brokers whose pods are
-// not ready or terminating are skipped in every pass while any other broker remains (when the
+// Queue selection follows MQFaultStrategy.selectOneMessageQueue of the preset's line, index
+// arithmetic included. RocketMQ 5.x: round robin from a randomised start, first among queues
+// whose broker is available and is not the previous attempt's broker, then among reachable ones
+// that are not the previous broker, then any queue (which may be the previous broker); a sync
+// retry resets the index at random. RocketMQ 4.x: one index step, then a walk to the first queue
+// whose broker is available (the previous broker not avoided), then pickOneAtLeast's broker, then
+// any queue. Fault tolerance off: queues not on the previous broker, then any. Brokers whose pods
+// are not ready or terminating are skipped in every pass while any other broker remains (when the
 // policy respects pod health). A compiled route holds its queues with their brokers' fault
 // handles, so a selection is one atomic add, a few atomic loads and no allocation.
 //
-// Differences from RocketMQ, each deliberate: the round-robin index is shared by all senders of a
-// topic (RocketMQ keeps one per thread), so the spread stays within one message per queue across
-// concurrent senders; retries start from a random position instead of resetting that shared
-// index.
+// Under every preset the round-robin index is shared by all senders of a topic (RocketMQ keeps
+// one per thread, which for a single sender is the same), so the spread stays within one message
+// per queue across concurrent senders. PresetDetour differs from RocketMQ 5.x in two more ways:
+// retries start from a random position instead of resetting that shared index, and a retry never
+// returns to the previous broker while another broker with a healthy pod exists (its extra pass
+// prefers another isolated broker to the one that just failed).
 //
 // # Sending
 //
@@ -34,15 +54,28 @@
 // context's deadline and the policy's send timeout), every attempt but the last capped at the
 // policy's per-attempt timeout, retrying on transport errors and on the policy's retry codes,
 // with the same UNIQ_KEY on every attempt and a fault-table update after every attempt with that
-// attempt's own latency and outcome (as RocketMQ 5.x's sendDefaultImpl classifies them:
-// success, transport error, broker error, client error). SEND_MESSAGE_V2 is used throughout.
-// Async sends use the same loop as sync ones (RocketMQ retries async sends only on transport
-// errors and never on broker codes); oneway sends can only retry a failed write.
+// attempt's own latency and outcome (as sendDefaultImpl classifies them: success, transport
+// error, broker error, interrupted). SEND_MESSAGE_V2 is used throughout.
+//
+// Under RocketMQ's presets each mode keeps RocketMQ's rules: a oneway send makes one attempt and
+// sees only the failures RocketMQ sees (5.x: none, so a oneway send to an unreachable broker is
+// dropped without an error; 4.x: a connection that cannot be made); an
+// async send retries transport failures only (up to the policy's attempts, without resetting the
+// index), hands a broker's refusal to its callback at once and records attempts with the async
+// callbacks' flags (a refusal isolates but leaves the broker reachable; a connection that cannot
+// be made marks it unreachable); RetryAnotherBrokerWhenNotStoreOK applies to sync sends only.
+// Under PresetDetour async and oneway sends retry as sync ones do (a oneway send can only see a
+// failed write). Not reproduced under any preset: RocketMQ's extra fault update when an async
+// request is dispatched (it only marks the broker reachable until the answer's update lands), an
+// attempt started with no budget left (RocketMQ still makes it when the budget ran out within the
+// same millisecond, and RocketMQ 4.x retries async sends past the budget), and the error shapes:
+// a spent budget and a refusal that is not retried end in *SendError here, where RocketMQ throws
+// "sendDefaultImpl call timeout" or the broker's exception itself.
 //
 // A send that no attempt completed returns a *SendError whose text is RocketMQ's
 // "Send [n] times, still failed, cost [x]ms, Topic: T, BrokersSent: [...]" followed by the last
-// cause, which it wraps. A caller cancelling the context ends the send at once and counts as a
-// client-side outcome, not as the broker's fault.
+// cause, which it wraps. A caller cancelling the context ends the send at once and counts as
+// fault.Interrupted (RocketMQ's InterruptedException), not as the broker's fault.
 //
 // # Recovery and events
 //

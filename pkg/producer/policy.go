@@ -54,18 +54,21 @@ const (
 	// its table and update rules (isolation only extends, a reachable flag), its selection
 	// (available and not the previous broker, then reachable and not the previous broker, then
 	// any queue, the index reset at random on every sync retry), its retry codes, one attempt for
-	// oneway sends, and async sends that retry only transport failures. No extension is on.
+	// oneway sends (which, as RocketMQ 5.x does not wait for the connection or the write, return
+	// as sent even when the broker is unreachable), and async sends that retry only transport
+	// failures. No extension is on.
 	PresetRocketMQ5 Preset = "RocketMQ5"
 	// PresetRocketMQ4 is RocketMQ 4.9.x's producer with sendLatencyFaultEnable=true, exactly: its
 	// table and update rules (every update sets the isolation end; client errors isolate; no
 	// reachable flag), its selection (one index step per send and a walk to the first available
 	// broker, the previous broker not avoided, then pickOneAtLeast, then any queue), its retry
-	// codes (no SYSTEM_BUSY, no GO_AWAY), one attempt for oneway sends, and async sends that
-	// retry only transport failures. No extension is on.
+	// codes (no SYSTEM_BUSY, no GO_AWAY), one attempt for oneway sends (a connection that cannot
+	// be made fails it; a failed write goes unseen), and async sends that retry only transport
+	// failures. No extension is on.
 	PresetRocketMQ4 Preset = "RocketMQ4"
 	// PresetDisabled is RocketMQ's default, sendLatencyFaultEnable=false (5.3.x's producer
-	// otherwise): nothing is isolated, selection only avoids the previous attempt's broker. No
-	// extension is on.
+	// otherwise, oneway sends included): nothing is isolated, selection only avoids the previous
+	// attempt's broker. No extension is on.
 	PresetDisabled Preset = "Disabled"
 )
 

@@ -164,8 +164,11 @@ func (r *Runtime) SendAsync(ctx context.Context, m *Message, cb func(*SendResult
 }
 
 // SendOneway writes m to a broker without waiting for an answer; a broker's refusal is never seen.
-// Under RocketMQ's presets it makes one attempt, as RocketMQ does; under PresetDetour a failed
-// write is retried on another broker within the same budget.
+// Under RocketMQ's presets it makes one attempt and sees what RocketMQ's oneway send sees: under
+// PresetRocketMQ5 and PresetDisabled no transport failure (the message is dropped and nil
+// returned, as RocketMQ 5.x neither waits for the connection nor for the write), under
+// PresetRocketMQ4 only a connection that cannot be made. Under PresetDetour a failed write is an
+// error and is retried on another broker within the same budget.
 func (r *Runtime) SendOneway(ctx context.Context, m *Message) error {
 	_, err := r.send(ctx, m, ModeOneway, time.Now())
 	return err
@@ -362,18 +365,23 @@ func (r *Runtime) send(ctx context.Context, m *Message, mode SendMode, begin tim
 				lastErr = fmt.Errorf("%w: %w", ctxErr, err)
 				break
 			}
-			if rules.async {
-				// The async callback's operationFail records (isolation, reachable); a connection
-				// that could not be made fails invokeAsync itself, which marks it unreachable.
-				r.recordAttempt(rt, b, latency, fault.TransportError, true, !errors.Is(err, remoting.ErrConnect))
-			} else {
-				r.updateFault(rt, b, latency, fault.TransportError)
+			if mode != ModeOneway || !rules.onewayUnseen(err) {
+				if rules.async {
+					// The async callback's operationFail records (isolation, reachable); a
+					// connection that could not be made fails invokeAsync itself, which marks it
+					// unreachable.
+					r.recordAttempt(rt, b, latency, fault.TransportError, true, !errors.Is(err, remoting.ErrConnect))
+				} else {
+					r.updateFault(rt, b, latency, fault.TransportError)
+				}
+				lastErr = err
+				if i+1 < attempts {
+					r.metrics.Retried(m.Topic, b.name)
+				}
+				continue
 			}
-			lastErr = err
-			if i+1 < attempts {
-				r.metrics.Retried(m.Topic, b.name)
-			}
-			continue
+			// RocketMQ hands a oneway request to its channel and returns: a failure it does not
+			// wait for goes unseen, and the attempt counts as a success (below).
 		}
 		if mode == ModeOneway {
 			r.updateFault(rt, b, latency, fault.Success)
@@ -475,6 +483,11 @@ type retryRules struct {
 	async bool
 	// retryNotStoreOK: RetryAnotherBrokerWhenNotStoreOK applies (RocketMQ: sync sends only).
 	retryNotStoreOK bool
+	// onewayUnseen reports the oneway failures the preset's RocketMQ line never sees: RocketMQ
+	// writes a oneway request without waiting for the write, and 5.x connects without waiting
+	// either, so a oneway send to an unreachable broker returns as sent (4.x still fails when the
+	// connection cannot be made). Under PresetDetour every failure is seen.
+	onewayUnseen func(error) bool
 }
 
 // retryRulesOf returns the rules of a send in mode under pol. RocketMQ's sendDefaultImpl makes
@@ -483,7 +496,8 @@ type retryRules struct {
 // transport failures only, without resetting the index; a oneway send is never retried.
 // PresetDetour retries every mode as a sync send.
 func retryRulesOf(pol *Policy, mode SendMode) retryRules {
-	rr := retryRules{attempts: pol.Retry.Attempts, resetOnRetry: true, retryNotStoreOK: true}
+	rr := retryRules{attempts: pol.Retry.Attempts, resetOnRetry: true, retryNotStoreOK: true,
+		onewayUnseen: func(error) bool { return false }}
 	if !pol.Preset.rocketMQ() {
 		return rr
 	}
@@ -491,6 +505,7 @@ func retryRulesOf(pol *Policy, mode SendMode) retryRules {
 	case ModeOneway:
 		rr.attempts = 1
 		rr.retryNotStoreOK = false
+		rr.onewayUnseen = func(err error) bool { return pol.Preset != PresetRocketMQ4 || !errors.Is(err, remoting.ErrConnect) }
 	case ModeAsync:
 		rr.async = true
 		rr.resetOnRetry = false
