@@ -1,31 +1,49 @@
 // Package fault keeps per-broker fault state for a RocketMQ producer and decides which brokers
 // queue selection should avoid.
 //
-// # RocketMQ 5.x semantics
+// # RocketMQ's semantics
 //
 // A Tolerance holds one item per broker name: the last measured latency, the time until which the
 // broker is isolated, a reachable flag, a count of consecutive failures and the reason of the last
-// isolation. Update applies the outcome of one send attempt as RocketMQ 5.x's
-// MQFaultStrategy.updateFaultItem does:
+// isolation. Update applies the outcome of one send attempt as RocketMQ's
+// MQFaultStrategy.updateFaultItem does at the synchronous send loop's call sites, by the rules of
+// the release line Options.Semantics names (UpdateFaultItem takes RocketMQ's own arguments for the
+// call sites that pass others):
 //
-//	outcome         isolation computed from     reachable
-//	Success         measured latency            true
-//	ClientError     measured latency            true (unchanged when probing)
-//	TransportError  the table's failure latency true (false when probing)
-//	BrokerError     the table's failure latency false
+//	outcome         RocketMQ 5.x (the default)                      RocketMQ 4.x
+//	Success         measured latency, reachable                    measured latency
+//	ClientError     measured latency, reachable*                   failure latency
+//	Interrupted     measured latency, reachable*                   measured latency
+//	TransportError  failure latency, reachable (not when probing)  failure latency
+//	BrokerError     failure latency, unreachable                   failure latency
 //
-// The stored latency is always the measured one. Isolation only ever extends: an update whose
-// isolation would end sooner than the current one leaves it alone, so a fast success does not end
-// an isolation early. Unknown brokers are available and reachable. Availability ignores the
-// reachable flag (as RocketMQ does since 5.2.0) unless probing is on.
+//	* left alone when probing: a client-side outcome proves nothing about the broker
 //
-// The Table maps latency to isolation. PresetRocketMQ5 is the default; PresetRocketMQ4 carries
-// the older, longer numbers. Only the numbers change with the table; updates keep 5.x semantics.
+// The stored latency is always the measured one; the table's failure latency only decides how
+// long a failure isolates. Under RocketMQ 5.x's rules an isolation only ever extends: an update
+// whose isolation would end sooner than the current one leaves it alone, so a fast success does
+// not end an isolation early; availability ignores the reachable flag (as RocketMQ does since
+// 5.2.0) unless probing is on. Under RocketMQ 4.x's rules every update sets the isolation end to
+// now plus its own isolation, so a fast success ends an isolation and a shorter one replaces a
+// longer one, and there is no reachable flag (brokers stay reachable unless probing marks a
+// failure). SemanticsDisabled is RocketMQ's default, fault tolerance off: nothing is recorded.
+// Unknown brokers are available and reachable.
+//
+// PickOneAtLeast is RocketMQ 4.x's last resort when no queue of a topic has an available broker:
+// one of the better half of all items, sorted by availability, latency and isolation end, with
+// ties in the order of RocketMQ's own item map, which the table reproduces (see itemOrder). Forget
+// drops an item as RocketMQ's remove does.
+//
+// The Table maps latency to isolation: PresetRocketMQ5 (the default) and PresetRocketMQ4 carry
+// the two lines' numbers, custom tables others. The numbers and the rules are independent.
+// Differential tests in the producer package replay random scripts through RocketMQ's own classes
+// (client 5.5.0, whose fault classes are those of 5.3.3, and 4.9.8) and through this package, and
+// require the same state at every step.
 //
 // # Beyond RocketMQ
 //
 // Each of these is off unless its Options field asks for it, so the zero Options behave like
-// RocketMQ 5.x with fault tolerance enabled.
+// RocketMQ 5.x with fault tolerance enabled. They apply under either line's rules.
 //
 //   - GrowOnRepeat: the isolation of a failed send grows with the number of isolation episodes
 //     the broker has had (1x, 2x, 4x, then 8x at most) and never exceeds the table's
@@ -64,9 +82,10 @@
 //     is going away does not come back because other brokers are slow. PodGone removes the
 //     broker whatever the options say.
 //
-// An isolation therefore ends early in exactly two ways, both beyond RocketMQ: a successful
-// probe when probing (of a first offender, when GrowOnRepeat is on), and a release by the cap. Everything else only extends it, apart from
-// Remove, which forgets the broker altogether.
+// Under RocketMQ 5.x's rules an isolation therefore ends early in exactly two ways, both beyond
+// RocketMQ: a successful probe when probing (of a first offender, when GrowOnRepeat is on), and a
+// release by the cap. Everything else only extends it, apart from Remove, which forgets the
+// broker altogether, and Forget, which forgets what was learnt about it.
 //
 // # Read path
 //

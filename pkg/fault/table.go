@@ -17,9 +17,13 @@ const (
 
 // Names of the preset tables.
 const (
-	// PresetRocketMQ5 is the table of RocketMQ 5.1.4 and later (RIP-63), the default.
+	// PresetRocketMQ5 is the table of RocketMQ 5.1.4 and later (RIP-63), the default: latency 50,
+	// 100, 550, 1800, 3000, 5000, 15000 ms isolates for 0, 0, 2000, 5000, 6000, 10000, 30000 ms; a
+	// failure counts as 10000 ms.
 	PresetRocketMQ5 = "RocketMQ5"
-	// PresetRocketMQ4 is the table of RocketMQ 4.x up to 5.1.3.
+	// PresetRocketMQ4 is the table of RocketMQ 4.x up to 5.1.3: latency 50, 100, 550, 1000, 2000,
+	// 3000, 15000 ms isolates for 0, 0, 30000, 60000, 120000, 180000, 600000 ms; a failure counts
+	// as 30000 ms.
 	PresetRocketMQ4 = "RocketMQ4"
 )
 
@@ -108,9 +112,8 @@ func NewTable(rules []Rule, failureLatencyMillis int64) (*Table, error) {
 	return t, nil
 }
 
-// PresetTable returns a named preset: PresetRocketMQ5 (also for the empty name) or
-// PresetRocketMQ4. Only the numbers differ between them; updates keep RocketMQ 5.x semantics
-// (isolation only extends) whichever table is in force.
+// PresetTable returns a named preset table: PresetRocketMQ5 (also for the empty name) or
+// PresetRocketMQ4. A table carries numbers only; how updates apply them is Options.Semantics.
 func PresetTable(name string) (*Table, error) {
 	switch name {
 	case PresetRocketMQ5, "":
