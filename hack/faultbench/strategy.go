@@ -28,15 +28,24 @@ var strategyNames = []string{"none", "rocketmq4", "rocketmq5", "detour", "oracle
 
 // strategyDescriptions say what each strategy is, for the report.
 var strategyDescriptions = map[string]string{
-	"none": "detour's runtime with fault tolerance off, as RocketMQ's default (sendLatencyFaultEnable=false): " +
-		"a table that never isolates, pod state ignored, no probing; round robin that only avoids the previous " +
-		"attempt's broker; 3 attempts in 3000 ms",
-	"rocketmq4": "detour's runtime with the RocketMQ4 preset and RocketMQ's behaviour: no probing, no growth, " +
-		"no cap, pod state ignored, no per-attempt cap (sendMsgMaxTimeoutPerRequest off); 3 attempts in 3000 ms",
-	"rocketmq5": "as rocketmq4 with the RocketMQ5 preset",
-	"detour": fmt.Sprintf("RocketMQ5 preset, per-attempt cap %v, probing every %v (timeout %v), growth on repeat, "+
-		"pod health respected, at most %d%% of brokers isolated; 3 attempts in 3000 ms",
-		detourPerAttempt, detourProbeInterval, detourProbeTimeout, detourMaxIsolated),
+	"none": "detour's runtime with the Disabled preset, RocketMQ's default producer (sendLatencyFaultEnable=false): " +
+		"no broker is isolated, a retry only avoids the previous attempt's broker; 3 attempts in 3000 ms. Its " +
+		"selection is proven step by step against RocketMQ 5.x's and 4.9.x's own classes; the index is shared by " +
+		"the benchmark's senders where RocketMQ keeps one per thread",
+	"rocketmq4": "detour's runtime with the RocketMQ4 preset, RocketMQ 4.9.x's producer with sendLatencyFaultEnable=true: " +
+		"its table (a failed broker isolated for 10 minutes), update rules, selection (index walk, previous broker " +
+		"not avoided, pickOneAtLeast) and retry codes, proven step by step against the 4.9.8 client's classes; " +
+		"no probing, no pod awareness, no per-attempt cap; 3 attempts in 3000 ms; the index is shared by the " +
+		"benchmark's senders where RocketMQ keeps one per thread",
+	"rocketmq5": "detour's runtime with the RocketMQ5 preset, RocketMQ 5.3.x's producer with sendLatencyFaultEnable=true: " +
+		"its table (a failed broker isolated for 10 s), update rules, selection (last pass unfiltered, index reset " +
+		"on retries) and retry codes, proven step by step against the 5.x client's classes; no probing, no pod " +
+		"awareness, no per-attempt cap (sendMsgMaxTimeoutPerRequest off); 3 attempts in 3000 ms; the index is " +
+		"shared by the benchmark's senders where RocketMQ keeps one per thread",
+	"detour": fmt.Sprintf("the Detour preset (RocketMQ 5.x's table and rules, probing, growth on repeat, pod health "+
+		"respected, at most %d%% of brokers isolated) with a per-attempt cap of %v instead of 1 s and probes every "+
+		"%v (timeout %v); 3 attempts in 3000 ms",
+		detourMaxIsolated, detourPerAttempt, detourProbeInterval, detourProbeTimeout),
 	"oracle":             "the detour policy with the bad broker left out of the route before the run",
 	"rocketmq-client-go": "the real rocketmq-client-go v2 producer through brokersim's name server: default round-robin selector, WithRetry(2), WithSendMsgTimeout(3s); it knows nothing of pod state",
 }
@@ -135,44 +144,22 @@ type driver interface {
 	close()
 }
 
-// neverIsolate is the table of the "none" strategy: its only threshold is the longest latency a
-// table may name and isolates for 0 ms, and a failure counts as 1 ms, so no outcome ever
-// isolates a broker. That is RocketMQ with sendLatencyFaultEnable=false: selection is plain round
-// robin that avoids the previous attempt's broker (the runtime's first selection pass, which
-// accepts every broker when none is isolated).
-func neverIsolate() (*fault.Table, error) {
-	return fault.NewTable([]fault.Rule{{LatencyMillis: fault.MaxMillis, IsolationMillis: 0}}, 1)
-}
-
-// policyFor returns the runtime policy of a strategy built on detour's runtime.
+// policyFor returns the runtime policy of a strategy built on detour's runtime: a preset's policy,
+// with the detour strategy's tuning.
 func policyFor(name string) (producer.Policy, error) {
-	p := producer.DefaultPolicy(name)
-	p.Retry.Attempts = 3
-	p.Retry.SendTimeout = 3000 * time.Millisecond
-	p.Retry.PerAttemptTimeout = 0
-	p.Probe.Enabled = false
-	p.GrowOnRepeat = false
-	p.MaxIsolatedPercent = 0
-	p.RespectPodHealth = false
-	var err error
-	switch name {
-	case "none":
-		p.Table, err = neverIsolate()
-	case "rocketmq4":
-		p.Table, err = fault.PresetTable(fault.PresetRocketMQ4)
-	case "rocketmq5":
-		p.Table, err = fault.PresetTable(fault.PresetRocketMQ5)
-	case "detour", "oracle":
-		p.Table, err = fault.PresetTable(fault.PresetRocketMQ5)
-		p.Retry.PerAttemptTimeout = detourPerAttempt
-		p.Probe = producer.ProbePolicy{Enabled: true, Interval: detourProbeInterval, Timeout: detourProbeTimeout}
-		p.GrowOnRepeat = true
-		p.MaxIsolatedPercent = detourMaxIsolated
-		p.RespectPodHealth = true
-	default:
-		return p, fmt.Errorf("no runtime policy for strategy %q", name)
+	preset := map[string]producer.Preset{"none": producer.PresetDisabled, "rocketmq4": producer.PresetRocketMQ4,
+		"rocketmq5": producer.PresetRocketMQ5, "detour": producer.PresetDetour, "oracle": producer.PresetDetour}[name]
+	if preset == "" {
+		return producer.Policy{}, fmt.Errorf("no runtime policy for strategy %q", name)
 	}
-	return p, err
+	p, err := producer.PresetPolicy(name, preset)
+	if err != nil || preset != producer.PresetDetour {
+		return p, err
+	}
+	p.Retry.PerAttemptTimeout = detourPerAttempt
+	p.Probe = producer.ProbePolicy{Enabled: true, Interval: detourProbeInterval, Timeout: detourProbeTimeout}
+	p.MaxIsolatedPercent = detourMaxIsolated
+	return p, nil
 }
 
 // runtimeDriver drives detour's producer runtime.
