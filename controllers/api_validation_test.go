@@ -47,7 +47,7 @@ func TestFaultPolicyValidation(t *testing.T) {
 		wantErr string // empty: accepted
 	}{
 		{"a custom table is accepted", func(*routingv1alpha1.FaultPolicySpec) {}, ""},
-		{"an empty spec is accepted and means the RocketMQ5 preset",
+		{"an empty spec is accepted and means the Detour preset",
 			func(s *routingv1alpha1.FaultPolicySpec) { *s = routingv1alpha1.FaultPolicySpec{} }, ""},
 		{"decreasing latency thresholds are refused", func(s *routingv1alpha1.FaultPolicySpec) {
 			s.Rules[1].LatencyMillis = 50
@@ -67,9 +67,21 @@ func TestFaultPolicyValidation(t *testing.T) {
 		{"a negative isolation is refused", func(s *routingv1alpha1.FaultPolicySpec) {
 			s.Rules[0].IsolationMillis = -1
 		}, "should be greater than or equal to 0"},
-		{"rules and a preset together are refused", func(s *routingv1alpha1.FaultPolicySpec) {
+		{"rules override a preset's table", func(s *routingv1alpha1.FaultPolicySpec) {
 			s.Preset = routingv1alpha1.PresetRocketMQ4
-		}, "set either rules or preset, not both"},
+		}, ""},
+		{"rules with the Disabled preset are refused", func(s *routingv1alpha1.FaultPolicySpec) {
+			s.Preset = routingv1alpha1.PresetDisabled
+		}, "rules and failureLatencyMillis must not be set with preset Disabled, which isolates nothing"},
+		{"a failure latency with the Disabled preset is refused", func(s *routingv1alpha1.FaultPolicySpec) {
+			s.Rules, s.Preset, s.FailureLatencyMillis = nil, routingv1alpha1.PresetDisabled, ptr.To[int64](100)
+		}, "rules and failureLatencyMillis must not be set with preset Disabled, which isolates nothing"},
+		{"the Disabled preset alone is accepted", func(s *routingv1alpha1.FaultPolicySpec) {
+			s.Rules, s.Preset = nil, routingv1alpha1.PresetDisabled
+		}, ""},
+		{"Off is not a preset", func(s *routingv1alpha1.FaultPolicySpec) {
+			s.Rules, s.Preset = nil, "Off"
+		}, `Unsupported value: "Off"`},
 		{"an unknown preset is refused", func(s *routingv1alpha1.FaultPolicySpec) {
 			s.Rules, s.Preset = nil, "RocketMQ3"
 		}, `Unsupported value: "RocketMQ3"`},
@@ -121,8 +133,9 @@ func TestFaultPolicyValidation(t *testing.T) {
 	}
 }
 
-// TestFaultPolicyDefaults proves the schema fills the documented defaults, so a minimal policy is
-// complete when the controller reads it.
+// TestFaultPolicyDefaults proves the schema fills the documented defaults: the Detour preset and
+// RocketMQ's retry and probe numbers, which every preset shares; whatever differs between presets
+// (probing, pod health, growth, caps) stays unset, so the preset decides it.
 func TestFaultPolicyDefaults(t *testing.T) {
 	ns := newNamespace(t)
 	fp := &routingv1alpha1.FaultPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "minimal"}}
@@ -133,11 +146,12 @@ func TestFaultPolicyDefaults(t *testing.T) {
 	if s.Retry.Attempts != 3 || s.Retry.SendTimeoutMillis != 3000 {
 		t.Errorf("retry defaults = %+v, want 3 attempts and 3000 ms", s.Retry)
 	}
-	if s.Probe.Enabled == nil || !*s.Probe.Enabled || s.Probe.IntervalMillis != 2000 || s.Probe.TimeoutMillis != 200 {
-		t.Errorf("probe defaults = %+v, want enabled, 2000 ms interval, 200 ms timeout", s.Probe)
+	if s.Probe.Enabled != nil || s.Probe.IntervalMillis != 2000 || s.Probe.TimeoutMillis != 200 {
+		t.Errorf("probe defaults = %+v, want enabled unset, 2000 ms interval, 200 ms timeout", s.Probe)
 	}
-	if s.PodHealth != routingv1alpha1.PodHealthRespect || s.IsolationGrowth != routingv1alpha1.IsolationGrowthExponential {
-		t.Errorf("podHealth, isolationGrowth = %q, %q; want Respect, Exponential", s.PodHealth, s.IsolationGrowth)
+	if s.Preset != routingv1alpha1.PresetDetour || s.PodHealth != "" || s.IsolationGrowth != "" ||
+		s.MaxIsolatedPercent != nil || s.Retry.PerAttemptTimeoutMillis != nil {
+		t.Errorf("spec = %+v, want preset Detour and the preset's own fields unset", s)
 	}
 }
 

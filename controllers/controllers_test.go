@@ -109,8 +109,8 @@ func TestSlowBrokerIsIsolatedAndReportedThenRecovers(t *testing.T) {
 	if err != nil {
 		t.Fatalf("kubectl get faultpolicies: %v\n%s", err, out)
 	}
-	if f := strings.Fields(out); len(f) < 4 || f[0] != "slow" || f[1] != "3" || f[2] != "1" || f[3] != "True" {
-		t.Errorf("kubectl get faultpolicies = %q, want slow 3 1 True", out)
+	if f := strings.Fields(out); len(f) < 5 || f[0] != "slow" || f[2] != "3" || f[3] != "1" || f[4] != "True" {
+		t.Errorf("kubectl get faultpolicies = %q, want slow <behavior> 3 1 True", out)
 	}
 	out, err = kubectl(t, "", "get", "topics.routing.detour.dev", "-n", ns, "--no-headers")
 	if err != nil {

@@ -87,6 +87,15 @@ func (r *FaultPolicyReconciler) computeStatus(ctx context.Context, fp *routingv1
 	st.Isolated = int32(len(st.IsolatedBrokers))
 	r.metrics.setIsolated(key, len(st.IsolatedBrokers))
 
+	// What runs: the policy as last pushed, or, when no valid spec ever reached the runtime, the
+	// default policy its Topics fall back to.
+	st.Behavior, st.Effective = "", nil
+	if p, ok := r.Runtime.Policy(key); ok {
+		st.Behavior, st.Effective = p.Behavior(), effectivePolicy(p)
+	} else if p, ok := r.Runtime.Policy(""); ok {
+		st.Behavior, st.Effective = p.Behavior(), effectivePolicy(p)
+	}
+
 	cond := metav1.Condition{Type: routingv1alpha1.ConditionReady, ObservedGeneration: fp.Generation}
 	if pushErr != nil {
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, routingv1alpha1.ReasonInvalidSpec, pushErr.Error()

@@ -49,8 +49,8 @@ func TestKubectlAppliesSamplesAndPrintsColumns(t *testing.T) {
 	if err != nil {
 		t.Fatalf("kubectl get faultpolicies: %v\n%s", err, out)
 	}
-	if header := strings.Fields(firstLine(out)); strings.Join(header, " ") != "NAME BROKERS ISOLATED READY AGE" {
-		t.Errorf("kubectl get faultpolicies header = %q, want NAME BROKERS ISOLATED READY AGE", header)
+	if header := strings.Fields(firstLine(out)); strings.Join(header, " ") != "NAME BEHAVIOR BROKERS ISOLATED READY AGE" {
+		t.Errorf("kubectl get faultpolicies header = %q, want NAME BEHAVIOR BROKERS ISOLATED READY AGE", header)
 	}
 	if !strings.Contains(out, "default") || !strings.Contains(out, "strict") {
 		t.Errorf("kubectl get faultpolicies lacks the samples:\n%s", out)

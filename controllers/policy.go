@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -22,31 +23,28 @@ func splitPolicyKey(key string) (namespace, name string, ok bool) {
 	return namespace, name, ok && namespace != "" && name != ""
 }
 
-// runtimePolicy translates a FaultPolicy spec into the runtime's policy named key. The schema has
-// already refused what it can; the error covers what only the fault table can check.
+// runtimePolicy translates a FaultPolicy spec into the runtime's policy named key: the preset's
+// policy, with every field the spec sets overriding it. The schema has already refused what it
+// can; the error covers what only the fault table can check.
 func runtimePolicy(key string, spec *routingv1alpha1.FaultPolicySpec) (producer.Policy, error) {
-	table, err := faultTable(spec)
+	p, err := producer.PresetPolicy(key, producer.Preset(spec.Preset))
 	if err != nil {
 		return producer.Policy{}, err
 	}
+	if len(spec.Rules) > 0 || spec.FailureLatencyMillis != nil {
+		if p.Table, err = faultTable(spec, p.Table); err != nil {
+			return producer.Policy{}, err
+		}
+	}
 	retry := spec.Retry
-	p := producer.Policy{
-		Name:  key,
-		Table: table,
-		Retry: producer.RetryPolicy{
-			Attempts:                         int(retry.Attempts),
-			SendTimeout:                      millis(retry.SendTimeoutMillis),
-			PerAttemptTimeout:                millis(ptr.Deref(retry.PerAttemptTimeoutMillis, 0)),
-			RetryAnotherBrokerWhenNotStoreOK: ptr.Deref(retry.RetryAnotherBrokerWhenNotStoreOK, false),
-		},
-		Probe: producer.ProbePolicy{
-			Enabled:  ptr.Deref(spec.Probe.Enabled, true),
-			Interval: millis(spec.Probe.IntervalMillis),
-			Timeout:  millis(spec.Probe.TimeoutMillis),
-		},
-		MaxIsolatedPercent: int(ptr.Deref(spec.MaxIsolatedPercent, 0)),
-		RespectPodHealth:   spec.PodHealth != routingv1alpha1.PodHealthIgnore,
-		GrowOnRepeat:       spec.IsolationGrowth != routingv1alpha1.IsolationGrowthNone,
+	if retry.Attempts > 0 {
+		p.Retry.Attempts = int(retry.Attempts)
+	}
+	if retry.SendTimeoutMillis > 0 {
+		p.Retry.SendTimeout = millis(retry.SendTimeoutMillis)
+	}
+	if retry.PerAttemptTimeoutMillis != nil {
+		p.Retry.PerAttemptTimeout = millis(*retry.PerAttemptTimeoutMillis)
 	}
 	if len(retry.RetryOnCodes) > 0 {
 		p.Retry.RetryOnCodes = make([]int16, len(retry.RetryOnCodes))
@@ -54,16 +52,33 @@ func runtimePolicy(key string, spec *routingv1alpha1.FaultPolicySpec) (producer.
 			p.Retry.RetryOnCodes[i] = int16(c)
 		}
 	}
+	if retry.RetryAnotherBrokerWhenNotStoreOK != nil {
+		p.Retry.RetryAnotherBrokerWhenNotStoreOK = *retry.RetryAnotherBrokerWhenNotStoreOK
+	}
+	if spec.Probe.Enabled != nil {
+		p.Probe.Enabled = *spec.Probe.Enabled
+	}
+	if spec.Probe.IntervalMillis > 0 {
+		p.Probe.Interval = millis(spec.Probe.IntervalMillis)
+	}
+	if spec.Probe.TimeoutMillis > 0 {
+		p.Probe.Timeout = millis(spec.Probe.TimeoutMillis)
+	}
+	if spec.MaxIsolatedPercent != nil {
+		p.MaxIsolatedPercent = int(*spec.MaxIsolatedPercent)
+	}
+	if spec.PodHealth != "" {
+		p.RespectPodHealth = spec.PodHealth == routingv1alpha1.PodHealthRespect
+	}
+	if spec.IsolationGrowth != "" {
+		p.GrowOnRepeat = spec.IsolationGrowth == routingv1alpha1.IsolationGrowthExponential
+	}
 	return p, nil
 }
 
-// faultTable builds the threshold table: the custom rules, else the preset, with the failure
-// latency overridden when the spec sets one.
-func faultTable(spec *routingv1alpha1.FaultPolicySpec) (*fault.Table, error) {
-	preset, err := fault.PresetTable(string(spec.Preset))
-	if err != nil {
-		return nil, err
-	}
+// faultTable builds the threshold table from the custom rules, else the preset's, with the
+// failure latency overridden when the spec sets one.
+func faultTable(spec *routingv1alpha1.FaultPolicySpec, preset *fault.Table) (*fault.Table, error) {
 	rules := preset.Rules()
 	if len(spec.Rules) > 0 {
 		rules = make([]fault.Rule, len(spec.Rules))
@@ -80,6 +95,46 @@ func faultTable(spec *routingv1alpha1.FaultPolicySpec) (*fault.Table, error) {
 		return nil, fmt.Errorf("fault table: %w", err)
 	}
 	return table, nil
+}
+
+// effectivePolicy renders a runtime policy for status, every default resolved.
+func effectivePolicy(p producer.Policy) *routingv1alpha1.EffectiveFaultPolicy {
+	e := &routingv1alpha1.EffectiveFaultPolicy{
+		Preset:               routingv1alpha1.FaultPreset(p.Preset),
+		FailureLatencyMillis: p.Table.FailureLatencyMillis(),
+		Attempts:             int32(p.Retry.Attempts),
+		OnewayAttempts:       int32(p.Retry.Attempts),
+		SendTimeoutMillis:    int32(p.Retry.SendTimeout.Milliseconds()),
+		Probe:                p.Probe.Enabled,
+		IsolationGrowth:      routingv1alpha1.IsolationGrowthNone,
+		PodHealth:            routingv1alpha1.PodHealthIgnore,
+	}
+	if e.Preset == "" {
+		e.Preset = routingv1alpha1.PresetDetour
+	}
+	if e.Preset != routingv1alpha1.PresetDisabled {
+		e.FailureIsolationMillis = p.Table.FailureIsolation().Milliseconds()
+	}
+	if e.Preset != routingv1alpha1.PresetDetour {
+		e.OnewayAttempts = 1 // RocketMQ makes one attempt for a oneway send
+	}
+	if p.Retry.PerAttemptTimeout > 0 {
+		e.PerAttemptTimeoutMillis = ptr.To(int32(p.Retry.PerAttemptTimeout.Milliseconds()))
+	}
+	for _, c := range p.Retry.RetryOnCodes {
+		e.RetryOnCodes = append(e.RetryOnCodes, int32(c))
+	}
+	slices.Sort(e.RetryOnCodes)
+	if p.GrowOnRepeat {
+		e.IsolationGrowth = routingv1alpha1.IsolationGrowthExponential
+	}
+	if p.RespectPodHealth {
+		e.PodHealth = routingv1alpha1.PodHealthRespect
+	}
+	if p.MaxIsolatedPercent > 0 && p.MaxIsolatedPercent < 100 {
+		e.MaxIsolatedPercent = ptr.To(int32(p.MaxIsolatedPercent))
+	}
+	return e
 }
 
 func millis[T int32 | int64](v T) time.Duration { return time.Duration(v) * time.Millisecond }

@@ -1,16 +1,19 @@
 package controllers
 
 import (
+	"reflect"
 	"testing"
 	"time"
 
 	"k8s.io/utils/ptr"
 
 	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
+	"github.com/detourmq/detour/pkg/producer"
 )
 
 // TestRuntimePolicyTranslatesTheSpec proves every FaultPolicy field reaches the runtime with its
-// unit converted, and that the preset and failure latency pick the right table.
+// unit converted and overrides the preset, and that the preset and failure latency pick the right
+// table.
 func TestRuntimePolicyTranslatesTheSpec(t *testing.T) {
 	spec := routingv1alpha1.FaultPolicySpec{
 		Preset:               routingv1alpha1.PresetRocketMQ4,
@@ -38,24 +41,76 @@ func TestRuntimePolicyTranslatesTheSpec(t *testing.T) {
 	if p.MaxIsolatedPercent != 34 || p.RespectPodHealth || p.GrowOnRepeat {
 		t.Errorf("caps = %d, %v, %v", p.MaxIsolatedPercent, p.RespectPodHealth, p.GrowOnRepeat)
 	}
+	if p.Preset != producer.PresetRocketMQ4 || p.Behavior() != "RocketMQ4~table~retry+isolationCap+perAttemptCap" {
+		t.Errorf("preset %q, behavior %q", p.Preset, p.Behavior())
+	}
 	// RocketMQ4's table with a failure counted as 2500 ms: 2000 <= 2500 < 3000 isolates for 120 s.
 	if got := p.Table.IsolationFor(p.Table.FailureLatency()); got != 120*time.Second {
 		t.Errorf("failure isolation = %v, want 120s", got)
 	}
 }
 
-// TestRuntimePolicyDefaults proves an empty spec (as the schema defaults it) is RocketMQ 5.x's
-// table with detour's recovery and pod awareness on.
-func TestRuntimePolicyDefaults(t *testing.T) {
+// TestRuntimePolicyOfAPresetAloneIsThePresetsPolicy proves that a spec naming only a preset (as
+// the schema defaults it) runs exactly that preset: no extension sneaks in through a default.
+func TestRuntimePolicyOfAPresetAloneIsThePresetsPolicy(t *testing.T) {
+	for _, preset := range []routingv1alpha1.FaultPreset{routingv1alpha1.PresetDetour, routingv1alpha1.PresetRocketMQ5,
+		routingv1alpha1.PresetRocketMQ4, routingv1alpha1.PresetDisabled} {
+		t.Run(string(preset), func(t *testing.T) {
+			spec := routingv1alpha1.FaultPolicySpec{Preset: preset,
+				Retry: routingv1alpha1.RetryPolicy{Attempts: 3, SendTimeoutMillis: 3000},
+				Probe: routingv1alpha1.ProbePolicy{IntervalMillis: 2000, TimeoutMillis: 200}}
+			p, err := runtimePolicy("ns/p", &spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := producer.PresetPolicy("ns/p", producer.Preset(preset))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.Behavior() != string(preset) || !reflect.DeepEqual(p, want) {
+				t.Errorf("policy %+v (%s), want %+v", p, p.Behavior(), want)
+			}
+		})
+	}
 	p, err := runtimePolicy("ns/p", &routingv1alpha1.FaultPolicySpec{})
-	if err != nil {
-		t.Fatal(err)
+	if err != nil || p.Behavior() != "Detour" {
+		t.Errorf("an empty spec runs %q (%v), want Detour", p.Behavior(), err)
 	}
-	if got := p.Table.IsolationFor(p.Table.FailureLatency()); got != 10*time.Second {
-		t.Errorf("failure isolation = %v, want RocketMQ5's 10s", got)
+}
+
+// TestEffectivePolicyResolvesEveryDefault proves status spells out what runs for each preset.
+func TestEffectivePolicyResolvesEveryDefault(t *testing.T) {
+	tests := []struct {
+		spec routingv1alpha1.FaultPolicySpec
+		want routingv1alpha1.EffectiveFaultPolicy
+	}{
+		{routingv1alpha1.FaultPolicySpec{Preset: routingv1alpha1.PresetRocketMQ5}, routingv1alpha1.EffectiveFaultPolicy{
+			Preset: routingv1alpha1.PresetRocketMQ5, FailureLatencyMillis: 10000, FailureIsolationMillis: 10000,
+			Attempts: 3, OnewayAttempts: 1, SendTimeoutMillis: 3000, RetryOnCodes: []int32{1, 2, 14, 16, 17, 204, 205, 1500},
+			IsolationGrowth: routingv1alpha1.IsolationGrowthNone, PodHealth: routingv1alpha1.PodHealthIgnore}},
+		{routingv1alpha1.FaultPolicySpec{Preset: routingv1alpha1.PresetRocketMQ4}, routingv1alpha1.EffectiveFaultPolicy{
+			Preset: routingv1alpha1.PresetRocketMQ4, FailureLatencyMillis: 30000, FailureIsolationMillis: 600000,
+			Attempts: 3, OnewayAttempts: 1, SendTimeoutMillis: 3000, RetryOnCodes: []int32{1, 14, 16, 17, 204, 205},
+			IsolationGrowth: routingv1alpha1.IsolationGrowthNone, PodHealth: routingv1alpha1.PodHealthIgnore}},
+		{routingv1alpha1.FaultPolicySpec{Preset: routingv1alpha1.PresetDisabled}, routingv1alpha1.EffectiveFaultPolicy{
+			Preset: routingv1alpha1.PresetDisabled, FailureLatencyMillis: 10000, FailureIsolationMillis: 0,
+			Attempts: 3, OnewayAttempts: 1, SendTimeoutMillis: 3000, RetryOnCodes: []int32{1, 2, 14, 16, 17, 204, 205, 1500},
+			IsolationGrowth: routingv1alpha1.IsolationGrowthNone, PodHealth: routingv1alpha1.PodHealthIgnore}},
+		{routingv1alpha1.FaultPolicySpec{}, routingv1alpha1.EffectiveFaultPolicy{
+			Preset: routingv1alpha1.PresetDetour, FailureLatencyMillis: 10000, FailureIsolationMillis: 10000,
+			Attempts: 3, OnewayAttempts: 3, SendTimeoutMillis: 3000, PerAttemptTimeoutMillis: ptr.To[int32](1000),
+			RetryOnCodes: []int32{1, 2, 14, 16, 17, 204, 205, 1500}, Probe: true,
+			IsolationGrowth: routingv1alpha1.IsolationGrowthExponential, PodHealth: routingv1alpha1.PodHealthRespect,
+			MaxIsolatedPercent: ptr.To[int32](50)}},
 	}
-	if !p.Probe.Enabled || !p.RespectPodHealth || !p.GrowOnRepeat || p.Retry.RetryOnCodes != nil {
-		t.Errorf("defaults = %+v", p)
+	for _, tc := range tests {
+		p, err := runtimePolicy("ns/p", &tc.spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := effectivePolicy(p); !reflect.DeepEqual(*got, tc.want) {
+			t.Errorf("preset %q: effective\n %+v\nwant\n %+v", tc.spec.Preset, *got, tc.want)
+		}
 	}
 }
 

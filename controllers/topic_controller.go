@@ -279,7 +279,7 @@ func (r *TopicReconciler) computeStatus(topic *routingv1alpha1.Topic, brokers []
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, routingv1alpha1.ReasonTopicCreateFailed, err.Error()
 	case !policyFound:
 		cond.Status, cond.Reason = metav1.ConditionFalse, routingv1alpha1.ReasonFaultPolicyNotFound
-		cond.Message = fmt.Sprintf("FaultPolicy %q does not exist; routing with RocketMQ 5.x defaults", topic.Spec.FaultPolicyRef.Name)
+		cond.Message = fmt.Sprintf("FaultPolicy %q does not exist; routing with the default policy, the Detour preset's", topic.Spec.FaultPolicyRef.Name)
 	case len(brokers) == 0:
 		cond.Status, cond.Reason = metav1.ConditionFalse, routingv1alpha1.ReasonNoBrokers
 		cond.Message = "The broker selector matches no master broker pod with an address"

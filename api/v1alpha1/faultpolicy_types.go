@@ -4,17 +4,42 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// FaultPreset names a built-in threshold table.
-// +kubebuilder:validation:Enum=RocketMQ5;RocketMQ4
+// FaultPreset names a whole behaviour: how send outcomes isolate brokers, how queues are chosen,
+// how each send mode retries, and which of detour's extensions are on. Every other field of the
+// spec that is set overrides what the preset says; status.behavior shows the result.
+// +kubebuilder:validation:Enum=Detour;RocketMQ5;RocketMQ4;Disabled
 type FaultPreset string
 
 const (
-	// PresetRocketMQ5 is RocketMQ 5.x's table: latency 50, 100, 550, 1800, 3000, 5000, 15000 ms
-	// isolate for 0, 0, 2000, 5000, 6000, 10000, 30000 ms; a failed send counts as 10000 ms.
+	// PresetDetour (the default) is RocketMQ 5.x's table and update rules with detour's
+	// extensions on: probing (an isolated broker returns after a successful probe), isolation
+	// growth on repeated failure episodes, pod health respected, at most 50% of brokers isolated
+	// and every attempt but the last capped at 1000 ms. Beyond RocketMQ, a retry never goes back to
+	// the previous broker while another broker with a healthy pod exists, async sends retry broker
+	// retry codes as sync sends do, and oneway sends retry a failed write.
+	PresetDetour FaultPreset = "Detour"
+	// PresetRocketMQ5 is RocketMQ 5.3.x's producer with sendLatencyFaultEnable=true, exactly:
+	// latency 50, 100, 550, 1800, 3000, 5000, 15000 ms isolates for 0, 0, 2000, 5000, 6000, 10000,
+	// 30000 ms and a failed send for 10000 ms; isolation only extends; a broker that refused a
+	// send is marked unreachable; retries avoid the previous broker among available, then
+	// reachable brokers, then take any queue; retry codes 1, 2, 14, 16, 17, 204, 205, 1500; one
+	// attempt for oneway sends, which return as sent even when the broker is unreachable (the
+	// message is then lost, as with RocketMQ 5.x's client); async sends retry transport failures
+	// only. No extension is on.
 	PresetRocketMQ5 FaultPreset = "RocketMQ5"
-	// PresetRocketMQ4 is RocketMQ 4.x's table: latency 50, 100, 550, 1000, 2000, 3000, 15000 ms
-	// isolate for 0, 0, 30000, 60000, 120000, 180000, 600000 ms; a failed send counts as 30000 ms.
+	// PresetRocketMQ4 is RocketMQ 4.9.x's producer with sendLatencyFaultEnable=true, exactly:
+	// latency 50, 100, 550, 1000, 2000, 3000, 15000 ms isolates for 0, 0, 30000, 60000, 120000,
+	// 180000, 600000 ms and a failed send (a client-side failure too) for 600000 ms; every send
+	// sets the isolation anew, so a fast success ends one; queues are walked from one index step
+	// to the first available broker, the previous one included, then the least bad isolated broker
+	// is taken; retry codes 1, 14, 16, 17, 204, 205; one attempt for oneway sends, which fail when
+	// the broker cannot be connected to; async sends retry transport failures only. No extension
+	// is on.
 	PresetRocketMQ4 FaultPreset = "RocketMQ4"
+	// PresetDisabled is RocketMQ's default, sendLatencyFaultEnable=false: no broker is isolated by
+	// sends; a retry only avoids the previous attempt's broker. Otherwise RocketMQ 5.3.x's
+	// producer. No extension is on.
+	PresetDisabled FaultPreset = "Disabled"
 )
 
 // PodHealthMode says whether broker pod readiness takes part in isolation.
@@ -23,9 +48,10 @@ type PodHealthMode string
 
 const (
 	// PodHealthRespect keeps producers away from brokers whose pod is not Ready or is terminating,
-	// while any healthy broker remains.
+	// while any healthy broker remains. The Detour preset's.
 	PodHealthRespect PodHealthMode = "Respect"
-	// PodHealthIgnore routes by measured sends alone, as a RocketMQ producer does.
+	// PodHealthIgnore routes by measured sends alone, as a RocketMQ producer does. RocketMQ's
+	// presets'.
 	PodHealthIgnore PodHealthMode = "Ignore"
 )
 
@@ -35,9 +61,15 @@ type IsolationGrowth string
 
 const (
 	// IsolationGrowthNone isolates for the table's duration every time, as RocketMQ does.
+	// RocketMQ's presets'.
 	IsolationGrowthNone IsolationGrowth = "None"
-	// IsolationGrowthExponential doubles the isolation for each consecutive failure, up to eight
-	// times the table's duration; a successful send resets it.
+	// IsolationGrowthExponential doubles a failed send's isolation for each earlier isolation
+	// episode of the broker (an entry into isolation by a failure; failures while it is still
+	// isolated do not count again), 1x, 2x, 4x, 8x, but never beyond the table's longest
+	// isolation: with RocketMQ 5.x's table 10 s, 20 s, 30 s; with RocketMQ 4.x's, whose failure
+	// isolation already is its longest, no growth at all. Successes do not reset the count; it is
+	// cleared once the broker has gone a failure isolation's length without failing. The Detour
+	// preset's.
 	IsolationGrowthExponential IsolationGrowth = "Exponential"
 )
 
@@ -56,11 +88,14 @@ type FaultRule struct {
 	IsolationMillis int64 `json:"isolationMillis"`
 }
 
-// RetryPolicy bounds how a synchronous send retries.
+// RetryPolicy bounds how a send retries. It applies to every send mode as the preset says: under
+// RocketMQ's presets a sync send makes up to attempts attempts and retries transport failures and
+// retryOnCodes, an async send makes up to attempts attempts but retries transport failures only,
+// and a oneway send makes one attempt; under Detour every mode retries as a sync send does.
 // +kubebuilder:validation:XValidation:rule="!has(self.perAttemptTimeoutMillis) || !has(self.sendTimeoutMillis) || self.perAttemptTimeoutMillis <= self.sendTimeoutMillis",message="perAttemptTimeoutMillis must not exceed sendTimeoutMillis"
 type RetryPolicy struct {
-	// attempts is the number of attempts a synchronous send makes, the first included
-	// (RocketMQ's 1 + retryTimesWhenSendFailed).
+	// attempts is the number of attempts a send may make, the first included (RocketMQ's
+	// 1 + retryTimesWhenSendFailed, and for async sends 1 + retryTimesWhenSendAsyncFailed).
 	// +optional
 	// +kubebuilder:default=3
 	// +kubebuilder:validation:Minimum=1
@@ -75,14 +110,17 @@ type RetryPolicy struct {
 	SendTimeoutMillis int32 `json:"sendTimeoutMillis,omitempty"`
 
 	// perAttemptTimeoutMillis caps every attempt but the last, so one hung broker cannot use up
-	// the whole send timeout. Unset means no cap, as in RocketMQ before 5.3.3.
+	// the whole send timeout (RocketMQ 5.3.3's sendMsgMaxTimeoutPerRequest). Unset means the
+	// preset's: 1000 for Detour, no cap for RocketMQ's presets. Set it to sendTimeoutMillis to
+	// cap nothing.
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=600000
 	PerAttemptTimeoutMillis *int32 `json:"perAttemptTimeoutMillis,omitempty"`
 
 	// retryOnCodes are the broker response codes that are retried on another broker. Unset means
-	// RocketMQ 5.x's set: 1, 2, 14, 16, 17, 204, 205 and 1500.
+	// the preset's: RocketMQ 4.9.x's 1, 14, 16, 17, 204 and 205 for RocketMQ4, RocketMQ 5.3.x's
+	// 1, 2, 14, 16, 17, 204, 205 and 1500 otherwise.
 	// +optional
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=32
@@ -91,7 +129,8 @@ type RetryPolicy struct {
 	RetryOnCodes []int32 `json:"retryOnCodes,omitempty"`
 
 	// retryAnotherBrokerWhenNotStoreOK retries a send whose broker stored the message but reported
-	// a flush or replication timeout.
+	// a flush or replication timeout (only sync sends under RocketMQ's presets, as in RocketMQ).
+	// Unset means false.
 	// +optional
 	RetryAnotherBrokerWhenNotStoreOK *bool `json:"retryAnotherBrokerWhenNotStoreOK,omitempty"`
 }
@@ -99,13 +138,15 @@ type RetryPolicy struct {
 // ProbePolicy configures the probes sent to isolated brokers.
 // +kubebuilder:validation:XValidation:rule="!has(self.timeoutMillis) || !has(self.intervalMillis) || self.timeoutMillis < self.intervalMillis",message="timeoutMillis must be less than intervalMillis"
 type ProbePolicy struct {
-	// enabled turns probing on. With probing, a broker leaves isolation only after a probe
-	// (GET_MAX_OFFSET) succeeds, and a failed probe keeps it out.
+	// enabled turns probing on. With probing, a broker that failed is held out until a probe
+	// (GET_MAX_OFFSET) or a send succeeds, a successful probe ends its isolation at once (with
+	// isolation growth, only a first offender's), and a failed probe keeps it out. Unset means the
+	// preset's: on for Detour, off for RocketMQ's presets.
 	// +optional
-	// +kubebuilder:default=true
 	Enabled *bool `json:"enabled,omitempty"`
 
-	// intervalMillis is the time between two probes of one isolated broker.
+	// intervalMillis is the time between two probes of one isolated broker (RocketMQ's own
+	// detector, which detour does not run, probes every broker every 3000 ms).
 	// +optional
 	// +kubebuilder:default=2000
 	// +kubebuilder:validation:Minimum=100
@@ -120,15 +161,20 @@ type ProbePolicy struct {
 	TimeoutMillis int32 `json:"timeoutMillis,omitempty"`
 }
 
-// FaultPolicySpec declares how producers isolate slow and failing brokers.
-// +kubebuilder:validation:XValidation:rule="!has(self.rules) || size(self.rules) == 0 || !has(self.preset)",message="set either rules or preset, not both"
+// FaultPolicySpec declares how producers isolate slow and failing brokers: a preset, and any field
+// that should differ from it.
+// +kubebuilder:validation:XValidation:rule="!has(self.preset) || self.preset != 'Disabled' || ((!has(self.rules) || size(self.rules) == 0) && !has(self.failureLatencyMillis))",message="rules and failureLatencyMillis must not be set with preset Disabled, which isolates nothing"
 type FaultPolicySpec struct {
-	// preset is the built-in threshold table used when rules is empty. Defaults to RocketMQ5.
+	// preset is the behaviour the policy starts from; every other field set here overrides it.
+	// Detour (the default) is RocketMQ 5.x with detour's extensions on; RocketMQ5, RocketMQ4 and
+	// Disabled are RocketMQ's own producers, proven step by step against its classes.
 	// +optional
+	// +kubebuilder:default=Detour
 	Preset FaultPreset `json:"preset,omitempty"`
 
-	// rules is a custom threshold table: latencyMillis strictly increasing, isolationMillis
-	// non-decreasing. A send's latency is matched against the highest latencyMillis it reaches.
+	// rules is a custom threshold table replacing the preset's: latencyMillis strictly
+	// increasing, isolationMillis non-decreasing. A send's latency is matched against the highest
+	// latencyMillis it reaches. The preset's update rules still apply.
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=32
@@ -137,13 +183,14 @@ type FaultPolicySpec struct {
 	Rules []FaultRule `json:"rules,omitempty"`
 
 	// failureLatencyMillis is the latency a failed send counts as when it is matched against the
-	// table. Defaults to the preset's (10000 for RocketMQ5, 30000 for RocketMQ4).
+	// table. Unset means the preset's: 30000 for RocketMQ4 (600 s of isolation), 10000 otherwise
+	// (10 s).
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=3600000
 	FailureLatencyMillis *int64 `json:"failureLatencyMillis,omitempty"`
 
-	// retry bounds how a synchronous send retries.
+	// retry bounds how sends retry.
 	// +optional
 	// +kubebuilder:default={}
 	Retry RetryPolicy `json:"retry,omitzero"`
@@ -153,21 +200,24 @@ type FaultPolicySpec struct {
 	// +kubebuilder:default={}
 	Probe ProbePolicy `json:"probe,omitzero"`
 
-	// maxIsolatedPercent is the largest share of a policy's brokers isolated at once; at least one
-	// broker always stays selectable. Unset means no cap beyond that one broker.
+	// maxIsolatedPercent is the largest share of a policy's brokers isolated at once, rounded down
+	// but at least one; while the cap holds, at least one broker stays selectable. When a new
+	// isolation would break it, the least bad isolated broker is released. Unset means the
+	// preset's: 50 for Detour, no cap for RocketMQ's presets (every broker may be isolated, as in
+	// RocketMQ). 100 means no cap.
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=100
 	MaxIsolatedPercent *int32 `json:"maxIsolatedPercent,omitempty"`
 
-	// podHealth says whether broker pods that are not Ready or are terminating are avoided.
+	// podHealth says whether broker pods that are not Ready or are terminating are avoided. Unset
+	// means the preset's: Respect for Detour, Ignore for RocketMQ's presets.
 	// +optional
-	// +kubebuilder:default=Respect
 	PodHealth PodHealthMode `json:"podHealth,omitempty"`
 
-	// isolationGrowth says how isolation lengthens while a broker keeps failing.
+	// isolationGrowth says how isolation lengthens while a broker keeps failing. Unset means the
+	// preset's: Exponential for Detour, None for RocketMQ's presets.
 	// +optional
-	// +kubebuilder:default=Exponential
 	IsolationGrowth IsolationGrowth `json:"isolationGrowth,omitempty"`
 }
 
@@ -188,8 +238,8 @@ type IsolatedBroker struct {
 	// +required
 	Reason IsolationReason `json:"reason"`
 
-	// latencyMillis is the latency of the send that isolated the broker (the failure latency for
-	// failed sends).
+	// latencyMillis is the measured latency of the last send or probe to the broker, as RocketMQ
+	// stores it (for a failed send too: the failure latency only decides how long it isolates).
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	LatencyMillis int64 `json:"latencyMillis,omitempty"`
@@ -207,6 +257,61 @@ type IsolatedBroker struct {
 	// after a probe succeeds.
 	// +required
 	Reachable bool `json:"reachable"`
+}
+
+// EffectiveFaultPolicy is a FaultPolicy with every field resolved against its preset: what the
+// runtime applies.
+type EffectiveFaultPolicy struct {
+	// preset is the behaviour the policy starts from.
+	// +required
+	Preset FaultPreset `json:"preset"`
+
+	// failureLatencyMillis is the latency a failed send counts as.
+	// +required
+	FailureLatencyMillis int64 `json:"failureLatencyMillis"`
+
+	// failureIsolationMillis is how long a failed send isolates a broker, before any growth (0
+	// with preset Disabled, which isolates nothing).
+	// +required
+	FailureIsolationMillis int64 `json:"failureIsolationMillis"`
+
+	// attempts is the most attempts a sync send makes.
+	// +required
+	Attempts int32 `json:"attempts"`
+
+	// onewayAttempts is the most attempts a oneway send makes.
+	// +required
+	OnewayAttempts int32 `json:"onewayAttempts"`
+
+	// sendTimeoutMillis is the budget of one send, all attempts together.
+	// +required
+	SendTimeoutMillis int32 `json:"sendTimeoutMillis"`
+
+	// perAttemptTimeoutMillis caps every attempt but the last; unset means no cap.
+	// +optional
+	PerAttemptTimeoutMillis *int32 `json:"perAttemptTimeoutMillis,omitempty"`
+
+	// retryOnCodes are the broker response codes retried on another broker.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	RetryOnCodes []int32 `json:"retryOnCodes,omitempty"`
+
+	// probe says whether isolated brokers are probed and return only on proof.
+	// +required
+	Probe bool `json:"probe"`
+
+	// isolationGrowth says whether isolation grows on repeated failure episodes.
+	// +required
+	IsolationGrowth IsolationGrowth `json:"isolationGrowth"`
+
+	// podHealth says whether unhealthy broker pods are avoided.
+	// +required
+	PodHealth PodHealthMode `json:"podHealth"`
+
+	// maxIsolatedPercent caps the share of brokers isolated at once; unset means no cap.
+	// +optional
+	MaxIsolatedPercent *int32 `json:"maxIsolatedPercent,omitempty"`
 }
 
 // FaultPolicyStatus is what the operator observed of a FaultPolicy.
@@ -230,6 +335,19 @@ type FaultPolicyStatus struct {
 	// +optional
 	Isolated int32 `json:"isolated,omitempty"`
 
+	// behavior names the behaviour in force: the preset, followed by +x for each extension turned
+	// on beyond it, -x for each turned off, and ~x where numbers differ from it (x: table, retry,
+	// probing, growth, podHealth, isolationCap, perAttemptCap). For example RocketMQ5,
+	// RocketMQ5+probing, Detour-growth~table. When the spec cannot be applied it is the behaviour
+	// still in force, that of the last valid spec or of the runtime's default policy.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Behavior string `json:"behavior,omitempty"`
+
+	// effective spells out the behaviour in force, every default resolved.
+	// +optional
+	Effective *EffectiveFaultPolicy `json:"effective,omitempty"`
+
 	// isolatedBrokers lists the brokers isolated now, why and until when.
 	// +optional
 	// +listType=map
@@ -245,6 +363,7 @@ type FaultPolicyStatus struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=fp;fpol,categories=detour
+// +kubebuilder:printcolumn:name="Behavior",type=string,JSONPath=`.status.behavior`
 // +kubebuilder:printcolumn:name="Brokers",type=integer,JSONPath=`.status.brokers`
 // +kubebuilder:printcolumn:name="Isolated",type=integer,JSONPath=`.status.isolated`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`

@@ -81,7 +81,8 @@ type TopicSpec struct {
 	Perm int32 `json:"perm,omitempty"`
 
 	// faultPolicyRef names the FaultPolicy whose fault table governs sends to this topic. Unset
-	// means the runtime's default policy.
+	// (or naming a FaultPolicy that does not exist) means the runtime's default policy, which is
+	// the Detour preset with every default: not RocketMQ's default, which isolates nothing.
 	// +optional
 	FaultPolicyRef *FaultPolicyReference `json:"faultPolicyRef,omitempty"`
 }
