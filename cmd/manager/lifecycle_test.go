@@ -135,7 +135,7 @@ func TestHealthFollowsTheRuntime(t *testing.T) {
 		if code != http.StatusOK {
 			return fmt.Errorf("%d %s", code, body)
 		}
-		for _, check := range []string{"[+]runtime ok", "[+]shutdown ok", "[+]cache-sync ok", "[+]gateway ok"} {
+		for _, check := range []string{"[+]runtime ok", "[+]shutdown ok", "[+]cache-sync ok", "[+]gateway ok", "[+]topics-routed ok"} {
 			if !strings.Contains(body, check) {
 				return fmt.Errorf("readyz lacks %q: %s", check, body)
 			}
@@ -306,5 +306,38 @@ func TestShutdownDelayKeepsServingWhileNotReady(t *testing.T) {
 	}
 	if err := <-stopped; err != nil {
 		t.Fatalf("stopping: %v", err)
+	}
+}
+
+// TestReadyMeansRoutable proves /readyz turns 200 only once every Topic present at start is
+// routed: the first ready answer already finds a route for each of 20 Topics, and a send through
+// the gateway to each succeeds.
+func TestReadyMeansRoutable(t *testing.T) {
+	ns := newNamespace(t)
+	startBroker(t, ns, "ready-a", map[string]string{"app": "ready"})
+	const n = 20
+	for i := range n {
+		createTopic(t, ns, fmt.Sprintf("t%d", i), fmt.Sprintf("Ready%d", i), "ready")
+	}
+	addr := freeAddr(t)
+	op := startOperator(t, adminConfig, testOptions(t, ns, "--health-probe-bind-address="+addr))
+	deadline := time.Now().Add(time.Minute)
+	for {
+		code, body, err := probe(addr, "/readyz")
+		if err == nil && code == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("never ready: %d %s %v", code, body, err)
+		}
+		time.Sleep(5 * time.Millisecond) // the poll interval; readiness is the synchronisation
+	}
+	for i := range n {
+		if _, ok := op.rt.RouteInfo(fmt.Sprintf("Ready%d", i)); !ok {
+			t.Errorf("ready, but Topic t%d has no route", i)
+		}
+	}
+	for i := range n {
+		sendOK(t, op, ns, fmt.Sprintf("t%d", i))
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -282,7 +283,54 @@ func (op *operator) addHealthChecks() error {
 			return err
 		}
 	}
-	return nil
+	return op.mgr.AddReadyzCheck("topics-routed", op.topicsRouted())
+}
+
+// topicsRouted is a readiness check that passes once every Topic present when the caches synced
+// has been routed once: its route is in force, or (on a Cluster) its name servers were asked,
+// whatever they answered. A rollout then never answers 503 NoRoute to traffic it accepted because
+// the new replica had not routed yet. Once passed it stays passed: Topics created later are not
+// a reason to take a serving replica out of its Service.
+func (op *operator) topicsRouted() healthz.Checker {
+	var (
+		passed  atomic.Bool
+		mu      sync.Mutex
+		initial []routingv1alpha1.Topic
+		listed  bool
+	)
+	return func(r *http.Request) error {
+		if passed.Load() {
+			return nil
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if !listed {
+			ctx, cancel := context.WithTimeout(r.Context(), time.Second)
+			defer cancel()
+			if !op.mgr.GetCache().WaitForCacheSync(ctx) {
+				return errors.New("the informer caches have not synced")
+			}
+			var list routingv1alpha1.TopicList
+			if err := op.mgr.GetClient().List(ctx, &list); err != nil {
+				return err
+			}
+			initial, listed = list.Items, true
+		}
+		var waiting []string
+		for i := range initial {
+			t := &initial[i]
+			_, routed := op.rt.RouteInfo(t.Spec.TopicName)
+			_, asked := op.rt.RouteStatus(t.Spec.TopicName)
+			if !routed && !asked {
+				waiting = append(waiting, t.Namespace+"/"+t.Name)
+			}
+		}
+		if len(waiting) > 0 {
+			return fmt.Errorf("%d of %d Topics not routed yet, for example %s", len(waiting), len(initial), waiting[0])
+		}
+		passed.Store(true)
+		return nil
+	}
 }
 
 // gatewayTLS serves tls.crt and tls.key from certDir, reloaded when they change, or a
