@@ -51,7 +51,7 @@ func NewMetrics() *Metrics {
 			Help: "Sends that passed validation, by topic, mode (sync, async, oneway) and result (success, failure)."},
 			[]string{"topic", "mode", "result"}),
 		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "send_attempts_total",
-			Help: "Send attempts by policy, broker and outcome (success, transport_error, broker_error, client_error)."},
+			Help: "Send attempts by policy, broker and outcome (success, transport_error, broker_error, client_error, interrupted)."},
 			[]string{"policy", "broker", "outcome"}),
 		attemptLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "send_attempt_duration_seconds",
 			Help:    "Latency of single send attempts by broker.",
@@ -130,6 +130,8 @@ func outcomeLabel(o fault.Outcome) string {
 		return "broker_error"
 	case fault.ClientError:
 		return "client_error"
+	case fault.Interrupted:
+		return "interrupted"
 	}
 	return "unknown"
 }
