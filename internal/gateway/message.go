@@ -108,13 +108,15 @@ func readMessage(w http.ResponseWriter, r *http.Request) (*producer.Message, err
 	body := http.MaxBytesReader(w, r.Body, limit)
 	var data []byte
 	var err error
-	if r.ContentLength >= 0 {
-		// A known length (the server ends the body there) is read into one buffer of that size;
-		// the body becomes the message as it is.
+	if r.ContentLength >= 0 && r.ContentLength <= presizeLimit {
+		// A small known length (the server ends the body there) is read into one buffer of that
+		// size; the body becomes the message as it is.
 		data = make([]byte, r.ContentLength)
 		_, err = io.ReadFull(body, data)
 	} else {
-		data, err = io.ReadAll(body)
+		// A larger body grows its buffer as bytes arrive, so a client that announces 4 MiB and
+		// sends one byte costs the process what it sent, not what it announced.
+		data, err = readGrowing(body, r.ContentLength)
 	}
 	if err != nil {
 		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
@@ -126,6 +128,50 @@ func readMessage(w http.ResponseWriter, r *http.Request) (*producer.Message, err
 		return decodeJSONMessage(data)
 	}
 	return headerMessage(r.Header, data), nil
+}
+
+// presizeLimit is the largest announced body read into a buffer of the announced size up front.
+const presizeLimit = 64 << 10
+
+// readGrowing reads r to its end into a buffer that at most doubles what has arrived, up to the
+// announced length (when known) so a complete body ends in a buffer of exactly its size.
+func readGrowing(r io.Reader, announced int64) ([]byte, error) {
+	buf := make([]byte, 0, min(presizeLimit, max(announced, 512)))
+	for {
+		if len(buf) == cap(buf) {
+			if announced >= 0 && int64(len(buf)) >= announced {
+				// All that was announced arrived: only the end of the body may follow.
+				var one [1]byte
+				n, err := io.ReadFull(r, one[:])
+				if n == 0 && (err == io.EOF || err == io.ErrUnexpectedEOF) {
+					return buf, nil
+				}
+				if err != nil {
+					return buf, err
+				}
+				buf = append(buf, one[:n]...)
+				continue
+			}
+			next := 2 * cap(buf)
+			if announced > 0 && int64(next) > announced {
+				next = int(announced)
+			}
+			grown := make([]byte, len(buf), next)
+			copy(grown, buf)
+			buf = grown
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			if announced >= 0 && int64(len(buf)) < announced {
+				return buf, io.ErrUnexpectedEOF
+			}
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
 }
 
 // headerMessage is the raw form: body as sent, tags, keys and properties from headers.
