@@ -27,7 +27,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/detourmq/detour/pkg/fault"
 	"github.com/detourmq/detour/pkg/producer"
 	"github.com/detourmq/detour/pkg/remoting"
 )
@@ -88,13 +87,15 @@ func (b *brokerFlags) Set(v string) error {
 }
 
 type sendConfig struct {
-	brokers           brokerFlags
-	nameServers       []string
-	topic             string
-	queues            int
-	count             int
-	preset            string
-	output            string
+	brokers     brokerFlags
+	nameServers []string
+	topic       string
+	queues      int
+	count       int
+	preset      string
+	output      string
+	// given holds the names of the flags set on the command line, which override the preset.
+	given             map[string]bool
 	body              string
 	size              int
 	tags, keys        string
@@ -208,7 +209,7 @@ func parseSend(args []string, stderr io.Writer) (*sendConfig, error) {
 	fs.StringVar(&c.topic, "topic", "TopicTest", "topic to send to")
 	fs.IntVar(&c.queues, "queues", 4, "write queues per broker")
 	fs.IntVar(&c.count, "count", 10, "number of messages")
-	fs.StringVar(&c.preset, "preset", "RocketMQ5", "fault table preset: RocketMQ5 or RocketMQ4")
+	fs.StringVar(&c.preset, "preset", "RocketMQ5", "behaviour preset: Detour, RocketMQ5, RocketMQ4 or Disabled (the flags below that are given override it)")
 	fs.StringVar(&c.output, "output", "text", "output format: json or text")
 	fs.StringVar(&c.body, "body", "", "message body (default: a generated body of --size bytes)")
 	fs.IntVar(&c.size, "size", 128, "generated body size in bytes")
@@ -216,8 +217,8 @@ func parseSend(args []string, stderr io.Writer) (*sendConfig, error) {
 	fs.StringVar(&c.keys, "keys", "", "message keys")
 	fs.IntVar(&c.attempts, "attempts", producer.DefaultAttempts, "attempts per message (1 + retries)")
 	fs.DurationVar(&c.sendTimeout, "send-timeout", producer.DefaultSendTimeout, "time budget of one message, all attempts")
-	fs.DurationVar(&c.perAttemptTimeout, "per-attempt-timeout", 0, "cap of every attempt but the last (0 = none)")
-	fs.BoolVar(&c.probe, "probe", false, "probe isolated brokers and let them back only on a good probe")
+	fs.DurationVar(&c.perAttemptTimeout, "per-attempt-timeout", 0, "cap of every attempt but the last (0 = none; unset: the preset's)")
+	fs.BoolVar(&c.probe, "probe", false, "probe isolated brokers and let them back only on a good probe (unset: the preset's)")
 	fs.DurationVar(&c.probeInterval, "probe-interval", producer.DefaultProbeInterval, "probe interval")
 	fs.DurationVar(&c.probeTimeout, "probe-timeout", producer.DefaultProbeTimeout, "probe timeout")
 	fs.DurationVar(&c.interval, "interval", 0, "pause between messages")
@@ -226,6 +227,8 @@ func parseSend(args []string, stderr io.Writer) (*sendConfig, error) {
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
+	c.given = map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { c.given[f.Name] = true })
 	switch {
 	case fs.NArg() > 0:
 		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
@@ -255,6 +258,24 @@ func parseSend(args []string, stderr io.Writer) (*sendConfig, error) {
 	return c, nil
 }
 
+// sendPolicy is the preset's policy, a whole behaviour, with the flags given overriding it.
+func sendPolicy(c *sendConfig) (producer.Policy, error) {
+	pol, err := producer.PresetPolicy("detourctl", producer.Preset(c.preset))
+	if err != nil {
+		return pol, err
+	}
+	pol.Retry.Attempts = c.attempts
+	pol.Retry.SendTimeout = c.sendTimeout
+	if c.given["per-attempt-timeout"] {
+		pol.Retry.PerAttemptTimeout = c.perAttemptTimeout
+	}
+	if c.given["probe"] {
+		pol.Probe.Enabled = c.probe
+	}
+	pol.Probe.Interval, pol.Probe.Timeout = c.probeInterval, c.probeTimeout
+	return pol, nil
+}
+
 func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	c, err := parseSend(args, stderr)
 	if err != nil {
@@ -263,17 +284,11 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return 2
 	}
-	table, err := fault.PresetTable(c.preset)
+	pol, err := sendPolicy(c)
 	if err != nil {
 		fmt.Fprintf(stderr, "detourctl send: %v\n", err)
 		return 2
 	}
-	pol := producer.DefaultPolicy("detourctl")
-	pol.Table = table
-	pol.Retry.Attempts = c.attempts
-	pol.Retry.SendTimeout = c.sendTimeout
-	pol.Retry.PerAttemptTimeout = c.perAttemptTimeout
-	pol.Probe = producer.ProbePolicy{Enabled: c.probe, Interval: c.probeInterval, Timeout: c.probeTimeout}
 
 	rt := producer.New(producer.Options{ProducerGroup: c.group})
 	defer rt.Close()

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -185,5 +186,33 @@ func TestDetourctlSendTakesTheRouteFromNameServers(t *testing.T) {
 	}
 	if sum.Sent != 6 || sum.Failed != 0 || sum.PerBroker["broker-a"] != 6 {
 		t.Fatalf("summary %+v, want every send on broker-a (broker-b is drained)", sum)
+	}
+}
+
+// TestSendPolicyIsThePresetWithTheGivenFlags proves --preset selects a whole behaviour and only
+// the flags given on the command line override it.
+func TestSendPolicyIsThePresetWithTheGivenFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--preset", "RocketMQ5"}, "RocketMQ5"},
+		{[]string{"--preset", "RocketMQ4"}, "RocketMQ4"},
+		{[]string{"--preset", "Disabled"}, "Disabled"},
+		{[]string{"--preset", "Detour"}, "Detour"},
+		{[]string{"--preset", "Detour", "--probe=false", "--per-attempt-timeout", "0"}, "Detour-probing-perAttemptCap"},
+		{[]string{"--preset", "RocketMQ5", "--probe", "--attempts", "5"}, "RocketMQ5~retry+probing"},
+	} {
+		c, err := parseSend(append([]string{"--broker", "a=127.0.0.1:1"}, tc.args...), io.Discard)
+		if err != nil {
+			t.Fatalf("%v: %v", tc.args, err)
+		}
+		pol, err := sendPolicy(c)
+		if err != nil {
+			t.Fatalf("%v: %v", tc.args, err)
+		}
+		if got := pol.Behavior(); got != tc.want {
+			t.Errorf("%v runs %q, want %q", tc.args, got, tc.want)
+		}
 	}
 }
