@@ -273,13 +273,23 @@ func TestRealScenariosAndJavaRecords(t *testing.T) {
 	sc, _ := buildRealScenario("rolling", 20*time.Second)
 	p := params{Duration: 20 * time.Second, Rate: 200, Senders: 4, Drain: 10 * time.Second}
 	d := &runData{Scenario: sc, Params: p, Applied: []appliedAction{
-		{Note: "pod terminating", Applied: 5 * time.Second, Done: 5 * time.Second},
-		{Note: "graceful stop", Applied: 7 * time.Second, Done: 9 * time.Second},
+		{Note: "pod terminating", Scheduled: 5 * time.Second, Applied: 5 * time.Second, Done: 5 * time.Second},
+		{Note: "graceful stop", Scheduled: 7 * time.Second, Applied: 7 * time.Second, Done: 9 * time.Second},
 		{Note: "new broker registered", Applied: 9 * time.Second, Done: 17 * time.Second, Chained: true},
 	}}
+	d.Applied[0].Applied = 5200 * time.Millisecond // the pod mark came 200 ms late
 	d.settleFaulty()
-	if w := d.Scenario.Faulty; len(w) != 1 || w[0].From != 5*time.Second || w[0].To != 17*time.Second {
-		t.Errorf("rolling faulty span %+v, want 5 s to 17 s (the new broker registered)", w)
+	if w := d.Scenario.Faulty; len(w) != 1 || w[0].From != 5200*time.Millisecond || w[0].To != 17*time.Second {
+		t.Errorf("rolling faulty span %+v, want 5.2 s (the mark, applied late) to 17 s (the new broker registered)", w)
+	}
+	fl, _ := buildRealScenario("flapping", 20*time.Second)
+	fd := &runData{Scenario: fl, Params: p}
+	for _, a := range fl.Actions {
+		fd.Applied = append(fd.Applied, appliedAction{Note: a.Note, Scheduled: a.At, Applied: a.At + 50*time.Millisecond})
+	}
+	fd.settleFaulty()
+	if w := fd.Scenario.Faulty; w[0].From != 5050*time.Millisecond || w[0].To != 8050*time.Millisecond || w[len(w)-1].To != 20*time.Second {
+		t.Errorf("flapping faulty spans not moved to the applied steps: %+v", w)
 	}
 	if len(sc.Faulty) != 1 || sc.Faulty[0].To != 20*time.Second {
 		t.Errorf("settleFaulty changed the shared scenario: %+v", sc.Faulty)

@@ -176,7 +176,11 @@ func runOne(ctx context.Context, sc scenario, strategy string, p params) (*runDa
 		return nil, err
 	}
 	defer e.close()
-	return runOn(ctx, e, sc, strategy, p)
+	d, err := runOn(ctx, e, sc, strategy, p)
+	if d != nil {
+		d.settleFaulty()
+	}
+	return d, err
 }
 
 // newDriver builds the Go driver of a strategy.

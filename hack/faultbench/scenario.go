@@ -234,18 +234,36 @@ func buildRealScenario(name string, d time.Duration) (scenario, error) {
 	return sc, nil
 }
 
-// settleFaulty ends the last faulty span of a run at the completion of the step that ends it,
-// when the scenario says so.
+// settleFaulty moves the scenario's faulty spans to when their steps were actually carried out
+// (a step applied late on a busy machine must not count sends before it as sent while faulty),
+// and ends the last span at the completion of the step that ends it, when the scenario says so.
 func (d *runData) settleFaulty() {
 	sc := &d.Scenario
-	if sc.FaultyUntilDone == "" || len(sc.Faulty) == 0 {
+	if len(sc.Faulty) == 0 || len(d.Applied) == 0 {
 		return
 	}
-	sc.Faulty = append([]window(nil), sc.Faulty...)
+	applied := map[time.Duration]time.Duration{}
 	for _, a := range d.Applied {
-		if a.Note == sc.FaultyUntilDone {
-			sc.Faulty[len(sc.Faulty)-1].To = min(a.Done, d.Params.Duration)
-			return
+		if _, ok := applied[a.Scheduled]; !ok && !a.Chained {
+			applied[a.Scheduled] = a.Applied
 		}
 	}
+	ws := append([]window(nil), sc.Faulty...)
+	for i := range ws {
+		if t, ok := applied[ws[i].From]; ok {
+			ws[i].From = t
+		}
+		if t, ok := applied[ws[i].To]; ok {
+			ws[i].To = t
+		}
+	}
+	if sc.FaultyUntilDone != "" {
+		for _, a := range d.Applied {
+			if a.Note == sc.FaultyUntilDone {
+				ws[len(ws)-1].To = min(a.Done, d.Params.Duration)
+				break
+			}
+		}
+	}
+	sc.Faulty = ws
 }

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -175,6 +176,9 @@ func (c *Cluster) StartProducer(o ProducerOptions) *JavaProducer {
 	argv = append(argv, args...)
 	p := &JavaProducer{cmd: exec.Command("java", argv...), ready: make(chan struct{}), done: make(chan struct{})}
 	p.cmd.Stderr = &lockedWriter{mu: &p.mu, b: &p.stderr}
+	// Killed with the process that started it, as brokers are: a test binary or benchmark that is
+	// killed must not leave a producer sending.
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if o.Deferred {
 		in, err := p.cmd.StdinPipe()
 		if err != nil {
