@@ -3,6 +3,7 @@ package remoting
 import (
 	"bufio"
 	"encoding/binary"
+	"fmt"
 	"io"
 	"net"
 	"runtime"
@@ -116,6 +117,14 @@ type FrameWriter struct {
 	writes atomic.Int64 // system writes made, to see how well frames batch
 }
 
+// MaxQueuedBytes bounds what a FrameWriter holds for a peer that does not read: beyond it the
+// writer fails with ErrQueueFull and closes the connection, so a peer that never reads costs
+// the process its connection, not its memory.
+const MaxQueuedBytes = 64 << 20
+
+// ErrQueueFull is the sticky error of a FrameWriter whose peer stopped reading.
+var ErrQueueFull = fmt.Errorf("%w: the peer does not read; more than %d bytes queued", ErrClosed, MaxQueuedBytes)
+
 // maxRetainedBuffer bounds the write buffer kept between flushes, so one large frame does not
 // pin its memory for the life of the connection.
 const maxRetainedBuffer = 256 << 10
@@ -170,6 +179,10 @@ func (fw *FrameWriter) Write(frame []byte) error {
 		fw.mu.Unlock()
 		return err
 	}
+	if err := fw.overflowLocked(len(frame)); err != nil {
+		fw.mu.Unlock()
+		return err
+	}
 	fw.buf = append(fw.buf, frame...)
 	if fw.queued {
 		fw.mu.Unlock()
@@ -177,6 +190,22 @@ func (fw *FrameWriter) Write(frame []byte) error {
 		return nil
 	}
 	return fw.flushLocked()
+}
+
+// overflowLocked fails the writer (sticky, connection closed) when n more bytes would queue more
+// than MaxQueuedBytes. fw.mu must be held.
+func (fw *FrameWriter) overflowLocked(n int) error {
+	if len(fw.buf)+n <= MaxQueuedBytes {
+		return nil
+	}
+	fw.err = ErrQueueFull
+	fw.buf = nil
+	if fw.conn != nil {
+		_ = fw.conn.Close()
+	} else if c, ok := fw.w.(io.Closer); ok {
+		_ = c.Close()
+	}
+	return fw.err
 }
 
 // signal wakes Run without blocking; one pending wake-up covers any number of frames.
@@ -194,6 +223,10 @@ func (fw *FrameWriter) WriteCommand(c *Command, flush bool) error {
 	fw.mu.Lock()
 	if fw.err != nil {
 		err := fw.err
+		fw.mu.Unlock()
+		return err
+	}
+	if err := fw.overflowLocked(0); err != nil {
 		fw.mu.Unlock()
 		return err
 	}
