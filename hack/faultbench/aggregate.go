@@ -34,6 +34,9 @@ type median struct {
 	Strategy string `json:"strategy"`
 	Runs     int    `json:"runs"`
 
+	// IssuedPct is issued over scheduled sends: a strategy whose senders are stuck issues fewer,
+	// and its other measures are over the sends it did issue.
+	IssuedPct              stat `json:"issuedPct"`
 	SuccessPct             stat `json:"successPct"`
 	P50Ms                  stat `json:"p50Ms"`
 	P99Ms                  stat `json:"p99Ms"`
@@ -70,6 +73,7 @@ func medians(rs []result) []median {
 			}
 			return statOf(v)
 		}
+		m.IssuedPct = col(func(r result) float64 { return pct(r.Issued, r.Scheduled) })
 		m.SuccessPct = col(func(r result) float64 { return r.SuccessPct })
 		m.P50Ms = col(func(r result) float64 { return r.P50Ms })
 		m.P99Ms = col(func(r result) float64 { return r.P99Ms })

@@ -19,6 +19,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -50,6 +51,8 @@ type config struct {
 	RealScenarios  []string
 	RealStrategies []string
 	Quick          bool
+	// Rewrite only renders the outputs again from the results.json in Out.
+	Rewrite bool
 	// Command is the command line that reproduces the run, for the report.
 	Command string
 }
@@ -63,6 +66,7 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&c.Reps, "reps", 3, "repetitions of every scenario × strategy, interleaved")
 	modes := fs.String("modes", "sim,real", "comma-separated modes: sim (brokersim), real (real RocketMQ brokers and Java producers)")
 	fs.BoolVar(&c.Quick, "quick", false, "a quick run (under 5 minutes): one repetition of 6 s real-broker runs of detour, java-5 and java-default in blackhole, slow and dead, no brokersim mode; flags given explicitly still win")
+	fs.BoolVar(&c.Rewrite, "rewrite", false, "run nothing: render results.md, the medians and the verdicts again from the results.json in -out")
 	realScen := fs.String("real-scenarios", strings.Join(realScenarioNames, ","), "comma-separated real-broker scenarios")
 	realStrat := fs.String("real-strategies", strings.Join(defaultRealStrategies, ","), "comma-separated real-broker strategies (known: "+strings.Join(realStrategyNames, ", ")+")")
 	fs.IntVar(&c.Params.Rate, "rate", 200, "messages per second, over all senders")
@@ -173,6 +177,13 @@ func main() {
 		}
 		fmt.Fprintln(os.Stderr, "faultbench:", err)
 		os.Exit(2)
+	}
+	if c.Rewrite {
+		if err := rewrite(c.Out); err != nil {
+			fmt.Fprintln(os.Stderr, "faultbench:", err)
+			os.Exit(1)
+		}
+		return
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -422,4 +433,35 @@ func checksNote(r result) string {
 func firstLine(err error) string {
 	s, _, _ := strings.Cut(err.Error(), "\n")
 	return s
+}
+
+// rewrite renders results.md, the medians and the verdicts again from the results.json in dir,
+// with the charts that are there; the runs' own numbers are not touched.
+func rewrite(dir string) error {
+	raw, err := os.ReadFile(filepath.Join(dir, "results.json"))
+	if err != nil {
+		return err
+	}
+	var rep report
+	if err := json.Unmarshal(raw, &rep); err != nil {
+		return err
+	}
+	rep.Medians = medians(rep.Results)
+	rep.Verdicts = verdicts(rep.Medians)
+	charts := map[string][]string{}
+	for _, sc := range rep.Scenarios {
+		names := []string{sc.Name + "-latency.png", sc.Name + "-p99.png"}
+		if sc.Mode == "real" {
+			names = []string{"real-" + sc.Name + "-p99.png", "real-" + sc.Name + "-latency.png"}
+		}
+		for _, n := range names {
+			if _, err := os.Stat(filepath.Join(dir, n)); err == nil {
+				charts[sc.Mode+"/"+sc.Name] = append(charts[sc.Mode+"/"+sc.Name], filepath.Join(dir, n))
+			}
+		}
+	}
+	if err := writeJSON(filepath.Join(dir, "results.json"), &rep); err != nil {
+		return err
+	}
+	return writeMarkdown(filepath.Join(dir, "results.md"), &rep, charts)
 }
