@@ -464,3 +464,23 @@ func eventually(t *testing.T, cond func() bool, what string) {
 		time.Sleep(time.Millisecond) // the poll interval; cond is the synchronisation
 	}
 }
+
+// TestAMessageTheBrokerRefusesIsTheCallersMistake proves a message the broker refuses as
+// MESSAGE_ILLEGAL (its properties pushed over 32767 bytes by what the broker adds) is answered 400
+// InvalidMessage, not 503: retrying it anywhere would fail the same way.
+func TestAMessageTheBrokerRefusesIsTheCallersMistake(t *testing.T) {
+	bed := newTestBed(t, nil)
+	body := jsonBody(t, map[string]any{"bodyText": "m",
+		"properties": map[string]string{"big": strings.Repeat("p", 32767-len("big")-2-60)}})
+	res, out := bed.do(t, post(ordersPath, "application/json", body, nil))
+	var er ErrorResponse
+	if err := json.Unmarshal(out, &er); err != nil {
+		t.Fatalf("answer %d %s: %v", res.StatusCode, out, err)
+	}
+	if res.StatusCode != http.StatusBadRequest || er.Code != CodeInvalidMessage || er.Attempts != 1 || !strings.Contains(er.Error, "CODE: 13") {
+		t.Fatalf("answer %d %+v, want 400 InvalidMessage after one attempt quoting the broker's MESSAGE_ILLEGAL", res.StatusCode, er)
+	}
+	if n := bed.good.Stats().MessagesStored; n != 0 {
+		t.Fatalf("%d messages stored", n)
+	}
+}

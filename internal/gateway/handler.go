@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/detourmq/detour/pkg/producer"
+	"github.com/detourmq/detour/pkg/remoting"
 )
 
 // MessagesPath is the route of the send endpoint; {name} is the Topic resource's name.
@@ -204,6 +205,17 @@ func (s *Server) writeSendError(w http.ResponseWriter, r *http.Request, err erro
 	}
 	if errors.Is(err, producer.ErrClosed) {
 		writeError(w, http.StatusServiceUnavailable, ErrorResponse{Code: CodeUnavailable, Error: err.Error()})
+		return
+	}
+	if be, ok := errors.AsType[*producer.BrokerError](err); ok && be.Code == remoting.MessageIllegal {
+		// The broker refused the message itself (properties or body it cannot store): retrying
+		// elsewhere would fail the same way, so the caller's request is what must change.
+		se, _ := errors.AsType[*producer.SendError](err)
+		resp := ErrorResponse{Code: CodeInvalidMessage, Error: err.Error()}
+		if se != nil {
+			resp.Attempts, resp.BrokersTried = se.Attempts, se.BrokersTried
+		}
+		writeError(w, http.StatusBadRequest, resp)
 		return
 	}
 	if se, ok := errors.AsType[*producer.SendError](err); ok {
