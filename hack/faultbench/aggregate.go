@@ -42,6 +42,7 @@ type median struct {
 	P99Ms                  stat `json:"p99Ms"`
 	BadShareWhileFaultyPct stat `json:"badShareWhileFaultyPct"`
 	BadShareAfterSignalPct stat `json:"badShareAfterSignalPct"`
+	BadShareBeforeOnsetPct stat `json:"badShareBeforeOnsetPct"`
 	NoiseP99Ms             stat `json:"noiseP99Ms"`
 	// IsolateMs is over the runs in which the bad broker was isolated at all; Isolated counts them.
 	IsolateMs *stat `json:"isolateMs,omitempty"`
@@ -79,6 +80,7 @@ func medians(rs []result) []median {
 		m.P99Ms = col(func(r result) float64 { return r.P99Ms })
 		m.BadShareWhileFaultyPct = col(func(r result) float64 { return r.BadShareWhileFaultyPct })
 		m.BadShareAfterSignalPct = col(func(r result) float64 { return r.BadShareAfterSignalPct })
+		m.BadShareBeforeOnsetPct = col(func(r result) float64 { return r.BadShareBeforeOnsetPct })
 		m.NoiseP99Ms = col(func(r result) float64 { return r.NoiseP99Ms })
 		var iso []float64
 		for _, r := range g {

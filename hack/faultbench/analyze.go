@@ -55,7 +55,11 @@ type result struct {
 	// Shares of sends with at least one attempt on the bad broker, in percent: over the whole
 	// run, among sends started after the fault's onset, after the first signal (until the broker
 	// heals, in the recovery scenario), and while the bad broker was in a faulty span.
-	BadSharePct            float64 `json:"badSharePct"`
+	BadSharePct float64 `json:"badSharePct"`
+	// BadShareBeforeOnsetPct is the share before the fault: about a third for a round robin over
+	// three brokers; near 0 means the strategy entered the run avoiding the bad broker already
+	// (isolated after slow answers during its warm-up), which flatters its shares during the fault.
+	BadShareBeforeOnsetPct float64 `json:"badShareBeforeOnsetPct"`
 	BadShareAfterOnsetPct  float64 `json:"badShareAfterOnsetPct"`
 	BadShareAfterSignalPct float64 `json:"badShareAfterSignalPct"`
 	BadShareWhileFaultyPct float64 `json:"badShareWhileFaultyPct"`
@@ -280,6 +284,7 @@ func analyze(d *runData) result {
 	}
 	r.BadSharePct = share(func(*sendRec) bool { return true })
 	r.BadShareAfterOnsetPct = share(func(s *sendRec) bool { return s.Start >= onset })
+	r.BadShareBeforeOnsetPct = share(func(s *sendRec) bool { return s.Start < onset })
 	// After the signal, while the fault lasts: in the recovery scenario, traffic that returns to
 	// the healed broker is the point (recoverMs measures it), not a miss.
 	faultEnd := d.Params.Duration + d.Params.Drain

@@ -51,8 +51,11 @@ type config struct {
 	RealScenarios  []string
 	RealStrategies []string
 	Quick          bool
-	// Rewrite only renders the outputs again from the results.json in Out.
+	// Rewrite only renders the outputs again from the results.json in Out; Merge names other
+	// runs' results.json files whose modes it adds.
 	Rewrite bool
+	Merge   string
+	Note    string
 	// Command is the command line that reproduces the run, for the report.
 	Command string
 }
@@ -67,6 +70,8 @@ func parseFlags(args []string) (config, error) {
 	modes := fs.String("modes", "sim,real", "comma-separated modes: sim (brokersim), real (real RocketMQ brokers and Java producers)")
 	fs.BoolVar(&c.Quick, "quick", false, "a quick run (under 5 minutes): one repetition of 6 s real-broker runs of detour, java-5 and java-default in blackhole, slow and dead, no brokersim mode; flags given explicitly still win")
 	fs.BoolVar(&c.Rewrite, "rewrite", false, "run nothing: render results.md, the medians and the verdicts again from the results.json in -out")
+	fs.StringVar(&c.Note, "note", "", "with -rewrite: a note on how the run was made, added to the report")
+	fs.StringVar(&c.Merge, "merge", "", "with -rewrite: comma-separated results.json files of other runs whose modes are added (the modes of one invocation run one after another; this joins modes run separately)")
 	realScen := fs.String("real-scenarios", strings.Join(realScenarioNames, ","), "comma-separated real-broker scenarios")
 	realStrat := fs.String("real-strategies", strings.Join(defaultRealStrategies, ","), "comma-separated real-broker strategies (known: "+strings.Join(realStrategyNames, ", ")+")")
 	fs.IntVar(&c.Params.Rate, "rate", 200, "messages per second, over all senders")
@@ -179,7 +184,11 @@ func main() {
 		os.Exit(2)
 	}
 	if c.Rewrite {
-		if err := rewrite(c.Out); err != nil {
+		var merge []string
+		if c.Merge != "" {
+			merge = strings.Split(c.Merge, ",")
+		}
+		if err := rewrite(c.Out, merge, c.Note); err != nil {
 			fmt.Fprintln(os.Stderr, "faultbench:", err)
 			os.Exit(1)
 		}
@@ -436,8 +445,9 @@ func firstLine(err error) string {
 }
 
 // rewrite renders results.md, the medians and the verdicts again from the results.json in dir,
-// with the charts that are there; the runs' own numbers are not touched.
-func rewrite(dir string) error {
+// with the charts that are there; the runs' own numbers are not touched. The modes of the
+// results.json files in merge are added (their charts must be copied into dir by hand).
+func rewrite(dir string, merge []string, note string) error {
 	raw, err := os.ReadFile(filepath.Join(dir, "results.json"))
 	if err != nil {
 		return err
@@ -445,6 +455,41 @@ func rewrite(dir string) error {
 	var rep report
 	if err := json.Unmarshal(raw, &rep); err != nil {
 		return err
+	}
+	for _, m := range merge {
+		raw, err := os.ReadFile(m)
+		if err != nil {
+			return err
+		}
+		var o report
+		if err := json.Unmarshal(raw, &o); err != nil {
+			return err
+		}
+		have := map[string]bool{}
+		for _, sc := range rep.Scenarios {
+			have[sc.Mode] = true
+		}
+		for _, sc := range o.Scenarios {
+			if have[sc.Mode] {
+				return fmt.Errorf("%s: mode %s is already in %s", m, sc.Mode, dir)
+			}
+		}
+		rep.Scenarios = append(rep.Scenarios, o.Scenarios...)
+		rep.Results = append(rep.Results, o.Results...)
+		rep.Command += "; " + o.Command
+		for _, s := range o.Strategies {
+			if !slices.ContainsFunc(rep.Strategies, func(x strategyJSON) bool { return x.Name == s.Name }) {
+				rep.Strategies = append(rep.Strategies, s)
+			}
+		}
+		for k, v := range o.Machine.NoiseP99Ms {
+			rep.Machine.NoiseP99Ms[k] = v
+		}
+		rep.Machine.LoadAvgNow = o.Machine.LoadAvgNow
+		rep.Machine.ElapsedS = max(rep.Machine.ElapsedS, o.Machine.ElapsedS)
+	}
+	if note != "" {
+		rep.Notes = append(rep.Notes, note)
 	}
 	rep.Medians = medians(rep.Results)
 	rep.Verdicts = verdicts(rep.Medians)

@@ -14,11 +14,13 @@ import (
 
 // report is results.json.
 type report struct {
-	Command    string            `json:"command"`
-	Params     paramsJSON        `json:"params"`
-	RealParams *paramsJSON       `json:"realParams,omitempty"`
-	Reps       int               `json:"reps"`
-	Quick      bool              `json:"quick"`
+	Command    string      `json:"command"`
+	Params     paramsJSON  `json:"params"`
+	RealParams *paramsJSON `json:"realParams,omitempty"`
+	Reps       int         `json:"reps"`
+	Quick      bool        `json:"quick"`
+	// Notes say how the run was made where the command line does not (added by -rewrite -note).
+	Notes      []string          `json:"notes,omitempty"`
 	Machine    machine           `json:"machine"`
 	Scenarios  []scenarioJSON    `json:"scenarios"`
 	Strategies []strategyJSON    `json:"strategies"`
@@ -211,6 +213,9 @@ func writeMarkdown(path string, rep *report, charts map[string][]string) error {
 		"Each scenario × strategy ran %d time(s), interleaved (the strategy order rotates between repetitions); tables "+
 		"show the median with min–max, and targets are judged on medians.\n\n",
 		strings.Join(p.Brokers, ", "), p.QueuesPerBroker, p.BadBroker, p.BodyBytes, p.Rate, p.Senders, rep.Reps)
+	for _, n := range rep.Notes {
+		fmt.Fprintf(&b, "Note: %s\n\n", n)
+	}
 	b.WriteString("Two modes:\n\n")
 	if rp := rep.RealParams; rp != nil {
 		fmt.Fprintf(&b, "- **real**: one real Apache RocketMQ 5.5.0 cluster (name server and three master brokers, JVMs on "+
@@ -259,9 +264,13 @@ func writeMarkdown(path string, rep *report, charts map[string][]string) error {
 		b.WriteString("\n### Medians\n\nLatencies in ms. *issued*: sends issued of those scheduled (senders stuck in " +
 			"slow sends issue fewer; success, latency and shares are over the issued sends). *bad while faulty*: % of sends started while the bad broker was " +
 			"faulty that had an attempt on it; *after signal*: the same after the first failure (information); " +
+			"*bad before onset*: the same before the fault (about 33 for a round robin over three brokers; near 0 means the " +
+			"strategy avoided the bad broker before it went bad, e.g. after slow answers during its warm-up); " +
+			"*bad before onset*: the same before the fault (about 33 for a round robin over three brokers; near 0 means the " +
+			"strategy avoided the bad broker before it went bad, e.g. after slow answers during its warm-up); " +
 			"*isolate*: signal → last send to it before it went quiet (runs in which that happened).\n\n")
-		b.WriteString("| scenario | strategy | issued % | success % | p50 | p99 | bad while faulty % | bad after signal % | isolate | noise p99 | notes |\n")
-		b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
+		b.WriteString("| scenario | strategy | issued % | success % | p50 | p99 | bad while faulty % | bad after signal % | bad before onset % | isolate | noise p99 | notes |\n")
+		b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
 		for _, md := range rep.Medians {
 			if md.Mode != mode {
 				continue
@@ -283,9 +292,10 @@ func writeMarkdown(path string, rep *report, charts map[string][]string) error {
 			if md.FailedChecks > 0 {
 				notes = append(notes, fmt.Sprintf("%d run(s) with failed checks", md.FailedChecks))
 			}
-			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", md.Scenario, md.Strategy,
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", md.Scenario, md.Strategy,
 				fmtStat(md.IssuedPct, fmtPct), fmtStat(md.SuccessPct, fmtPct), fmtStat(md.P50Ms, fmtMs), fmtStat(md.P99Ms, fmtMs),
-				fmtStat(md.BadShareWhileFaultyPct, fmtPct), fmtStat(md.BadShareAfterSignalPct, fmtPct), iso,
+				fmtStat(md.BadShareWhileFaultyPct, fmtPct), fmtStat(md.BadShareAfterSignalPct, fmtPct),
+				fmtStat(md.BadShareBeforeOnsetPct, fmtPct), iso,
 				fmtStat(md.NoiseP99Ms, fmtMs), strings.Join(notes, "; "))
 		}
 		b.WriteString("\nCharts (the median run of each strategy by p99; dashed lines are the fault steps):\n\n")
