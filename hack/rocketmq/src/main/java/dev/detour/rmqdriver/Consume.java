@@ -9,6 +9,7 @@ import java.util.Map;
 import java.util.TreeMap;
 
 import org.apache.rocketmq.client.consumer.DefaultLitePullConsumer;
+import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
 import org.apache.rocketmq.common.message.MessageExt;
 import org.apache.rocketmq.common.message.MessageQueue;
 
@@ -42,15 +43,16 @@ public final class Consume {
         DefaultLitePullConsumer consumer = new DefaultLitePullConsumer("detour_check_" + System.nanoTime());
         consumer.setNamesrvAddr(namesrv);
         consumer.setAutoCommit(false);
+        // A new group starts every queue at its first offset. (Seeking after assign() races the
+        // pull threads assign() starts: seek interrupts them, and an interrupted pull can close the
+        // connection seek's own request needs, which a loaded machine hits.)
+        consumer.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
         consumer.setInstanceName("detour-check-" + ProcessHandle.current().pid());
         consumer.start();
         long count = 0;
         try {
             Collection<MessageQueue> queues = consumer.fetchMessageQueues(topic);
             consumer.assign(queues);
-            for (MessageQueue mq : queues) {
-                consumer.seek(mq, 0);
-            }
             StringBuilder out = new StringBuilder(4096);
             while (System.currentTimeMillis() < deadline) {
                 List<MessageExt> batch = consumer.poll(500);
