@@ -101,7 +101,7 @@ func TestEffectivePolicyResolvesEveryDefault(t *testing.T) {
 			Attempts: 3, OnewayAttempts: 3, SendTimeoutMillis: 3000, PerAttemptTimeoutMillis: ptr.To[int32](1000),
 			RetryOnCodes: []int32{1, 2, 14, 16, 17, 204, 205, 1500}, Probe: true,
 			IsolationGrowth: routingv1alpha1.IsolationGrowthExponential, PodHealth: routingv1alpha1.PodHealthRespect,
-			MaxIsolatedPercent: ptr.To[int32](50)}},
+			MaxIsolatedPercent: ptr.To[int32](99)}},
 	}
 	for _, tc := range tests {
 		p, err := runtimePolicy("ns/p", &tc.spec)

@@ -13,7 +13,7 @@ type FaultPreset string
 const (
 	// PresetDetour (the default) is RocketMQ 5.x's table and update rules with detour's
 	// extensions on: probing (an isolated broker returns after a successful probe), isolation
-	// growth on repeated failure episodes, pod health respected, at most 50% of brokers isolated
+	// growth on repeated failure episodes, pod health respected, never every broker isolated (99%)
 	// and every attempt but the last capped at 1000 ms. Beyond RocketMQ, a retry never goes back to
 	// the previous broker while another broker with a healthy pod exists, async sends retry broker
 	// retry codes as sync sends do, and oneway sends retry a failed write.
@@ -203,8 +203,8 @@ type FaultPolicySpec struct {
 	// maxIsolatedPercent is the largest share of a policy's brokers isolated at once, rounded down
 	// but at least one; while the cap holds, at least one broker stays selectable. When a new
 	// isolation would break it, the least bad isolated broker is released. Unset means the
-	// preset's: 50 for Detour, no cap for RocketMQ's presets (every broker may be isolated, as in
-	// RocketMQ). 100 means no cap.
+	// preset's: 99 for Detour (never every broker), no cap for RocketMQ's presets (every broker
+	// may be isolated, as in RocketMQ). 100 means no cap.
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=100

@@ -24,8 +24,11 @@ const (
 const (
 	// DetourPerAttemptTimeout caps every attempt but the last, a third of the send timeout.
 	DetourPerAttemptTimeout = 1000 * time.Millisecond
-	// DetourMaxIsolatedPercent keeps at least half of a policy's brokers selectable.
-	DetourMaxIsolatedPercent = 50
+	// DetourMaxIsolatedPercent never lets every broker of a policy be isolated: when all would be,
+	// the least bad one is released and stays selectable. A lower cap would also send traffic to a
+	// dead broker while most brokers are down (two of three, say), which a cap meant to outlast
+	// the client's own trouble must not do.
+	DetourMaxIsolatedPercent = 99
 )
 
 // DefaultRetryCodes is RocketMQ 5.3.1+'s retryResponseCodes set: TOPIC_NOT_EXIST, SERVICE_NOT_AVAILABLE,

@@ -66,7 +66,7 @@ func TestPresetPoliciesAreWholeBehaviours(t *testing.T) {
 		onewayAttempts, asyncAttempts         int
 		asyncRetriesCodes, onewayRetriesWrite bool
 	}{
-		{PresetDetour, 10 * time.Second, DefaultRetryCodes, true, true, true, 50, time.Second, fault.SemanticsRocketMQ5, 3, 3, true, true},
+		{PresetDetour, 10 * time.Second, DefaultRetryCodes, true, true, true, 99, time.Second, fault.SemanticsRocketMQ5, 3, 3, true, true},
 		{PresetRocketMQ5, 10 * time.Second, DefaultRetryCodes, false, false, false, 0, 0, fault.SemanticsRocketMQ5, 1, 3, false, false},
 		{PresetRocketMQ4, 10 * time.Minute, RocketMQ4RetryCodes, false, false, false, 0, 0, fault.SemanticsRocketMQ4, 1, 3, false, false},
 		{PresetDisabled, 10 * time.Second, DefaultRetryCodes, false, false, false, 0, 0, fault.SemanticsDisabled, 1, 3, false, false},
