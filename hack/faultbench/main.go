@@ -56,6 +56,8 @@ type config struct {
 	Rewrite bool
 	Merge   string
 	Note    string
+	// RewriteCommand replaces the report's command line (for runs made in parts).
+	RewriteCommand string
 	// Command is the command line that reproduces the run, for the report.
 	Command string
 }
@@ -70,6 +72,7 @@ func parseFlags(args []string) (config, error) {
 	modes := fs.String("modes", "sim,real", "comma-separated modes: sim (brokersim), real (real RocketMQ brokers and Java producers)")
 	fs.BoolVar(&c.Quick, "quick", false, "a quick run (under 5 minutes): one repetition of 6 s real-broker runs of detour, java-5 and java-default in blackhole, slow and dead, no brokersim mode; flags given explicitly still win")
 	fs.BoolVar(&c.Rewrite, "rewrite", false, "run nothing: render results.md, the medians and the verdicts again from the results.json in -out")
+	fs.StringVar(&c.RewriteCommand, "command", "", "with -rewrite: the command line to show as how to reproduce the run (for runs made in parts)")
 	fs.StringVar(&c.Note, "note", "", "with -rewrite: a note on how the run was made, added to the report")
 	fs.StringVar(&c.Merge, "merge", "", "with -rewrite: comma-separated results.json files of other runs whose modes are added (the modes of one invocation run one after another; this joins modes run separately)")
 	realScen := fs.String("real-scenarios", strings.Join(realScenarioNames, ","), "comma-separated real-broker scenarios")
@@ -188,7 +191,7 @@ func main() {
 		if c.Merge != "" {
 			merge = strings.Split(c.Merge, ",")
 		}
-		if err := rewrite(c.Out, merge, c.Note); err != nil {
+		if err := rewrite(c.Out, merge, c.Note, c.RewriteCommand); err != nil {
 			fmt.Fprintln(os.Stderr, "faultbench:", err)
 			os.Exit(1)
 		}
@@ -447,7 +450,7 @@ func firstLine(err error) string {
 // rewrite renders results.md, the medians and the verdicts again from the results.json in dir,
 // with the charts that are there; the runs' own numbers are not touched. The modes of the
 // results.json files in merge are added (their charts must be copied into dir by hand).
-func rewrite(dir string, merge []string, note string) error {
+func rewrite(dir string, merge []string, note, command string) error {
 	raw, err := os.ReadFile(filepath.Join(dir, "results.json"))
 	if err != nil {
 		return err
@@ -490,6 +493,9 @@ func rewrite(dir string, merge []string, note string) error {
 	}
 	if note != "" {
 		rep.Notes = append(rep.Notes, note)
+	}
+	if command != "" {
+		rep.Command = command
 	}
 	rep.Medians = medians(rep.Results)
 	rep.Verdicts = verdicts(rep.Medians)

@@ -26,10 +26,12 @@ var javaStrategies = map[string]struct {
 	"java-default": {rmqtest.V5, false},
 }
 
-// facadeStrategy is RocketMQ's Java producer with default settings behind detour's name-server
-// facade, which clears the write bit of isolated brokers' queues in the routes it serves. The
-// facade is not in this tree yet; the name is reserved so results stay comparable once it is
-// (see realFacadeAddr).
+// facadeStrategy is the hook for RocketMQ's Java producer with default settings pointed at
+// detour's name-server facade (pkg/facade), which clears the write bit of isolated brokers'
+// queues in the routes it serves. It is not run yet: the facade landed while this benchmark was
+// built, and running it needs a facade.View fed the way the operator feeds it (policy isolation
+// and pod state) plus a route poll short enough to matter within a run; the name is reserved so
+// the report and results stay comparable once it runs.
 const facadeStrategy = "java-default+facade"
 
 // realStrategyNames are the strategies that can run on real brokers, in report order.
