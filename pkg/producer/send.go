@@ -332,6 +332,9 @@ func (r *Runtime) send(ctx context.Context, m *Message, mode SendMode, begin tim
 		tried = append(tried, b.name)
 		last = b.name
 
+		// The attempt's latency runs from before its cap does, so a capped attempt measures at
+		// least the cap, and includes building the request, as RocketMQ's does.
+		start := time.Now()
 		attemptCtx := sendCtx
 		var cancelAttempt context.CancelFunc
 		if cap := pol.Retry.PerAttemptTimeout; cap > 0 && i+1 < attempts && remaining > cap {
@@ -342,7 +345,6 @@ func (r *Runtime) send(ctx context.Context, m *Message, mode SendMode, begin tim
 		header.BornTimestamp = now.UnixMilli()
 		req := remoting.NewSendRequest(&header, body, true)
 
-		start := time.Now()
 		var (
 			resp *remoting.Command
 			err  error
