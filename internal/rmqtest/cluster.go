@@ -65,6 +65,7 @@ type Broker struct {
 func Start(t TB, line Line, brokers ...BrokerConfig) *Cluster {
 	t.Helper()
 	d := Locate(t, line)
+	lockMachine(t)
 	c := &Cluster{t: t, Dist: d, dir: t.TempDir(), client: remoting.NewClient(remoting.ClientOptions{})}
 	t.Cleanup(c.shutdown)
 
@@ -277,7 +278,13 @@ func (b *Broker) boot() error {
 		return err
 	}
 	if err := b.c.poll(b.proc, "broker "+b.Name, func(ctx context.Context) error {
-		return b.c.checkRegistered(ctx, b.Name, b.Addr)
+		if err := b.c.checkRegistered(ctx, b.Name, b.Addr); err != nil {
+			return err
+		}
+		// After a restart under the same address the name server may still list the old run for
+		// a moment: only an answer from the broker itself says this run is up.
+		_, err := b.MaxOffset(ctx, "TBW102", 0)
+		return err
 	}); err != nil {
 		return err
 	}
@@ -449,4 +456,52 @@ func reserve(p int) bool {
 	}
 	reserved[p] = true
 	return true
+}
+
+// lockMachine makes the test wait until no other process of this machine runs a cluster started
+// here, and holds the lock until the test ends. Test binaries of several packages run at once
+// under `go test ./...`; three JVM brokers each on a 2-core machine would starve one another, and
+// a real broker under that load sheds requests ("broker busy") that no test is about. Within one
+// process the lock is shared: a caller may run several clusters at once.
+func lockMachine(t TB) {
+	t.Helper()
+	machineLock.Lock()
+	defer machineLock.Unlock()
+	if machineLock.holders == 0 {
+		path := os.Getenv("DETOUR_RMQTEST_LOCK")
+		if path == "" {
+			path = filepath.Join(os.TempDir(), "detour-rmqtest.lock")
+		}
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+		if err != nil {
+			t.Fatalf("rmqtest: machine lock: %v", err)
+		}
+		start := time.Now()
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+			f.Close()
+			t.Fatalf("rmqtest: machine lock: %v", err)
+		}
+		if waited := time.Since(start); waited > time.Second {
+			t.Logf("rmqtest: waited %v for another process's RocketMQ cluster to stop", waited.Round(time.Second))
+		}
+		machineLock.file = f
+	}
+	machineLock.holders++
+	// Registered before the cluster's own cleanup, so it runs after every process stopped.
+	t.Cleanup(func() {
+		machineLock.Lock()
+		defer machineLock.Unlock()
+		if machineLock.holders--; machineLock.holders == 0 {
+			_ = syscall.Flock(int(machineLock.file.Fd()), syscall.LOCK_UN)
+			machineLock.file.Close()
+			machineLock.file = nil
+		}
+	})
+}
+
+// machineLock is this process's share of the machine lock.
+var machineLock struct {
+	sync.Mutex
+	holders int
+	file    *os.File
 }
