@@ -143,7 +143,7 @@ func TestFaultsOnRealBrokers(t *testing.T) {
 			a, b, d := c.Brokers()[0], c.Brokers()[1], c.Brokers()[2]
 			tr := startTraffic(t, r, topic, senders, 10*time.Millisecond)
 			warm := time.Now()
-			waitFor(t, 10*time.Second, "traffic on every broker", func() bool {
+			waitFor(t, time.Minute, "traffic on every broker", func() bool {
 				recs := tr.since(warm)
 				return storedOn(recs, a.Name) > 0 && storedOn(recs, b.Name) > 0 && storedOn(recs, d.Name) > 0
 			})
@@ -151,7 +151,7 @@ func TestFaultsOnRealBrokers(t *testing.T) {
 			t.Run("paused broker", func(t *testing.T) {
 				from := time.Now()
 				b.Pause()
-				waitFor(t, 10*time.Second, b.Name+" isolated", func() bool { return isolated(r, policy, b.Name) })
+				waitFor(t, time.Minute, b.Name+" isolated", func() bool { return isolated(r, policy, b.Name) })
 				time.Sleep(3 * time.Second) // traffic runs on against the paused broker: the measured span
 				recs := tr.since(from)
 				if errs := failures(recs); len(errs) > 0 {
@@ -179,7 +179,7 @@ func TestFaultsOnRealBrokers(t *testing.T) {
 			t.Run("killed broker", func(t *testing.T) {
 				from := time.Now()
 				d.Kill()
-				waitFor(t, 10*time.Second, d.Name+" isolated", func() bool { return isolated(r, policy, d.Name) })
+				waitFor(t, time.Minute, d.Name+" isolated", func() bool { return isolated(r, policy, d.Name) })
 				isolatedAt := time.Now()
 				time.Sleep(2 * time.Second)
 				recs := tr.since(from)
@@ -195,7 +195,7 @@ func TestFaultsOnRealBrokers(t *testing.T) {
 			t.Run("gracefully stopped broker", func(t *testing.T) {
 				from := time.Now()
 				a.Stop()
-				waitFor(t, 10*time.Second, a.Name+" isolated", func() bool { return isolated(r, policy, a.Name) })
+				waitFor(t, time.Minute, a.Name+" isolated", func() bool { return isolated(r, policy, a.Name) })
 				time.Sleep(time.Second)
 				recs := tr.since(from)
 				if errs := failures(recs); len(errs) > 0 {
