@@ -156,6 +156,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	done := make(chan struct{})
 	defer close(done)
 	var force forcedStop
+	forced := make(chan struct{}) // closed when a second interrupt takes over the exit
 	go func() {
 		select {
 		case <-signals:
@@ -166,6 +167,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		select {
 		case <-signals:
+			close(forced)
 			force.run(5 * time.Second)
 			os.Exit(1)
 		case <-done:
@@ -176,6 +178,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = runLocal(ctx, o, stdout, stderr, &force)
 	} else {
 		err = runCluster(ctx, o, stderr)
+	}
+	if ctx.Err() != nil {
+		// A second interrupt may race the end of a quick graceful stop; it still means "exit at
+		// once with status 1", so give it a moment to land and leave the exit to it.
+		select {
+		case <-forced:
+			select {} // the signal goroutine exits the process
+		case <-time.After(200 * time.Millisecond):
+		}
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "manager:", err)
