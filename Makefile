@@ -62,7 +62,9 @@ envtest: ## Build (first time) and print the envtest control plane folder.
 .PHONY: test
 test: vet ## Run all tests (never from the test cache): unit, fuzz seeds, envtest, kubectl, real RocketMQ.
 	@dist="$(ROCKETMQ_DIST)"; [[ -n "$$dist" ]] || { echo "make test: hack/setup-rocketmq.sh failed (see above)" >&2; exit 1; }
-	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" DETOUR_ROCKETMQ="$(ROCKETMQ_DIST)" $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+	@# -json through hack/testreport: every top-level test is named with its result, failures in full.
+	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" DETOUR_ROCKETMQ="$(ROCKETMQ_DIST)" $(GO) test -json -race -count=1 -timeout $(TEST_TIMEOUT) ./... \
+		| $(GO) run ./hack/testreport
 
 .PHONY: fuzz
 fuzz: ## Run each fuzz target for FUZZ_TIME.
