@@ -78,8 +78,8 @@ func (r *Runtime) probeRound(policy string, pl *probeLoop) {
 	}()
 	var wg sync.WaitGroup
 	for _, it := range items {
-		b, ok := st.brokers[it.Broker]
-		if !ok || b.Addr == "" {
+		b := Broker{Name: it.Broker, Addr: st.sendAddr(it.Broker)}
+		if b.Addr == "" {
 			continue // nothing to probe: no address, or the pod is gone
 		}
 		topic := st.probeTopic(b.Name)
@@ -103,6 +103,20 @@ func (r *Runtime) probeRound(policy string, pl *probeLoop) {
 		}()
 	}
 	wg.Wait()
+}
+
+// sendAddr is where sends to a broker go: the address a compiled route carries (a name server's,
+// for routes resolved from one), else the address of the pushed Broker. A broker known only from
+// a name server has no pushed Broker, and must be probed all the same.
+func (s *snapshot) sendAddr(broker string) string {
+	for _, rt := range s.routes {
+		for i := range rt.queues {
+			if b := rt.queues[i].b; b.name == broker {
+				return b.addr
+			}
+		}
+	}
+	return s.brokers[broker].Addr
 }
 
 // probeTopic picks the topic a probe asks about: the first (by name) routed to the broker, as

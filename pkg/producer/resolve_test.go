@@ -286,3 +286,31 @@ func TestStaleQueueRefusalAsksTheNameServersAtOnce(t *testing.T) {
 	}
 	waitRoute(t, c.r, "shrunk to one queue", func(info RouteInfo) bool { return len(info.Queues) == 1 })
 }
+
+func TestBrokersKnownOnlyFromANameServerAreProbedBackIntoService(t *testing.T) {
+	c := startNameServerCluster(t, "broker-a", "broker-b")
+	p := DefaultPolicy("probing")
+	p.Probe = ProbePolicy{Enabled: true, Interval: 50 * time.Millisecond, Timeout: 200 * time.Millisecond}
+	if err := c.r.SetPolicy(p); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.r.SetNameServerRoute(NameServerRoute{Topic: testTopic, NameServers: []string{c.ns.Addr()}, Policy: "probing"}); err != nil {
+		t.Fatal(err)
+	}
+	// broker-b refuses once: isolated, and with probing it returns only on a good probe.
+	c.brokers["broker-b"].SetFault(brokersim.Fault{Code: 1})
+	deadline := time.Now().Add(10 * time.Second)
+	for len(c.r.Isolated("probing")) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("broker-b never isolated")
+		}
+		_, _ = c.r.Send(context.Background(), &Message{Topic: testTopic, Body: []byte("m")})
+	}
+	c.brokers["broker-b"].SetFault(brokersim.Fault{})
+	for len(c.r.Isolated("probing")) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("broker-b, known only from the name server, was never probed back: %+v", c.r.Isolated("probing"))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
