@@ -26,6 +26,7 @@ import (
 
 	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
 	"github.com/detourmq/detour/pkg/producer"
+	"github.com/detourmq/detour/pkg/remoting"
 )
 
 // topicCreateTimeout bounds one UPDATE_AND_CREATE_TOPIC request.
@@ -338,4 +339,4 @@ func (r *TopicReconciler) SetupWithManager(mgr ctrl.Manager) error {
 }
 
 // writable reports whether RocketMQ's permission bits allow writes (PERM_WRITE = 2).
-func writable(perm int32) bool { return perm&2 == 2 }
+func writable(perm int32) bool { return perm&remoting.PermWrite != 0 }

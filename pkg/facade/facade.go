@@ -352,8 +352,8 @@ func (s *Server) rewrite(topic string, body []byte) (out []byte, hidden map[stri
 		if err != nil {
 			continue
 		}
-		if perm&permWrite != 0 {
-			qd["perm"] = json.Number(strconv.Itoa(perm &^ permWrite))
+		if int32(perm)&remoting.PermWrite != 0 {
+			qd["perm"] = json.Number(strconv.Itoa(int(int32(perm) &^ remoting.PermWrite)))
 			changed = true
 		}
 	}
@@ -366,9 +366,6 @@ func (s *Server) rewrite(topic string, body []byte) (out []byte, hidden map[stri
 	}
 	return out, hidden, known, nil
 }
-
-// permWrite is RocketMQ's PermName.PERM_WRITE.
-const permWrite = 2
 
 // noteHidden reports brokers hidden or shown again since the last answer for topic.
 func (s *Server) noteHidden(topic string, hidden map[string]string) {

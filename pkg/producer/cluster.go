@@ -101,7 +101,7 @@ func (r *Runtime) describeCluster(ctx context.Context, ns string) (ClusterView, 
 		}
 		perm, known := perms[name]
 		v.Brokers = append(v.Brokers, ClusterBroker{Cluster: bd.Cluster, Name: name, MasterAddr: bd.MasterAddr(),
-			Writable: !known || perm&permWrite != 0})
+			Writable: !known || perm&remoting.PermWrite != 0})
 	}
 	slices.SortFunc(v.Brokers, func(a, b ClusterBroker) int { return strings.Compare(a.Name, b.Name) })
 	return v, nil

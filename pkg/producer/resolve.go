@@ -258,7 +258,7 @@ func routeFromNameServer(spec NameServerRoute, data *remoting.TopicRouteData) ([
 	for _, q := range data.QueueDatas {
 		pb := PublishedBroker{Name: q.BrokerName, MasterAddr: masters[q.BrokerName], ReadQueues: int(q.ReadQueueNums),
 			WriteQueues: int(q.WriteQueueNums), Perm: int(q.Perm)}
-		pb.Routed = q.Perm&permWrite != 0 && pb.MasterAddr != "" && q.WriteQueueNums > 0
+		pb.Routed = q.Perm&remoting.PermWrite != 0 && pb.MasterAddr != "" && q.WriteQueueNums > 0
 		if pb.Routed && !slices.ContainsFunc(route.Brokers, func(b BrokerQueues) bool { return b.Broker == q.BrokerName }) {
 			route.Brokers = append(route.Brokers, BrokerQueues{Broker: q.BrokerName, WriteQueues: pb.WriteQueues, Addr: pb.MasterAddr})
 		}
@@ -268,9 +268,6 @@ func routeFromNameServer(spec NameServerRoute, data *remoting.TopicRouteData) ([
 	slices.SortFunc(route.Brokers, func(a, b BrokerQueues) int { return strings.Compare(a.Broker, b.Broker) })
 	return published, route
 }
-
-// permWrite is RocketMQ's PermName.PERM_WRITE.
-const permWrite = 2
 
 // installResolved publishes a resolved route unless it equals the one in force.
 func (r *Runtime) installResolved(res *resolver, rt Route) {
