@@ -2,7 +2,6 @@ package rmqtest
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strconv"
 
@@ -15,12 +14,6 @@ const (
 	codeWipeWritePermOfBroker int16 = 205
 	codeAddWritePermOfBroker  int16 = 327
 )
-
-// ClusterInfo is the name server's answer to GET_BROKER_CLUSTER_INFO.
-type ClusterInfo struct {
-	BrokerAddrTable  map[string]remoting.BrokerData `json:"brokerAddrTable"`
-	ClusterAddrTable map[string][]string            `json:"clusterAddrTable"`
-}
 
 // invoke sends one request and turns a non-success answer into a *remoting.ResponseError.
 func (c *Cluster) invoke(ctx context.Context, addr string, code int16, ext map[string]string, body []byte) (*remoting.Command, error) {
@@ -35,21 +28,12 @@ func (c *Cluster) invoke(ctx context.Context, addr string, code int16, ext map[s
 }
 
 // ClusterInfo asks the name server which brokers are registered.
-func (c *Cluster) ClusterInfo(ctx context.Context) (*ClusterInfo, error) {
+func (c *Cluster) ClusterInfo(ctx context.Context) (*remoting.ClusterInfo, error) {
 	resp, err := c.invoke(ctx, c.nsAddr, remoting.GetBrokerClusterInfo, nil, nil)
 	if err != nil {
 		return nil, err
 	}
-	// fastjson writes the brokerAddrs map with bare integer keys.
-	body, err := remoting.QuoteIntegerKeys(resp.Body)
-	if err != nil {
-		return nil, err
-	}
-	var info ClusterInfo
-	if err := json.Unmarshal(body, &info); err != nil {
-		return nil, fmt.Errorf("cluster info: %w", err)
-	}
-	return &info, nil
+	return remoting.DecodeClusterInfo(resp.Body)
 }
 
 // Route asks the name server for a topic's route, as every RocketMQ client does.

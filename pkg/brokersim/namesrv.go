@@ -162,11 +162,7 @@ func (n *NameServer) clusterInfo(req *remoting.Command) *remoting.Command {
 	n.mu.RLock()
 	brokers := append([]*Broker(nil), n.brokers...)
 	n.mu.RUnlock()
-	type clusterInfo struct {
-		BrokerAddrTable  map[string]remoting.BrokerData `json:"brokerAddrTable"`
-		ClusterAddrTable map[string][]string            `json:"clusterAddrTable"`
-	}
-	info := clusterInfo{BrokerAddrTable: map[string]remoting.BrokerData{}, ClusterAddrTable: map[string][]string{}}
+	info := remoting.ClusterInfo{BrokerAddrTable: map[string]remoting.BrokerData{}, ClusterAddrTable: map[string][]string{}}
 	for _, b := range brokers {
 		info.BrokerAddrTable[b.Name()] = remoting.BrokerData{Cluster: b.Cluster(), BrokerName: b.Name(),
 			BrokerAddrs: map[int64]string{remoting.MasterID: b.Addr()}}

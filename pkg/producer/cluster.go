@@ -2,7 +2,6 @@ package producer
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -29,12 +28,6 @@ type ClusterView struct {
 	NameServer string
 	// Brokers are sorted by name.
 	Brokers []ClusterBroker
-}
-
-// clusterInfo is the body of GET_BROKER_CLUSTER_INFO.
-type clusterInfo struct {
-	BrokerAddrTable  map[string]remoting.BrokerData `json:"brokerAddrTable"`
-	ClusterAddrTable map[string][]string            `json:"clusterAddrTable"`
 }
 
 // DescribeCluster asks the name servers, in turn until one answers, which broker groups they
@@ -65,14 +58,9 @@ func (r *Runtime) describeCluster(ctx context.Context, ns string) (ClusterView, 
 	if resp.Code != remoting.Success {
 		return ClusterView{}, &remoting.ResponseError{Code: resp.Code, Remark: resp.Remark}
 	}
-	// fastjson writes brokerAddrs with bare integer keys.
-	body, err := remoting.QuoteIntegerKeys(resp.Body)
+	info, err := remoting.DecodeClusterInfo(resp.Body)
 	if err != nil {
 		return ClusterView{}, err
-	}
-	var info clusterInfo
-	if err := json.Unmarshal(body, &info); err != nil {
-		return ClusterView{}, fmt.Errorf("cluster info: %w", err)
 	}
 
 	perms := map[string]int32{} // broker name -> perm of its cluster or own topic

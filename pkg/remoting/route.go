@@ -218,3 +218,24 @@ func QuoteIntegerKeys(b []byte) ([]byte, error) {
 	}
 	return out, nil
 }
+
+// ClusterInfo is the body of a name server's answer to GET_BROKER_CLUSTER_INFO: the broker groups
+// it knows, by name, and their names by cluster.
+type ClusterInfo struct {
+	BrokerAddrTable  map[string]BrokerData `json:"brokerAddrTable"`
+	ClusterAddrTable map[string][]string   `json:"clusterAddrTable"`
+}
+
+// DecodeClusterInfo parses a GET_BROKER_CLUSTER_INFO body in either JSON form (fastjson writes
+// brokerAddrs with bare integer keys).
+func DecodeClusterInfo(b []byte) (*ClusterInfo, error) {
+	std, err := QuoteIntegerKeys(b)
+	if err != nil {
+		return nil, err
+	}
+	var info ClusterInfo
+	if err := json.Unmarshal(std, &info); err != nil {
+		return nil, fmt.Errorf("cluster info: %w", err)
+	}
+	return &info, nil
+}
