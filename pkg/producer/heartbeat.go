@@ -25,22 +25,6 @@ func clientID() string {
 	return fmt.Sprintf("%s@%d#detour", host, os.Getpid())
 }
 
-// heartbeatLoop sends a heartbeat round every interval until the runtime closes.
-func (r *Runtime) heartbeatLoop(interval time.Duration) {
-	defer r.wg.Done()
-	id := clientID()
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-r.stop:
-			return
-		case <-t.C:
-			r.heartbeatRound(id)
-		}
-	}
-}
-
 // heartbeatRound sends HEART_BEAT to every broker address the compiled routes use, concurrently,
 // and waits for the answers (or their timeouts) so rounds never pile up.
 func (r *Runtime) heartbeatRound(id string) {

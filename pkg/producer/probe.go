@@ -135,9 +135,8 @@ func (s *snapshot) probeTopic(broker string) string {
 	return topics[0]
 }
 
-// expireLoop periodically lets every fault table end isolations whose time ran out, so that
-// "left isolation" events arrive without waiting for a send to touch the broker.
-func (r *Runtime) expireLoop(interval time.Duration) {
+// every runs fn every interval until the runtime closes; the caller has added to r.wg.
+func (r *Runtime) every(interval time.Duration, fn func()) {
 	defer r.wg.Done()
 	t := time.NewTicker(interval)
 	defer t.Stop()
@@ -146,9 +145,15 @@ func (r *Runtime) expireLoop(interval time.Duration) {
 		case <-r.stop:
 			return
 		case <-t.C:
-			for _, p := range r.state.Load().policies {
-				p.tol.Expire()
-			}
+			fn()
 		}
+	}
+}
+
+// expireIsolations lets every fault table end isolations whose time ran out, so that "left
+// isolation" events arrive without waiting for a send to touch the broker.
+func (r *Runtime) expireIsolations() {
+	for _, p := range r.state.Load().policies {
+		p.tol.Expire()
 	}
 }

@@ -143,13 +143,14 @@ func New(opts Options) *Runtime {
 		interval = 100 * time.Millisecond
 	}
 	r.wg.Add(1)
-	go r.expireLoop(interval)
+	go r.every(interval, r.expireIsolations)
 	if hb := opts.HeartbeatInterval; hb >= 0 {
 		if hb == 0 {
 			hb = DefaultHeartbeatInterval
 		}
 		r.wg.Add(1)
-		go r.heartbeatLoop(hb)
+		id := clientID()
+		go r.every(hb, func() { r.heartbeatRound(id) })
 	}
 	return r
 }
