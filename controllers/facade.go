@@ -89,11 +89,7 @@ func (v *FacadeView) Hide(topic string, brokers []string) (map[string]string, bo
 	if i < 0 {
 		return nil, false
 	}
-	t := &topics.Items[i]
-	policyKey := ""
-	if ref := t.Spec.FaultPolicyRef; ref != nil {
-		policyKey = PolicyKey(t.Namespace, ref.Name)
-	}
+	policyKey := topicPolicyKey(&topics.Items[i])
 	pol, _ := v.Runtime.Policy(policyKey)
 
 	candidates := map[string]string{}

@@ -149,14 +149,19 @@ func (r *TopicReconciler) routeBrokers(topic string) map[string]producer.RouteBr
 	return out
 }
 
+// topicPolicyKey is the runtime key of the policy a Topic references; "" (the runtime's default
+// policy) without a reference.
+func topicPolicyKey(topic *routingv1alpha1.Topic) string {
+	if ref := topic.Spec.FaultPolicyRef; ref != nil {
+		return PolicyKey(topic.Namespace, ref.Name)
+	}
+	return ""
+}
+
 // isolatedOf returns the brokers the Topic's policy isolates now.
 func (r *TopicReconciler) isolatedOf(topic *routingv1alpha1.Topic) map[string]bool {
-	key := ""
-	if ref := topic.Spec.FaultPolicyRef; ref != nil {
-		key = PolicyKey(topic.Namespace, ref.Name)
-	}
 	out := map[string]bool{}
-	for _, it := range r.Runtime.Isolated(key) {
+	for _, it := range r.Runtime.Isolated(topicPolicyKey(topic)) {
 		out[it.Broker] = true
 	}
 	return out
