@@ -138,21 +138,7 @@ func checkStoredAsSent(t *testing.T, want []sent, got []rmqtest.Consumed) {
 // sent, headers for tags, keys and properties) and the JSON form.
 func sendThroughGateway(t *testing.T, r *producer.Runtime, topic string) []sent {
 	t.Helper()
-	gw, err := gateway.New(gateway.Options{Addr: "127.0.0.1:0", Sender: r,
-		Topics: gateway.TopicResolverFunc(func(_ context.Context, ns, name string) (string, error) {
-			if ns == "default" && name == "stored" {
-				return topic, nil
-			}
-			return "", gateway.ErrTopicNotFound
-		})})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- gw.Start(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	url := gw.URL() + "/v1/namespaces/default/topics/stored/messages"
+	url := startGateway(t, r, topic)
 
 	var out []sent
 	post := func(req *http.Request, m producer.Message) {
