@@ -45,7 +45,6 @@ type Cluster struct {
 	ns      *process
 	nsAddr  string
 	client  *remoting.Client
-	mu      sync.Mutex
 	brokers []*Broker
 }
 
@@ -57,7 +56,6 @@ type Broker struct {
 	Name, Addr string
 	port       int
 	cfg        BrokerConfig
-	paused     bool
 }
 
 // Start launches a name server and one master broker per config (in parallel), waits until every
@@ -353,7 +351,6 @@ func (b *Broker) Pause() {
 	if err := b.proc.signal(syscall.SIGSTOP); err != nil {
 		b.c.t.Fatal(err)
 	}
-	b.paused = true
 }
 
 // Resume continues a paused broker (SIGCONT).
@@ -362,7 +359,6 @@ func (b *Broker) Resume() {
 	if err := b.proc.signal(syscall.SIGCONT); err != nil {
 		b.c.t.Fatal(err)
 	}
-	b.paused = false
 }
 
 // Kill ends the broker with SIGKILL: its connections are reset and its port refuses.
