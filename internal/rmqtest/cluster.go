@@ -54,7 +54,6 @@ type Broker struct {
 	proc *process
 	// Name is the brokerName, Addr the host:port it listens on and registers.
 	Name, Addr string
-	port       int
 	cfg        BrokerConfig
 }
 
@@ -198,7 +197,7 @@ func (b *Broker) configure() error {
 	if err != nil {
 		return err
 	}
-	b.port, b.Addr = port, "127.0.0.1:"+strconv.Itoa(port)
+	b.Addr = "127.0.0.1:" + strconv.Itoa(port)
 	store := filepath.Join(b.proc.dir, "store")
 	conf := map[string]string{
 		"brokerClusterName":  ClusterName,
