@@ -88,29 +88,38 @@ func sendAll(t *testing.T, p clientGoProducer, topic string, n, workers int) map
 		next    atomic.Int64
 		wg      sync.WaitGroup
 	)
+	send := func(i int64) bool {
+		msg := primitive.NewMessage(topic, []byte("message-"+strconv.FormatInt(i, 10)))
+		msg.WithTag("TagA")
+		res, err := p.SendSync(context.Background(), msg)
+		if err != nil {
+			t.Errorf("message %d: %v", i, err)
+			return false
+		}
+		if res.Status != primitive.SendOK {
+			t.Errorf("message %d: status %v", i, res.Status)
+			return false
+		}
+		mu.Lock()
+		results[res.MsgID] = res
+		mu.Unlock()
+		return true
+	}
+	// The first send goes alone. Concurrent first sends of one rocketmq-client-go producer can
+	// fail with "route info not found" before the client has built the topic's publish info (seen
+	// on a loaded machine): that is the client's cold start, not what these tests are about.
+	if n == 0 || !send(next.Add(1)-1) {
+		return results
+	}
 	for w := 0; w < workers; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for {
 				i := next.Add(1) - 1
-				if i >= int64(n) {
+				if i >= int64(n) || !send(i) {
 					return
 				}
-				msg := primitive.NewMessage(topic, []byte("message-"+strconv.FormatInt(i, 10)))
-				msg.WithTag("TagA")
-				res, err := p.SendSync(context.Background(), msg)
-				if err != nil {
-					t.Errorf("message %d: %v", i, err)
-					return
-				}
-				if res.Status != primitive.SendOK {
-					t.Errorf("message %d: status %v", i, res.Status)
-					return
-				}
-				mu.Lock()
-				results[res.MsgID] = res
-				mu.Unlock()
 			}
 		}()
 	}
