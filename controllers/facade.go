@@ -16,7 +16,6 @@ import (
 
 	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
 	"github.com/detourmq/detour/pkg/facade"
-	"github.com/detourmq/detour/pkg/fault"
 	"github.com/detourmq/detour/pkg/producer"
 )
 
@@ -110,47 +109,7 @@ func (v *FacadeView) Hide(topic string, brokers []string) (map[string]string, bo
 			candidates[it.Broker] = string(it.Reason)
 		}
 	}
-	return capHidden(candidates, brokers, pol.MaxIsolatedPercent), true
-}
-
-// capHidden keeps the hidden brokers of a route within the policy's cap (0 or 100: no cap) and
-// always leaves one broker of the route writable, preferring to hide brokers going away, then
-// unready ones, then the rest by name.
-func capHidden(candidates map[string]string, brokers []string, maxPercent int) map[string]string {
-	var in []string
-	for _, b := range brokers {
-		if _, ok := candidates[b]; ok {
-			in = append(in, b)
-		}
-	}
-	limit := len(brokers) - 1
-	if maxPercent > 0 && maxPercent < 100 {
-		limit = min(limit, len(brokers)*maxPercent/100)
-	}
-	rank := func(reason string) int {
-		switch reason {
-		case string(fault.ReasonPodTerminating):
-			return 0
-		case string(fault.ReasonPodNotReady):
-			return 1
-		default:
-			return 2
-		}
-	}
-	slices.SortFunc(in, func(a, b string) int {
-		if ra, rb := rank(candidates[a]), rank(candidates[b]); ra != rb {
-			return ra - rb
-		}
-		if a < b {
-			return -1
-		}
-		return 1
-	})
-	out := map[string]string{}
-	for _, b := range in[:max(0, min(limit, len(in)))] {
-		out[b] = candidates[b]
-	}
-	return out
+	return facade.CapHidden(candidates, brokers, pol.MaxIsolatedPercent), true
 }
 
 // FacadeEvents records an Event on the Topic whose route hid or showed a broker, at most one per
