@@ -202,7 +202,8 @@ type FaultPolicySpec struct {
 
 	// maxIsolatedPercent is the largest share of a policy's brokers isolated at once, rounded down
 	// but at least one; while the cap holds, at least one broker stays selectable. When a new
-	// isolation would break it, the least bad isolated broker is released. Unset means the
+	// isolation would break it, the least bad isolated broker is released: one that still answers
+	// (slow, or busy) before one that a send or probe found silent, then fewer failures. Unset means the
 	// preset's: 99 for Detour (never every broker), no cap for RocketMQ's presets (every broker
 	// may be isolated, as in RocketMQ). 100 means no cap.
 	// +optional

@@ -216,3 +216,43 @@ func TestCapCountsAnIsolationOnceItsPodMarkGoes(t *testing.T) {
 		t.Errorf("changes %v, want [~B]", got)
 	}
 }
+
+// A broker that does not answer at all stays out when the cap is taken and a live broker answers
+// "busy": the live one is the one readmitted, whether the silent one's evidence is a send without
+// an answer or a failed probe, and even when the live one has failed more often.
+func TestCapKeepsTheSilentBrokerOutOverOneThatAnswers(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		silent func(tol *Tolerance)
+		busy   func(tol *Tolerance, clk *ManualClock)
+	}{
+		{"a send without an answer, then a busy answer", func(tol *Tolerance) {
+			tol.Update("A", ms(400), TransportError)
+		}, func(tol *Tolerance, _ *ManualClock) {
+			tol.Update("B", ms(2), BrokerError)
+		}},
+		{"a failed probe, then a busy answer", func(tol *Tolerance) {
+			tol.Update("A", ms(400), TransportError)
+			tol.ProbeResult("A", false, ms(200))
+		}, func(tol *Tolerance, _ *ManualClock) {
+			tol.Update("B", ms(2), BrokerError)
+		}},
+		{"a failed probe, then a broker busy for the second time", func(tol *Tolerance) {
+			tol.Update("A", ms(400), TransportError)
+			tol.ProbeResult("A", false, ms(200))
+		}, func(tol *Tolerance, clk *ManualClock) {
+			tol.Update("B", ms(2), BrokerError)
+			tol.ProbeResult("B", true, ms(1))
+			clk.Advance(11 * time.Second)
+			tol.Update("B", ms(2), BrokerError)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tol, clk, _ := threeBrokers(t, Options{MaxIsolatedPercent: 34, Probing: true, GrowOnRepeat: true})
+			tc.silent(tol)
+			clk.Advance(100 * time.Millisecond) // the busy broker's isolation would end later
+			tc.busy(tol, clk)
+			wantAvailable(t, tol, map[string]bool{"A": false, "B": true, "C": true})
+		})
+	}
+}

@@ -282,11 +282,16 @@ func (t *Tolerance) enforceCap(now int64, ev *events) {
 	}
 }
 
-// lessBad orders brokers for release under the cap: fewer consecutive failures first (a slow
-// but working broker before a failing one, a broker that failed once before one that keeps
-// failing), then reachable before unreachable, lower severity, earlier end of isolation, and
-// name, so the order is total.
+// lessBad orders brokers for release under the cap: brokers that still answer first (a broker
+// a probe found silent, or whose send got no answer, is the one certain to fail the next send:
+// a dead broker must not be readmitted because a live one answered "busy"), then fewer
+// consecutive failures (a slow but working broker before a failing one, a broker that failed
+// once before one that keeps failing), then reachable before unreachable, lower severity,
+// earlier end of isolation, and name, so the order is total.
 func lessBad(a, b *Entry) bool {
+	if sa, sb := silence(a), silence(b); sa != sb {
+		return sa < sb
+	}
 	if a.failures != b.failures {
 		return a.failures < b.failures
 	}
@@ -300,4 +305,19 @@ func lessBad(a, b *Entry) bool {
 		return a.until < b.until
 	}
 	return a.name < b.name
+}
+
+// silence ranks how surely e does not answer at all: 2 when its last probe failed, 1 when its
+// last failure was a send without an answer and nothing has shown it reachable since, else 0.
+// Callers hold mu.
+func silence(e *Entry) int {
+	switch {
+	case e.reachable.Load():
+		return 0
+	case e.reason == ReasonProbeFailed:
+		return 2
+	case e.reason == ReasonSendFailed:
+		return 1
+	}
+	return 0
 }
