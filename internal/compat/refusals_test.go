@@ -128,6 +128,10 @@ func TestRefusalsAsRocketMQRules(t *testing.T) {
 				if !errors.As(err, &se) || se.Attempts != 1 || brokerCode(err) != remoting.MessageIllegal {
 					t.Fatalf("send near the properties limit: %v, want MESSAGE_ILLEGAL after one attempt", err)
 				}
+				// The message was wrong, not the broker: under the Detour preset nothing is isolated.
+				if iso := r.Isolated("refusals"); len(iso) != 0 {
+					t.Errorf("MESSAGE_ILLEGAL isolated %+v", iso)
+				}
 			})
 
 			t.Run("queue id beyond the broker's queues", func(t *testing.T) {

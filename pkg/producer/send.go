@@ -407,7 +407,7 @@ func (r *Runtime) send(ctx context.Context, m *Message, mode SendMode, begin tim
 				r.recordAttempt(rt, b, latency, fault.BrokerError, true, true)
 				break
 			}
-			r.updateFault(rt, b, latency, fault.BrokerError)
+			r.updateFault(rt, b, latency, refusalOutcome(rt.policy.Preset, resp.Code))
 			if pol.retries(resp.Code) {
 				if i+1 < attempts {
 					r.metrics.Retried(m.Topic, b.name)
@@ -464,6 +464,18 @@ func (r *Runtime) send(ctx context.Context, m *Message, mode SendMode, begin tim
 func (r *Runtime) updateFault(rt *route, b *brokerSlot, latency time.Duration, o fault.Outcome) {
 	rt.policy.tol.Update(b.name, latency, o)
 	r.metrics.AttemptDone(rt.policy.Name, b.name, latency, o)
+}
+
+// refusalOutcome is how a broker's refusal of a synchronous send counts. RocketMQ's producer
+// isolates a broker for every refusal; under PresetDetour a refusal that condemns the message
+// itself (MESSAGE_ILLEGAL: a property or body the broker will not store) is the client's mistake,
+// says nothing about the broker, and isolates nothing, so one bad caller cannot take healthy
+// brokers out of everyone's selection. RocketMQ's presets keep RocketMQ's rule.
+func refusalOutcome(preset Preset, code int16) fault.Outcome {
+	if preset.orDefault() == PresetDetour && code == remoting.MessageIllegal {
+		return fault.ClientError
+	}
+	return fault.BrokerError
 }
 
 // recordAttempt records an attempt with the arguments RocketMQ passes to updateFaultItem at a call
