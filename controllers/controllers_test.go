@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -347,15 +349,6 @@ func TestMissingPolicyAndDeletionsReachTheRuntime(t *testing.T) {
 	})
 
 	ctx := context.Background()
-	if err := k8sClient.Delete(ctx, fp); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "the policy leaves the runtime", func() error {
-		if _, ok := rt.Policy(PolicyKey(ns, "absent")); ok {
-			return errors.New("still known")
-		}
-		return nil
-	})
 	if err := k8sClient.Delete(ctx, topic); err != nil {
 		t.Fatal(err)
 	}
@@ -368,6 +361,104 @@ func TestMissingPolicyAndDeletionsReachTheRuntime(t *testing.T) {
 	if _, err := send(rt, topic.Spec.TopicName); !errors.Is(err, producer.ErrNoRoute) {
 		t.Errorf("send after delete: %v, want ErrNoRoute", err)
 	}
+	if err := k8sClient.Delete(ctx, fp); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the policy leaves the runtime", func() error {
+		if _, ok := rt.Policy(PolicyKey(ns, "absent")); ok {
+			return errors.New("still known")
+		}
+		return nil
+	})
+}
+
+// TestDeletingAPolicyInUseWaitsForItsTopicsAndKeepsWhatItLearnt proves the policy protection: a
+// FaultPolicy that no Topic uses is deleted at once; one in use stays, in force with its
+// isolations, with InUse and an Event naming its Topics, until the last Topic is gone.
+func TestDeletingAPolicyInUseWaitsForItsTopicsAndKeepsWhatItLearnt(t *testing.T) {
+	// No probes, and 60 s for a slow send: the isolation outlasts the test.
+	ns, rt, c, topic := routedCluster(t, "held", routingv1alpha1.FaultPolicySpec{
+		Rules: []routingv1alpha1.FaultRule{{LatencyMillis: 100, IsolationMillis: 0}, {LatencyMillis: 300, IsolationMillis: 60000}},
+		Retry: routingv1alpha1.RetryPolicy{Attempts: 3, SendTimeoutMillis: 5000},
+		Probe: routingv1alpha1.ProbePolicy{Enabled: ptr.To(false), IntervalMillis: 1000, TimeoutMillis: 100},
+	})
+	ctx := context.Background()
+	key := PolicyKey(ns, "held")
+	slow := c.brokers[1]
+	slow.SetFault(brokersim.Fault{Delay: 400 * time.Millisecond})
+	sendUntilBroker(t, rt, topic.Spec.TopicName, slow.Name())
+	slow.SetFault(brokersim.Fault{})
+	eventually(t, "the policy is protected and used by orders", func() error {
+		fp := getPolicy(t, ns, "held")
+		cond := apimeta.FindStatusCondition(fp.Status.Conditions, routingv1alpha1.ConditionInUse)
+		if !slices.Contains(fp.Finalizers, routingv1alpha1.FaultPolicyProtection) || cond == nil ||
+			cond.Status != metav1.ConditionTrue || cond.Message != "Used by Topics: orders" {
+			return fmt.Errorf("finalizers %v, InUse %+v", fp.Finalizers, cond)
+		}
+		if isolatedIn(fp, slow.Name()) == nil {
+			return fmt.Errorf("status = %+v", fp.Status)
+		}
+		return nil
+	})
+
+	spare := createPolicy(t, ns, "spare", routingv1alpha1.FaultPolicySpec{})
+	eventually(t, "the unused policy is protected and not in use", func() error {
+		fp := getPolicy(t, ns, "spare")
+		cond := apimeta.FindStatusCondition(fp.Status.Conditions, routingv1alpha1.ConditionInUse)
+		if !slices.Contains(fp.Finalizers, routingv1alpha1.FaultPolicyProtection) || cond == nil ||
+			cond.Status != metav1.ConditionFalse || cond.Reason != routingv1alpha1.ReasonNotReferenced {
+			return fmt.Errorf("finalizers %v, InUse %+v", fp.Finalizers, cond)
+		}
+		return nil
+	})
+	if err := k8sClient.Delete(ctx, spare); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the unused policy is gone", func() error { return gone(spare) })
+
+	held := getPolicy(t, ns, "held")
+	if err := k8sClient.Delete(ctx, held); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the deletion waits for orders", func() error {
+		fp := getPolicy(t, ns, "held")
+		cond := apimeta.FindStatusCondition(fp.Status.Conditions, routingv1alpha1.ConditionInUse)
+		if fp.DeletionTimestamp.IsZero() || cond == nil || cond.Status != metav1.ConditionTrue ||
+			cond.Message != "Deletion waits for the Topics that use this policy: orders" {
+			return fmt.Errorf("deletion %v, InUse %+v", fp.DeletionTimestamp, cond)
+		}
+		return findEvent(ns, "held", EventDeletionWaits, "orders")
+	})
+	if iso := rt.Isolated(key); len(iso) != 1 || iso[0].Broker != slow.Name() {
+		t.Fatalf("isolations while the deletion waits: %+v, want %s kept", iso, slow.Name())
+	}
+	if info, _ := rt.RouteInfo(topic.Spec.TopicName); info.Policy != key {
+		t.Fatalf("the route's policy while the deletion waits: %q, want %q", info.Policy, key)
+	}
+	expectSendsAvoid(t, rt, topic.Spec.TopicName, slow.Name())
+
+	if err := k8sClient.Delete(ctx, topic); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the policy is gone once orders is", func() error { return gone(held) })
+	eventually(t, "the policy leaves the runtime", func() error {
+		if _, ok := rt.Policy(key); ok {
+			return errors.New("still known")
+		}
+		return nil
+	})
+}
+
+// gone reports nil once obj no longer exists.
+func gone(obj client.Object) error {
+	err := k8sClient.Get(context.Background(), client.ObjectKeyFromObject(obj), obj)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		return err
+	}
+	return fmt.Errorf("%s still exists (finalizers %v)", obj.GetName(), obj.GetFinalizers())
 }
 
 // TestTopicIsCreatedOnEveryMaster proves the Topic controller sends UPDATE_AND_CREATE_TOPIC with

@@ -3,8 +3,11 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -13,6 +16,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
@@ -53,10 +57,75 @@ func (r *FaultPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	if !r.leading() {
 		return ctrl.Result{}, nil
 	}
+	users, err := r.topicsUsing(ctx, &fp)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if released, err := r.applyProtection(ctx, &fp, users); err != nil || released {
+		return ctrl.Result{}, err
+	}
 	orig := fp.DeepCopy()
-	r.computeStatus(ctx, &fp, key, pushErr)
+	r.computeStatus(&fp, key, pushErr, users)
 	return r.policyWrites.patchStatus(ctx, r.Client, &fp, orig,
 		!equality.Semantic.DeepEqual(fp.Status, orig.Status), r.metrics, "FaultPolicy")
+}
+
+// topicsUsing lists the Topics in the policy's namespace that reference it.
+func (r *FaultPolicyReconciler) topicsUsing(ctx context.Context, fp *routingv1alpha1.FaultPolicy) ([]routingv1alpha1.Topic, error) {
+	var topics routingv1alpha1.TopicList
+	if err := r.List(ctx, &topics, client.InNamespace(fp.Namespace)); err != nil {
+		return nil, fmt.Errorf("listing Topics: %w", err)
+	}
+	var users []routingv1alpha1.Topic
+	for _, t := range topics.Items {
+		if t.Spec.FaultPolicyRef != nil && t.Spec.FaultPolicyRef.Name == fp.Name {
+			users = append(users, t)
+		}
+	}
+	return users, nil
+}
+
+// applyProtection keeps the protection finalizer on a live policy and, once the policy is being
+// deleted, releases it when no Topic uses the policy any more (released reports that). While
+// Topics still use it, the deletion waits and an Event names them; the runtime keeps the policy
+// and everything it learnt until then.
+func (r *FaultPolicyReconciler) applyProtection(ctx context.Context, fp *routingv1alpha1.FaultPolicy, users []routingv1alpha1.Topic) (released bool, err error) {
+	if fp.DeletionTimestamp.IsZero() {
+		if controllerutil.ContainsFinalizer(fp, routingv1alpha1.FaultPolicyProtection) {
+			return false, nil
+		}
+		patch := client.MergeFromWithOptions(fp.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		controllerutil.AddFinalizer(fp, routingv1alpha1.FaultPolicyProtection)
+		return false, r.Patch(ctx, fp, patch)
+	}
+	if !controllerutil.ContainsFinalizer(fp, routingv1alpha1.FaultPolicyProtection) {
+		return false, nil
+	}
+	if len(users) > 0 {
+		if r.protectionEvents.wait(client.ObjectKeyFromObject(fp)) == 0 {
+			r.protectionEvents.wrote(client.ObjectKeyFromObject(fp))
+			r.recorder.Eventf(fp, nil, corev1.EventTypeWarning, EventDeletionWaits, "Delete",
+				"Deletion waits for the Topics that use this policy: %s", topicNames(users))
+		}
+		return false, nil
+	}
+	patch := client.MergeFromWithOptions(fp.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	controllerutil.RemoveFinalizer(fp, routingv1alpha1.FaultPolicyProtection)
+	if err := r.Patch(ctx, fp, patch); err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	ctrl.LoggerFrom(ctx).Info("No Topic uses the policy any more: deletion proceeds", "policy", client.ObjectKeyFromObject(fp))
+	return true, nil
+}
+
+// topicNames lists Topics by name, in a stable order, for messages.
+func topicNames(topics []routingv1alpha1.Topic) string {
+	names := make([]string, 0, len(topics))
+	for _, t := range topics {
+		names = append(names, t.Name)
+	}
+	slices.Sort(names)
+	return strings.Join(names, ", ")
 }
 
 // pushPolicy translates a FaultPolicy and hands it to the runtime.
@@ -68,12 +137,13 @@ func pushPolicy(rt *producer.Runtime, fp *routingv1alpha1.FaultPolicy) error {
 	return rt.SetPolicy(p)
 }
 
-// computeStatus fills status from the runtime: brokers governed, the isolated ones and why.
-func (r *FaultPolicyReconciler) computeStatus(ctx context.Context, fp *routingv1alpha1.FaultPolicy, key string, pushErr error) {
+// computeStatus fills status from the runtime: brokers governed, the isolated ones and why, and
+// which Topics use the policy.
+func (r *FaultPolicyReconciler) computeStatus(fp *routingv1alpha1.FaultPolicy, key string, pushErr error, users []routingv1alpha1.Topic) {
 	now := time.Now()
 	st := &fp.Status
 	st.ObservedGeneration = fp.Generation
-	governed := r.governedBrokers(ctx, fp, key)
+	governed := r.governedBrokers(users, key)
 	st.Brokers = int32(len(governed))
 	st.IsolatedBrokers = nil
 	for _, it := range r.Runtime.Isolated(key) {
@@ -104,20 +174,30 @@ func (r *FaultPolicyReconciler) computeStatus(ctx context.Context, fp *routingv1
 		cond.Message = fmt.Sprintf("In force for %d brokers, %d isolated", st.Brokers, st.Isolated)
 	}
 	meta.SetStatusCondition(&st.Conditions, cond)
+	meta.SetStatusCondition(&st.Conditions, inUseCondition(fp, users))
+}
+
+// inUseCondition says which Topics use the policy and, when it is being deleted, that the
+// deletion waits for them.
+func inUseCondition(fp *routingv1alpha1.FaultPolicy, users []routingv1alpha1.Topic) metav1.Condition {
+	cond := metav1.Condition{Type: routingv1alpha1.ConditionInUse, ObservedGeneration: fp.Generation}
+	switch {
+	case len(users) == 0:
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, routingv1alpha1.ReasonNotReferenced, "No Topic uses this policy"
+	case fp.DeletionTimestamp.IsZero():
+		cond.Status, cond.Reason = metav1.ConditionTrue, routingv1alpha1.ReasonReferencedByTopics
+		cond.Message = "Used by Topics: " + topicNames(users)
+	default:
+		cond.Status, cond.Reason = metav1.ConditionTrue, routingv1alpha1.ReasonReferencedByTopics
+		cond.Message = "Deletion waits for the Topics that use this policy: " + topicNames(users)
+	}
+	return cond
 }
 
 // governedBrokers is the set of brokers in the routes of the Topics that use this policy.
-func (r *FaultPolicyReconciler) governedBrokers(ctx context.Context, fp *routingv1alpha1.FaultPolicy, key string) map[string]bool {
-	var topics routingv1alpha1.TopicList
-	if err := r.List(ctx, &topics, client.InNamespace(fp.Namespace)); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "Listing Topics failed")
-		return nil
-	}
+func (r *FaultPolicyReconciler) governedBrokers(users []routingv1alpha1.Topic, key string) map[string]bool {
 	brokers := map[string]bool{}
-	for _, t := range topics.Items {
-		if t.Spec.FaultPolicyRef == nil || t.Spec.FaultPolicyRef.Name != fp.Name {
-			continue
-		}
+	for _, t := range users {
 		info, ok := r.Runtime.RouteInfo(t.Spec.TopicName)
 		if !ok || info.Policy != key {
 			continue

@@ -1,9 +1,12 @@
 package controllers
 
-// The operator reads broker pods, manages its own kinds and their status, and records events.
+// The operator reads broker pods, manages its own kinds, their status and the FaultPolicy
+// protection finalizer, and records events.
 // These markers generate config/rbac/role.yaml; keep them to exactly what the controllers touch.
 //
 // +kubebuilder:rbac:groups=routing.detour.dev,resources=topics;faultpolicies;clusters,verbs=get;list;watch
 // +kubebuilder:rbac:groups=routing.detour.dev,resources=topics/status;faultpolicies/status;clusters/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=routing.detour.dev,resources=faultpolicies,verbs=update;patch
+// +kubebuilder:rbac:groups=routing.detour.dev,resources=faultpolicies/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch

@@ -29,6 +29,9 @@ const (
 	EventBrokerIsolated = "BrokerIsolated"
 	// EventBrokerRecovered is recorded when a broker leaves isolation.
 	EventBrokerRecovered = "BrokerRecovered"
+	// EventDeletionWaits is recorded on a FaultPolicy whose deletion waits for the Topics that use
+	// it, at most once a minute.
+	EventDeletionWaits = "DeletionWaits"
 )
 
 // shared is the state the reconcilers have in common.
@@ -38,9 +41,11 @@ type shared struct {
 	policyWrites  *writeLimiter
 	clusterWrites *writeLimiter
 	eventWrites   *writeLimiter
-	metrics       *Metrics
-	recorder      recorder.EventRecorder
-	elected       <-chan struct{}
+	// protectionEvents spaces the Events of deletions that wait for Topics.
+	protectionEvents *writeLimiter
+	metrics          *Metrics
+	recorder         recorder.EventRecorder
+	elected          <-chan struct{}
 	// policyIsolations and topicIsolations carry FaultPolicy objects (stubs with namespace and
 	// name) whose isolations changed, or which the new leader must write; topicResync carries
 	// Topics the new leader must write.
@@ -75,6 +80,7 @@ func Setup(mgr ctrl.Manager, rt *producer.Runtime) error {
 		policyWrites:     newWriteLimiter(statusWriteInterval),
 		clusterWrites:    newWriteLimiter(statusWriteInterval),
 		eventWrites:      newWriteLimiter(statusWriteInterval),
+		protectionEvents: newWriteLimiter(time.Minute),
 		metrics:          RuntimeMetrics(),
 		recorder:         mgr.GetEventRecorder("detour"),
 		elected:          mgr.Elected(),

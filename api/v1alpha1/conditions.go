@@ -4,6 +4,23 @@ package v1alpha1
 // Topic on a Cluster equal its spec (only for Topics with create).
 const ConditionQueuesMatchSpec = "QueuesMatchSpec"
 
+// ConditionInUse says whether Topics reference a FaultPolicy. While they do, deleting the policy
+// waits for them: its table and what it learnt stay in force, as Kubernetes holds a
+// PersistentVolumeClaim that pods use.
+const ConditionInUse = "InUse"
+
+// Reasons of the InUse condition.
+const (
+	// ReasonReferencedByTopics surfaces when at least one Topic references the FaultPolicy.
+	ReasonReferencedByTopics = "ReferencedByTopics"
+	// ReasonNotReferenced surfaces when no Topic references the FaultPolicy.
+	ReasonNotReferenced = "NotReferenced"
+)
+
+// FaultPolicyProtection is the finalizer the operator keeps on every FaultPolicy, so that deleting
+// one that Topics reference waits until none does.
+const FaultPolicyProtection = "routing.detour.dev/policy-protection"
+
 // ConditionReady is the summary condition of every kind. It surfaces whether the object is in
 // force in the producer runtime.
 const ConditionReady = "Ready"
