@@ -236,12 +236,12 @@ func medianRuns(rs []result, runs []*runData, strategies []string) []*runData {
 }
 
 // realChartStrategies are the strategies of a real scenario's p99-over-time chart.
-var realChartStrategies = []string{"detour", "java-5", "java-default"}
+var realChartStrategies = []string{"detour", "java-5", "java-default", facadeStrategy}
 
 // writeModeCharts draws a scenario's charts from its median runs (rs[i] is runs[i]'s result):
 // brokersim charts keep their names (<scenario>-latency.png, <scenario>-p99.png); real-broker ones
 // are real-<scenario>-latency.png (every strategy) and real-<scenario>-p99.png (detour against
-// java-5 and java-default over time).
+// java-5, java-default and java-default behind the facade over time).
 func writeModeCharts(dir, mode string, sc scenario, rs []result, runs []*runData, strategies []string) ([]string, error) {
 	med := medianRuns(rs, runs, strategies)
 	if mode == "sim" {

@@ -11,34 +11,43 @@ import (
 	"time"
 
 	"github.com/detourmq/detour/internal/rmqtest"
+	"github.com/detourmq/detour/pkg/facade"
 	"github.com/detourmq/detour/pkg/producer"
 	"github.com/detourmq/detour/pkg/remoting"
 )
 
 // Java strategies: RocketMQ's own DefaultMQProducer, run by the project's driver
 // (hack/rocketmq, Produce.java) in its own JVM on the same paced schedule as the Go strategies.
+// A facade strategy points the producer at detour's name-server facade instead of the name server.
 var javaStrategies = map[string]struct {
 	client      rmqtest.Line
 	faultEnable bool
+	facade      bool
 }{
-	"java-5":       {rmqtest.V5, true},
-	"java-4.9":     {rmqtest.V4, true},
-	"java-default": {rmqtest.V5, false},
+	"java-5":       {rmqtest.V5, true, false},
+	"java-4.9":     {rmqtest.V4, true, false},
+	"java-default": {rmqtest.V5, false, false},
+	facadeStrategy: {rmqtest.V5, false, true},
 }
 
-// facadeStrategy is the hook for RocketMQ's Java producer with default settings pointed at
-// detour's name-server facade (pkg/facade), which clears the write bit of isolated brokers'
-// queues in the routes it serves. It is not run yet: the facade landed while this benchmark was
-// built, and running it needs a facade.View fed the way the operator feeds it (policy isolation
-// and pod state) plus a route poll short enough to matter within a run; the name is reserved so
-// the report and results stay comparable once it runs.
+// facadeStrategy is RocketMQ's Java producer with default settings pointed at detour's
+// name-server facade (pkg/facade), which clears the write bit of isolated brokers' queues in the
+// routes it serves, while detour's runtime measures the brokers with a canary trickle.
 const facadeStrategy = "java-default+facade"
 
+// Settings of the facade strategy: the Java client's route poll (RocketMQ's default is 30 s,
+// which a 12 s run would never reach) and the rate of detour's own canary sends, which are what
+// detour measures the brokers by when every application sends through its own client.
+const (
+	facadeJavaPoll   = 2 * time.Second
+	facadeCanaryRate = 50
+)
+
 // realStrategyNames are the strategies that can run on real brokers, in report order.
-var realStrategyNames = []string{"detour", "oracle", "java-5", "java-4.9", "java-default", "rocketmq5", "rocketmq4", "none", "rocketmq-client-go"}
+var realStrategyNames = []string{"detour", "oracle", "java-5", "java-4.9", "java-default", facadeStrategy, "rocketmq5", "rocketmq4", "none", "rocketmq-client-go"}
 
 // defaultRealStrategies run on real brokers unless -real-strategies says otherwise.
-var defaultRealStrategies = []string{"detour", "oracle", "java-5", "java-4.9", "java-default"}
+var defaultRealStrategies = []string{"detour", "oracle", "java-5", "java-4.9", "java-default", facadeStrategy}
 
 func init() {
 	strategyDescriptions["java-5"] = "RocketMQ's own Java DefaultMQProducer 5.5.0 (the newest 5.x), sendLatencyFaultEnable=true and " +
@@ -47,6 +56,11 @@ func init() {
 		"retryTimesWhenSendFailed=2, sendMsgTimeout=3000 ms"
 	strategyDescriptions["java-default"] = "RocketMQ's own Java DefaultMQProducer 5.5.0 with default settings (fault tolerance off), " +
 		"what most applications run; retryTimesWhenSendFailed=2, sendMsgTimeout=3000 ms"
+	strategyDescriptions[facadeStrategy] = fmt.Sprintf("the same default Java producer (fault tolerance off) with namesrvAddr "+
+		"pointed at detour's name-server facade and pollNameServerInterval lowered to %v; the facade forwards to the real "+
+		"name server and publishes the queues of brokers detour isolates (the detour strategy's policy, measured by a "+
+		"canary of %d msg/s through detour's runtime, plus pod state) without the write bit, so the unmodified client "+
+		"stops writing there at its next route poll", facadeJavaPoll, facadeCanaryRate)
 }
 
 func isJava(strategy string) bool { _, ok := javaStrategies[strategy]; return ok }
@@ -326,14 +340,25 @@ func runReal(ctx context.Context, e *realEnv, sc scenario, strategy string, p pa
 // benchmark's.
 func runJava(ctx context.Context, e *realEnv, sc scenario, strategy string, p params) (*runData, error) {
 	js := javaStrategies[strategy]
+	opts := rmqtest.ProducerOptions{
+		Topic: topic, Senders: p.Senders, Rate: float64(p.Rate), Duration: p.Duration, Size: p.BodyLen,
+		FaultEnable: js.faultEnable, Client: js.client,
+		Warmup: len(brokerNames) * queues, Shared: true, Deferred: true,
+	}
+	var side *facadeSide
+	var pods driver // what the schedule's pod steps reach: detour's runtime behind the facade
+	if js.facade {
+		var err error
+		if side, err = startFacadeSide(e); err != nil {
+			return nil, err
+		}
+		defer side.close()
+		pods = side.d
+		opts.NameServers = []string{side.fc.Addr()}
+		opts.PollNameServerInterval = facadeJavaPoll
+	}
 	var jp *rmqtest.JavaProducer
-	err := e.harness(func() {
-		jp = e.c.StartProducer(rmqtest.ProducerOptions{
-			Topic: topic, Senders: p.Senders, Rate: float64(p.Rate), Duration: p.Duration, Size: p.BodyLen,
-			FaultEnable: js.faultEnable, Client: js.client,
-			Warmup: len(brokerNames) * queues, Shared: true, Deferred: true,
-		})
-	})
+	err := e.harness(func() { jp = e.c.StartProducer(opts) })
 	if err != nil {
 		return nil, err
 	}
@@ -345,6 +370,9 @@ func runJava(ctx context.Context, e *realEnv, sc scenario, strategy string, p pa
 	data := &runData{Scenario: sc, Strategy: strategy, Params: p}
 	noiseStop := make(chan struct{})
 	noiseDone := make(chan []time.Duration, 1)
+	if side != nil {
+		side.rec.begin(t0)
+	}
 	time.Sleep(time.Until(t0))
 	go measureNoise(noiseStop, noiseDone)
 	var tlWG sync.WaitGroup
@@ -353,7 +381,7 @@ func runJava(ctx context.Context, e *realEnv, sc scenario, strategy string, p pa
 	tlWG.Add(1)
 	go func() {
 		defer tlWG.Done()
-		timeline(sc, t0, e, nil, data, &mu, tlStop)
+		timeline(sc, t0, e, pods, data, &mu, tlStop)
 	}()
 	wctx, cancel := context.WithDeadline(ctx, t0.Add(p.Duration+p.Drain+5*time.Second))
 	sends, werr := jp.Wait(wctx)
@@ -368,6 +396,9 @@ func runJava(ctx context.Context, e *realEnv, sc scenario, strategy string, p pa
 	}
 	data.BadSendsReceived = -1
 	javaRecords(data, sends, t0)
+	if side != nil {
+		data.Isos = side.isolations()
+	}
 	if werr != nil {
 		// Killed at the deadline: what it had not answered is abandoned.
 		data.Abandoned += max(0, p.scheduled()-len(sends))
@@ -375,6 +406,93 @@ func runJava(ctx context.Context, e *realEnv, sc scenario, strategy string, p pa
 	sort.Slice(data.Attempts, func(i, j int) bool { return data.Attempts[i].Start < data.Attempts[j].Start })
 	sort.Slice(data.Sends, func(i, j int) bool { return data.Sends[i].Start < data.Sends[j].Start })
 	return data, nil
+}
+
+// facadeSide is detour's part of the facade strategy: its runtime with the detour strategy's
+// policy, sending a canary trickle to the benchmark topic, and a name-server facade in front of
+// the cluster's name server that publishes what that runtime isolates.
+type facadeSide struct {
+	d    *runtimeDriver
+	rec  *recorder
+	fc   *facade.Server
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+// startFacadeSide starts the runtime, its canary and the facade.
+func startFacadeSide(e *realEnv) (*facadeSide, error) {
+	rec := &recorder{}
+	d, err := newRuntimeDriver("detour", e.brokerList(), rec)
+	if err != nil {
+		return nil, err
+	}
+	s := &facadeSide{d: d, rec: rec, stop: make(chan struct{})}
+	s.fc, err = facade.Start(facade.Options{Addr: "127.0.0.1:0",
+		View: runtimeView{nameServer: e.nameServer(), rt: d.rt, policy: "detour"}})
+	if err != nil {
+		d.close()
+		return nil, err
+	}
+	s.wg.Add(1)
+	go s.canary()
+	return s, nil
+}
+
+// canary sends facadeCanaryRate messages a second through detour's runtime until close: its
+// measurements are what the facade publishes.
+func (s *facadeSide) canary() {
+	defer s.wg.Done()
+	t := time.NewTicker(time.Second / facadeCanaryRate)
+	defer t.Stop()
+	body := make([]byte, 128)
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+			var r sendRec
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			s.d.send(ctx, &r, body, time.Now())
+			cancel()
+		}
+	}
+}
+
+// isolations are the bad broker's isolation changes in detour's runtime during the run.
+func (s *facadeSide) isolations() []isoRec {
+	s.rec.mu.Lock()
+	defer s.rec.mu.Unlock()
+	return slices.Clone(s.rec.isos)
+}
+
+func (s *facadeSide) close() {
+	close(s.stop)
+	s.wg.Wait()
+	s.fc.Close()
+	s.d.close()
+}
+
+// runtimeView is the facade's view of the benchmark: the cluster's name server, and for the
+// benchmark topic the brokers the runtime's policy holds out (isolated, or marked by their pod),
+// within the policy's cap, as the operator's view computes them.
+type runtimeView struct {
+	nameServer string
+	rt         *producer.Runtime
+	policy     string
+}
+
+func (v runtimeView) NameServers() []string { return []string{v.nameServer} }
+
+func (v runtimeView) Hide(t string, brokers []string) (map[string]string, bool) {
+	if t != topic {
+		return nil, false
+	}
+	candidates := map[string]string{}
+	for _, it := range v.rt.Isolated(v.policy) {
+		candidates[it.Broker] = string(it.Reason)
+	}
+	pol, _ := v.rt.Policy(v.policy)
+	return facade.CapHidden(candidates, brokers, pol.MaxIsolatedPercent), true
 }
 
 // javaRecords turns the Java producer's records into the run's sends and attempts, on the run's

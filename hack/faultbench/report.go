@@ -243,8 +243,6 @@ func writeMarkdown(path string, rep *report, charts map[string][]string) error {
 	for _, s := range rep.Strategies {
 		fmt.Fprintf(&b, "- `%s`: %s.\n", s.Name, s.Description)
 	}
-	fmt.Fprintf(&b, "- `%s`: not run yet: RocketMQ's Java producer with default settings behind detour's name-server "+
-		"facade (`pkg/facade`), which landed while this benchmark was built; the name is reserved for it.\n", facadeStrategy)
 
 	for _, mode := range []string{"real", "sim"} {
 		var scs []scenarioJSON

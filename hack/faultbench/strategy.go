@@ -21,7 +21,6 @@ const (
 	detourPerAttempt    = 400 * time.Millisecond
 	detourProbeInterval = 1000 * time.Millisecond
 	detourProbeTimeout  = 200 * time.Millisecond
-	detourMaxIsolated   = 50
 )
 
 var strategyNames = []string{"none", "rocketmq4", "rocketmq5", "detour", "oracle", "rocketmq-client-go"}
@@ -43,9 +42,9 @@ var strategyDescriptions = map[string]string{
 		"awareness, no per-attempt cap (sendMsgMaxTimeoutPerRequest off); 3 attempts in 3000 ms; the index is " +
 		"shared by the benchmark's senders where RocketMQ keeps one per thread",
 	"detour": fmt.Sprintf("the Detour preset (RocketMQ 5.x's table and rules, probing, growth on repeat, pod health "+
-		"respected, at most %d%% of brokers isolated) with a per-attempt cap of %v instead of 1 s and probes every "+
+		"respected, never every broker isolated) with a per-attempt cap of %v instead of 1 s and probes every "+
 		"%v (timeout %v); 3 attempts in 3000 ms",
-		detourMaxIsolated, detourPerAttempt, detourProbeInterval, detourProbeTimeout),
+		detourPerAttempt, detourProbeInterval, detourProbeTimeout),
 	"oracle":             "the detour policy with the bad broker left out of the route before the run",
 	"rocketmq-client-go": "the real rocketmq-client-go v2 producer through brokersim's name server: default round-robin selector, WithRetry(2), WithSendMsgTimeout(3s); it knows nothing of pod state",
 }
@@ -158,7 +157,6 @@ func policyFor(name string) (producer.Policy, error) {
 	}
 	p.Retry.PerAttemptTimeout = detourPerAttempt
 	p.Probe = producer.ProbePolicy{Enabled: true, Interval: detourProbeInterval, Timeout: detourProbeTimeout}
-	p.MaxIsolatedPercent = detourMaxIsolated
 	return p, nil
 }
 
