@@ -47,7 +47,7 @@ func startStoppableManager(t *testing.T) (*producer.Runtime, func()) {
 	if err != nil {
 		t.Fatalf("creating a manager: %v", err)
 	}
-	if err := Setup(mgr, rt); err != nil {
+	if _, err := Setup(mgr, rt, Options{}); err != nil {
 		t.Fatalf("setting up the controllers: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())

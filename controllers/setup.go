@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -45,7 +46,7 @@ type shared struct {
 	protectionEvents *writeLimiter
 	metrics          *Metrics
 	recorder         recorder.EventRecorder
-	elected          <-chan struct{}
+	lead             *Leadership
 	// policyIsolations and topicIsolations carry FaultPolicy objects (stubs with namespace and
 	// name) whose isolations changed, or which the new leader must write; topicResync carries
 	// Topics the new leader must write.
@@ -55,24 +56,46 @@ type shared struct {
 }
 
 // leading reports whether this replica holds leadership (always, without leader election).
-func (s *shared) leading() bool {
-	select {
-	case <-s.elected:
-		return true
-	default:
-		return false
-	}
+func (s *shared) leading() bool { return s.lead.Leading() }
+
+// Options configure Setup.
+type Options struct {
+	// Leadership decides when this replica writes status, creates topics and records Events;
+	// nil means always (no leader election). Setup adds it to the manager.
+	Leadership *Leadership
 }
 
-// Setup registers the broker-pod, Topic and FaultPolicy reconcilers, the runtime's isolation
-// event source and the metrics with mgr, and restores the unexpired isolations recorded in
-// FaultPolicy status into rt before it returns, so a restarted or newly started manager does not
-// send to a broker that was isolated a moment ago. rt should use RuntimeMetrics() as its metrics.
-func Setup(mgr ctrl.Manager, rt *producer.Runtime) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := restoreIsolations(ctx, mgr.GetAPIReader(), rt); err != nil {
-		return fmt.Errorf("restoring isolations from FaultPolicy status: %w", err)
+// Controllers is what Setup registered, for the process's health checks.
+type Controllers struct {
+	restored atomic.Bool
+}
+
+// IsolationsRestored reports whether the isolations recorded in FaultPolicy status have been
+// restored into the runtime. Until then a replica must not take traffic: it might send to a
+// broker that was isolated a moment ago.
+func (c *Controllers) IsolationsRestored() bool { return c.restored.Load() }
+
+// Setup registers the broker-pod, Topic, Cluster and FaultPolicy reconcilers, the runtime's
+// isolation event source, the leadership and the metrics with mgr, and restores the unexpired
+// isolations recorded in FaultPolicy status into rt: before it returns when the API server
+// answers, else as soon as it does (IsolationsRestored tells). A replica that starts while the API
+// server is unreachable therefore waits, not ready, instead of failing. rt should use
+// RuntimeMetrics() as its metrics.
+func Setup(mgr ctrl.Manager, rt *producer.Runtime, opts Options) (*Controllers, error) {
+	lead := opts.Leadership
+	if lead == nil {
+		lead = AlwaysLeading()
+	}
+	out := &Controllers{}
+	restorer := &isolationRestorer{reader: mgr.GetAPIReader(), rt: rt, done: &out.restored}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	err := restorer.restore(ctx)
+	cancel()
+	if err != nil {
+		mgr.GetLogger().Error(err, "Restoring isolations from FaultPolicy status failed; retrying until the API server answers")
+		if err := mgr.Add(restorer); err != nil {
+			return nil, err
+		}
 	}
 	s := &shared{
 		brokers:          newBrokerDirectory(),
@@ -83,28 +106,73 @@ func Setup(mgr ctrl.Manager, rt *producer.Runtime) error {
 		protectionEvents: newWriteLimiter(time.Minute),
 		metrics:          RuntimeMetrics(),
 		recorder:         mgr.GetEventRecorder("detour"),
-		elected:          mgr.Elected(),
+		lead:             lead,
 		policyIsolations: make(chan event.GenericEvent),
 		topicIsolations:  make(chan event.GenericEvent),
 		topicResync:      make(chan event.GenericEvent),
 	}
 	c := mgr.GetClient()
 	if err := (&BrokerPodReconciler{Client: c, Runtime: rt, brokers: s.brokers}).SetupWithManager(mgr); err != nil {
-		return fmt.Errorf("broker pod controller: %w", err)
+		return nil, fmt.Errorf("broker pod controller: %w", err)
 	}
 	if err := (&TopicReconciler{Client: c, Runtime: rt, shared: s}).SetupWithManager(mgr); err != nil {
-		return fmt.Errorf("topic controller: %w", err)
+		return nil, fmt.Errorf("topic controller: %w", err)
 	}
 	if err := (&ClusterReconciler{Client: c, Runtime: rt, shared: s}).SetupWithManager(mgr); err != nil {
-		return fmt.Errorf("cluster controller: %w", err)
+		return nil, fmt.Errorf("cluster controller: %w", err)
 	}
 	if err := (&FaultPolicyReconciler{Client: c, Runtime: rt, shared: s}).SetupWithManager(mgr); err != nil {
-		return fmt.Errorf("fault policy controller: %w", err)
+		return nil, fmt.Errorf("fault policy controller: %w", err)
 	}
 	if err := mgr.Add(&isolationPump{Client: c, Runtime: rt, shared: s}); err != nil {
+		return nil, err
+	}
+	if err := mgr.Add(lead); err != nil {
+		return nil, err
+	}
+	if err := mgr.Add(&leaderResync{Client: c, shared: s}); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// isolationRestorer restores isolations from FaultPolicy status, retrying until the API server
+// answers.
+type isolationRestorer struct {
+	reader client.Reader
+	rt     *producer.Runtime
+	done   *atomic.Bool
+}
+
+// NeedLeaderElection implements manager.LeaderElectionRunnable: every replica restores.
+func (r *isolationRestorer) NeedLeaderElection() bool { return false }
+
+// Start implements manager.Runnable.
+func (r *isolationRestorer) Start(ctx context.Context) error {
+	log := ctrl.LoggerFrom(ctx)
+	for wait := time.Second; ; wait = min(2*wait, 10*time.Second) {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(wait):
+		}
+		actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := r.restore(actx)
+		cancel()
+		if err == nil {
+			log.Info("Isolations restored from FaultPolicy status")
+			return nil
+		}
+		log.V(1).Info("Restoring isolations from FaultPolicy status failed; retrying", "error", err.Error())
+	}
+}
+
+func (r *isolationRestorer) restore(ctx context.Context) error {
+	if err := restoreIsolations(ctx, r.reader, r.rt); err != nil {
 		return err
 	}
-	return mgr.Add(&leaderResync{Client: c, shared: s})
+	r.done.Store(true)
+	return nil
 }
 
 // restoreIsolations pushes every FaultPolicy into rt with the isolations its status records;
@@ -232,8 +300,8 @@ func (p *isolationPump) recordEvent(ctx context.Context, stub *routingv1alpha1.F
 		"Broker %s recovered, latency %dms", ev.Broker, it.Latency.Milliseconds())
 }
 
-// leaderResync asks every reconciler to write status when this replica becomes leader: while
-// it was not, reconciles pushed state into its runtime but wrote nothing.
+// leaderResync asks every reconciler to write status each time this replica wins the lease:
+// while it was not leading, reconciles pushed state into its runtime but wrote nothing.
 type leaderResync struct {
 	client.Client
 	*shared
@@ -241,11 +309,25 @@ type leaderResync struct {
 
 var _ manager.LeaderElectionRunnable = (*leaderResync)(nil)
 
-// NeedLeaderElection implements manager.LeaderElectionRunnable.
-func (l *leaderResync) NeedLeaderElection() bool { return true }
+// NeedLeaderElection implements manager.LeaderElectionRunnable: it follows the Leadership, which
+// comes and goes while the process runs.
+func (l *leaderResync) NeedLeaderElection() bool { return false }
 
 // Start implements manager.Runnable.
 func (l *leaderResync) Start(ctx context.Context) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-l.lead.won:
+		}
+		if err := l.resync(ctx); err != nil && ctx.Err() == nil {
+			ctrl.LoggerFrom(ctx).Error(err, "Resync after winning the lease failed; the next changes write status")
+		}
+	}
+}
+
+func (l *leaderResync) resync(ctx context.Context) error {
 	var policies routingv1alpha1.FaultPolicyList
 	if err := l.List(ctx, &policies); err != nil {
 		return err

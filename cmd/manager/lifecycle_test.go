@@ -19,14 +19,7 @@ import (
 	"github.com/detourmq/detour/pkg/brokersim"
 )
 
-func isElected(op *runningOperator) bool {
-	select {
-	case <-op.mgr.Elected():
-		return true
-	default:
-		return false
-	}
-}
+func isElected(op *runningOperator) bool { return op.lead.Leading() }
 
 func lease(t *testing.T, ns, name string) (*coordinationv1.Lease, error) {
 	t.Helper()
@@ -110,9 +103,12 @@ func TestLeaderElection(t *testing.T) {
 // leaseName is the Lease the default --leader-election-id names.
 const leaseName = "detour-manager.routing.detour.dev"
 
+// probeClient gives up as a kubelet probe does.
+var probeClient = &http.Client{Timeout: 5 * time.Second}
+
 // probe GETs a health endpoint and returns its status and body.
 func probe(addr, path string) (int, string, error) {
-	res, err := http.Get("http://" + addr + path + "?verbose")
+	res, err := probeClient.Get("http://" + addr + path + "?verbose")
 	if err != nil {
 		return 0, "", err
 	}

@@ -51,12 +51,38 @@ type operator struct {
 	// Services stop routing to it before its gateway stops accepting.
 	shutdownDelay time.Duration
 	stopping      atomic.Bool
+	lead          *controllers.Leadership
+	ctrls         *controllers.Controllers
 }
+
+// cacheSyncTimeout is how long a controller waits for its caches: as long as the API server
+// takes to answer.
+const cacheSyncTimeout = 365 * 24 * time.Hour
+
+// leaseNamespace is where the leader election Lease lives: --leader-election-namespace, else the
+// pod's namespace in a cluster, else --namespace.
+func leaseNamespace(o *options) (string, error) {
+	if o.leaderElectionNamespace != "" {
+		return o.leaderElectionNamespace, nil
+	}
+	if b, err := os.ReadFile(serviceAccountNamespace); err == nil && len(strings.TrimSpace(string(b))) > 0 {
+		return strings.TrimSpace(string(b)), nil
+	}
+	if o.namespace != "" {
+		return o.namespace, nil
+	}
+	return "", errors.New("--leader-elect needs --leader-election-namespace (or --namespace) outside a cluster")
+}
+
+// serviceAccountNamespace holds the pod's namespace in a cluster.
+const serviceAccountNamespace = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
 // operatorHooks are adjustments tests make to a manager that flags do not cover.
 type operatorHooks struct {
 	// skipNameValidation lets several managers register the same controllers in one process.
 	skipNameValidation bool
+	// leaseTimings shorten the leader election for tests; zero values take the defaults.
+	leaseTimings controllers.LeaseTimings
 }
 
 // newOperator builds the manager, the runtime, the controllers, the gateway and the health
@@ -69,6 +95,9 @@ func newOperator(cfg *rest.Config, o *options, log logr.Logger, hooks ...operato
 	var h operatorHooks
 	for _, x := range hooks {
 		h.skipNameValidation = h.skipNameValidation || x.skipNameValidation
+		if x.leaseTimings != (controllers.LeaseTimings{}) {
+			h.leaseTimings = x.leaseTimings
+		}
 	}
 	tlsOpts := []func(*tls.Config){}
 	if !o.enableHTTP2 {
@@ -90,30 +119,41 @@ func newOperator(cfg *rest.Config, o *options, log logr.Logger, hooks ...operato
 			return gateway.NonResourceFilter(auth), nil
 		}
 	}
+	// Leader election is detour's own (controllers.Leadership), not the manager's: the manager
+	// stops the process when it loses the lease, and losing the lease must stop only the
+	// leader's writes, never the gateway.
 	mgrOpts := ctrl.Options{
-		Scheme:                        scheme,
-		Logger:                        log,
-		Metrics:                       metricsOpts,
-		HealthProbeBindAddress:        o.probeAddr,
-		LeaderElection:                o.leaderElect,
-		LeaderElectionID:              o.leaderElectionID,
-		LeaderElectionNamespace:       o.leaderElectionNamespace,
-		LeaderElectionReleaseOnCancel: true, // the process exits right after the manager stops
-		GracefulShutdownTimeout:       ptr.To(o.shutdownTimeout),
-		Controller:                    config.Controller{SkipNameValidation: ptr.To(h.skipNameValidation)},
+		Scheme:                  scheme,
+		Logger:                  log,
+		Metrics:                 metricsOpts,
+		HealthProbeBindAddress:  o.probeAddr,
+		GracefulShutdownTimeout: ptr.To(o.shutdownTimeout),
+		Controller: config.Controller{
+			SkipNameValidation: ptr.To(h.skipNameValidation),
+			// A replica started while the API server is unreachable waits for it, not ready,
+			// instead of failing after controller-runtime's default of two minutes.
+			CacheSyncTimeout: cacheSyncTimeout,
+		},
 	}
 	if o.namespace != "" {
 		mgrOpts.Cache = cache.Options{DefaultNamespaces: map[string]cache.Config{o.namespace: {}}}
-		if o.leaderElectionNamespace == "" && !inCluster() {
-			mgrOpts.LeaderElectionNamespace = o.namespace
-		}
 	}
 	mgr, err := ctrl.NewManager(cfg, mgrOpts)
 	if err != nil {
 		return nil, fmt.Errorf("creating the manager: %w", err)
 	}
+	lead := controllers.AlwaysLeading()
+	if o.leaderElect {
+		ns, err := leaseNamespace(o)
+		if err != nil {
+			return nil, err
+		}
+		if lead, err = controllers.NewLeadership(cfg, ns, o.leaderElectionID, h.leaseTimings, log.WithName("leader")); err != nil {
+			return nil, err
+		}
+	}
 
-	op := &operator{mgr: mgr, namespace: o.namespace, log: log, shutdownDelay: o.shutdownDelay}
+	op := &operator{mgr: mgr, namespace: o.namespace, log: log, shutdownDelay: o.shutdownDelay, lead: lead}
 	op.rt = producer.New(producer.Options{
 		Metrics:       controllers.RuntimeMetrics(),
 		Logger:        log.WithName("runtime"),
@@ -125,7 +165,7 @@ func newOperator(cfg *rest.Config, o *options, log logr.Logger, hooks ...operato
 			op.closeRuntime()
 		}
 	}()
-	if err := controllers.Setup(mgr, op.rt); err != nil {
+	if op.ctrls, err = controllers.Setup(mgr, op.rt, controllers.Options{Leadership: lead}); err != nil {
 		return nil, fmt.Errorf("setting up the controllers: %w", err)
 	}
 
@@ -268,6 +308,14 @@ func (op *operator) addHealthChecks() error {
 	}); err != nil {
 		return err
 	}
+	if err := op.mgr.AddReadyzCheck("isolations-restored", func(*http.Request) error {
+		if !op.ctrls.IsolationsRestored() {
+			return errors.New("the isolations recorded in FaultPolicy status are not restored yet")
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
 	if err := op.mgr.AddReadyzCheck("cache-sync", func(r *http.Request) error {
 		ctx, cancel := context.WithTimeout(r.Context(), time.Second)
 		defer cancel()
@@ -291,30 +339,48 @@ func (op *operator) addHealthChecks() error {
 // whatever they answered. A rollout then never answers 503 NoRoute to traffic it accepted because
 // the new replica had not routed yet. Once passed it stays passed: Topics created later are not
 // a reason to take a serving replica out of its Service.
+//
+// The Topics are listed in the background: a list can block for minutes while the API server is
+// unreachable (the client's discovery waits on it), and a probe must answer at once, not ready.
 func (op *operator) topicsRouted() healthz.Checker {
 	var (
 		passed  atomic.Bool
 		mu      sync.Mutex
 		initial []routingv1alpha1.Topic
 		listed  bool
+		listing bool
+		listErr error
 	)
-	return func(r *http.Request) error {
+	list := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		var topics routingv1alpha1.TopicList
+		err := errors.New("the informer caches have not synced")
+		if op.mgr.GetCache().WaitForCacheSync(ctx) {
+			err = op.mgr.GetClient().List(ctx, &topics)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		listing, listErr = false, err
+		if err == nil {
+			initial, listed = topics.Items, true
+		}
+	}
+	return func(*http.Request) error {
 		if passed.Load() {
 			return nil
 		}
 		mu.Lock()
 		defer mu.Unlock()
 		if !listed {
-			ctx, cancel := context.WithTimeout(r.Context(), time.Second)
-			defer cancel()
-			if !op.mgr.GetCache().WaitForCacheSync(ctx) {
-				return errors.New("the informer caches have not synced")
+			if !listing {
+				listing = true
+				go list()
 			}
-			var list routingv1alpha1.TopicList
-			if err := op.mgr.GetClient().List(ctx, &list); err != nil {
-				return err
+			if listErr != nil {
+				return fmt.Errorf("listing the Topics present at start: %w", listErr)
 			}
-			initial, listed = list.Items, true
+			return errors.New("listing the Topics present at start")
 		}
 		var waiting []string
 		for i := range initial {
@@ -396,11 +462,5 @@ func (everyReplica) NeedLeaderElection() bool { return false }
 
 func fileExists(p string) bool {
 	_, err := os.Stat(p)
-	return err == nil
-}
-
-// inCluster reports whether the process runs in a pod with a service account.
-func inCluster() bool {
-	_, err := rest.InClusterConfig()
 	return err == nil
 }

@@ -122,7 +122,13 @@ func runSuite(m *testing.M) int {
 // deadline.
 func eventually(t *testing.T, what string, cond func() error) {
 	t.Helper()
-	deadline := time.Now().Add(eventuallyTimeout)
+	eventuallyWithin(t, eventuallyTimeout, what, cond)
+}
+
+// eventuallyWithin is eventually with its own timeout, for what waits on client-go's backoff.
+func eventuallyWithin(t *testing.T, timeout time.Duration, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
 	for {
 		err := cond()
 		if err == nil {
@@ -219,11 +225,11 @@ type runningOperator struct {
 }
 
 // startOperator builds and starts an operator on cfg and stops it when the test ends.
-func startOperator(t *testing.T, cfg *rest.Config, o *options) *runningOperator {
+func startOperator(t *testing.T, cfg *rest.Config, o *options, hooks ...operatorHooks) *runningOperator {
 	t.Helper()
 	logw := &testLogWriter{t: t}
 	log := zap.New(zap.WriteTo(logw))
-	op, err := newOperator(cfg, o, log, operatorHooks{skipNameValidation: true})
+	op, err := newOperator(cfg, o, log, append(hooks, operatorHooks{skipNameValidation: true})...)
 	if err != nil {
 		t.Fatalf("building the operator: %v", err)
 	}
