@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"path"
 	"strconv"
 	"time"
 
@@ -61,13 +62,23 @@ type ErrorResponse struct {
 
 // Handler returns the gateway's HTTP handler (also usable without Start, e.g. in tests).
 func (s *Server) Handler() http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc(MessagesPath, s.serveMessages)
-	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
+	notFound := func(w http.ResponseWriter, _ *http.Request) {
 		writeError(w, http.StatusNotFound, ErrorResponse{Code: CodeNotFound,
 			Error: "not found; send with POST " + MessagesPath})
-	})
-	return s.instrument(mux)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc(MessagesPath, s.serveMessages)
+	mux.HandleFunc("/", notFound)
+	return s.instrument(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// ServeMux answers a path with "..", "." or "//" with a redirect and no body; the gateway
+		// promises a JSON body on every answer but 200, and a sender has no business with such
+		// a path anyway.
+		if p := r.URL.Path; p != "/" && path.Clean(p) != p {
+			notFound(w, r)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	}))
 }
 
 // instrument counts requests in flight and records each answer's status and duration.
