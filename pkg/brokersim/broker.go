@@ -220,7 +220,23 @@ type Broker struct {
 	heartbeats        int64
 	commitLogOffset   int64
 	autoCreateRuntime atomic.Bool
+	// delayedCount and delayedBytes are the requests (and their body bytes) waiting out a
+	// delay fault.
+	delayedCount, delayedBytes atomic.Int64
 }
+
+// Bounds of the requests a broker holds while a delay fault delays their answers. Beyond them it
+// answers SYSTEM_BUSY at once, as RocketMQ's broker does when its send queue is full.
+const (
+	// MaxDelayedRequests is RocketMQ's sendThreadPoolQueueCapacity default.
+	MaxDelayedRequests = 10000
+	// MaxDelayedBytes bounds the request bodies held.
+	MaxDelayedBytes = 64 << 20
+)
+
+// remarkOverload is the remark of RocketMQ's answer to a request its full queue rejects
+// (NettyRemotingAbstract.processRequestCommand).
+const remarkOverload = "[OVERLOAD]system busy, start flow control for a while"
 
 // StartBroker starts a broker named name on addr ("127.0.0.1:0" picks a free port) with the
 // default Options.
@@ -561,7 +577,17 @@ func (b *Broker) handle(sc *serverConn, req *remoting.Command) {
 		sc.respond(req, resp, flush)
 	}
 	if d := fs.drawDelay(); d > 0 {
-		sc.after(d, func() { answer(true) })
+		// A broker's request queue is bounded: what it cannot queue it refuses at once, and a
+		// client that pipelines without reading cannot make it hold unbounded memory.
+		size := int64(len(req.Body))
+		n, bytes := b.delayedCount.Add(1), b.delayedBytes.Add(size)
+		release := func() { b.delayedCount.Add(-1); b.delayedBytes.Add(-size) }
+		if n > MaxDelayedRequests || bytes > MaxDelayedBytes {
+			release()
+			sc.respond(req, remoting.NewResponse(req, remoting.SystemBusy, remarkOverload), false)
+			return
+		}
+		sc.after(d, func() { answer(true) }, release)
 		return
 	}
 	answer(false)

@@ -3,6 +3,7 @@ package brokersim
 import (
 	"context"
 	"errors"
+	"net"
 	"runtime"
 	"strings"
 	"testing"
@@ -269,4 +270,64 @@ func TestCloseStopsEveryGoroutine(t *testing.T) {
 	_ = b.Close()
 	_ = ns.Close()
 	waitFor(t, "goroutines gone", func() bool { return runtime.NumGoroutine() <= before })
+}
+
+// A client that pipelines requests to a delaying broker without reading cannot make it hold
+// unbounded memory: beyond its queue's bounds (RocketMQ's send queue capacity, and a byte bound)
+// the broker answers SYSTEM_BUSY at once with RocketMQ's overload remark, and every queued request
+// is released when it is answered or its connection closes.
+func TestDelayedRequestsAreBoundedLikeTheBrokersQueue(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		requests int
+		body     int
+		refused  int
+	}{
+		{"by count", MaxDelayedRequests + 50, 1, 50},
+		{"by bytes", 20, 4 << 20, 20 - MaxDelayedBytes/(4<<20)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := startBroker(t, "broker-a", Options{})
+			b.CreateTopic("T", 4)
+			b.SetFault(Fault{Delay: 3 * time.Second})
+			nc, err := net.Dial("tcp", b.Addr())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer nc.Close()
+			fw := remoting.NewFrameWriter(nc, 10*time.Second)
+			body := make([]byte, tc.body)
+			for i := range tc.requests {
+				req := remoting.NewSendRequest(&remoting.SendHeader{ProducerGroup: "g", Topic: "T", Properties: ""}, body, true)
+				req.Opaque = int32(i)
+				if err := fw.WriteCommand(req, tc.body > 1 || i == tc.requests-1); err != nil {
+					t.Fatal(err)
+				}
+			}
+			_ = nc.SetReadDeadline(time.Now().Add(30 * time.Second))
+			fr := remoting.NewFrameReader(nc, 0, 0)
+			busy, ok := 0, 0
+			for range tc.requests {
+				resp, err := fr.ReadCommand()
+				if err != nil {
+					t.Fatalf("after %d busy and %d stored answers: %v", busy, ok, err)
+				}
+				switch {
+				case resp.Code == remoting.SystemBusy && resp.Remark == remarkOverload:
+					if ok > 0 {
+						t.Fatal("an overload answer came after the delayed ones: it was queued, not refused")
+					}
+					busy++
+				case resp.Code == remoting.Success:
+					ok++
+				default:
+					t.Fatalf("answer %d %q", resp.Code, resp.Remark)
+				}
+			}
+			if busy != tc.refused {
+				t.Errorf("%d requests refused as overload, want %d", busy, tc.refused)
+			}
+			waitFor(t, "the queue released", func() bool { return b.delayedCount.Load() == 0 && b.delayedBytes.Load() == 0 })
+		})
+	}
 }

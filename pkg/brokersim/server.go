@@ -44,7 +44,7 @@ type serverConn struct {
 
 	mu        sync.Mutex
 	closed    bool
-	timers    map[uint64]*time.Timer
+	timers    map[uint64]pendingTimer
 	nextID    uint64
 	idleTimer *time.Timer // nil when the server has no idle timeout
 }
@@ -243,22 +243,31 @@ func (sc *serverConn) respond(req, resp *remoting.Command, flush bool) {
 	}
 }
 
+// pendingTimer is a delayed answer: its timer, and what to release once it fired or was stopped.
+type pendingTimer struct {
+	t       *time.Timer
+	release func()
+}
+
 // after runs f after d on a timer tied to the connection: closing the connection cancels it,
-// and the server waits for timers that already fired.
-func (sc *serverConn) after(d time.Duration, f func()) {
+// and the server waits for timers that already fired. release runs exactly once, after f or
+// when the timer is cancelled (or at once when the connection is closed already).
+func (sc *serverConn) after(d time.Duration, f, release func()) {
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
 	if sc.closed {
+		release()
 		return
 	}
 	id := sc.nextID
 	sc.nextID++
 	if sc.timers == nil {
-		sc.timers = make(map[uint64]*time.Timer)
+		sc.timers = make(map[uint64]pendingTimer)
 	}
 	sc.srv.wg.Add(1)
-	sc.timers[id] = time.AfterFunc(d, func() {
+	sc.timers[id] = pendingTimer{release: release, t: time.AfterFunc(d, func() {
 		defer sc.srv.wg.Done()
+		defer release()
 		sc.mu.Lock()
 		delete(sc.timers, id)
 		closed := sc.closed
@@ -266,7 +275,7 @@ func (sc *serverConn) after(d time.Duration, f func()) {
 		if !closed {
 			f()
 		}
-	})
+	})}
 }
 
 // touch records activity on the connection.
@@ -306,8 +315,9 @@ func (sc *serverConn) close() {
 	sc.timers = nil
 	idle := sc.idleTimer
 	sc.mu.Unlock()
-	for _, t := range timers {
-		if t.Stop() {
+	for _, pt := range timers {
+		if pt.t.Stop() {
+			pt.release()
 			sc.srv.wg.Done()
 		}
 	}
