@@ -24,6 +24,8 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client/config"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/detourmq/detour/internal/gateway"
 )
 
 func main() {
@@ -41,6 +43,7 @@ type options struct {
 	namespace               string
 	gatewayAddr             string
 	gatewayAuth             bool
+	authOpts                gateway.AuthOptions
 	gatewaySecure           bool
 	gatewayCertDir          string
 	facadeAddr              string
@@ -87,6 +90,16 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.gatewayAddr, "gateway-bind-address", ":8080", "The address the send gateway binds to; 0 disables it.")
 	fs.BoolVar(&o.gatewayAuth, "gateway-auth", true,
 		"Require a bearer token allowed to create topics/messages on the Topic (TokenReview and SubjectAccessReview). Turn off only for local use.")
+	fs.DurationVar(&o.authOpts.TokenTTL, "gateway-auth-token-ttl", gateway.DefaultTokenTTL,
+		"How long an accepted bearer token is remembered (kube-apiserver's --authentication-token-webhook-cache-ttl default).")
+	fs.DurationVar(&o.authOpts.RejectedTokenTTL, "gateway-auth-rejected-token-ttl", gateway.DefaultRejectedTokenTTL,
+		"How long a bearer token the API server rejected is remembered as rejected.")
+	fs.DurationVar(&o.authOpts.AllowedTTL, "gateway-auth-allowed-ttl", gateway.DefaultAllowedTTL,
+		"How long a granted SubjectAccessReview is remembered: a revoked RoleBinding stops sends within this (kube-apiserver's --authorization-webhook-cache-authorized-ttl default).")
+	fs.DurationVar(&o.authOpts.DeniedTTL, "gateway-auth-denied-ttl", gateway.DefaultDeniedTTL,
+		"How long a refused SubjectAccessReview is remembered: a new RoleBinding takes effect within this (kube-apiserver's --authorization-webhook-cache-unauthorized-ttl default).")
+	fs.Float64Var(&o.authOpts.ClientReviewsPerSecond, "gateway-auth-reviews-per-client", gateway.DefaultClientReviewsPerSecond,
+		"TokenReviews and SubjectAccessReviews one client address may cause per second (bursts of twice as many); beyond, 429.")
 	fs.BoolVar(&o.gatewaySecure, "gateway-secure", true,
 		"Serve the send gateway over HTTPS, with tls.crt and tls.key from --gateway-cert-dir or a self-signed certificate.")
 	fs.StringVar(&o.gatewayCertDir, "gateway-cert-dir", "", "A directory with tls.crt and tls.key for the send gateway; reloaded when they change.")

@@ -109,7 +109,7 @@ func newOperator(cfg *rest.Config, o *options, log logr.Logger, hooks ...operato
 	}
 	var auth *gateway.KubeAuth
 	if (o.gatewayAuth && o.gatewayAddr != "0") || (o.secureMetrics && o.metricsAddr != "0") {
-		if auth, err = gateway.NewKubeAuth(cfg, httpClient); err != nil {
+		if auth, err = gateway.NewKubeAuth(cfg, httpClient, o.authOpts); err != nil {
 			return nil, err
 		}
 	}

@@ -49,28 +49,81 @@ type Authorizer interface {
 	Authorize(ctx context.Context, token, namespace, topic string) (Decision, string, error)
 }
 
-// Cache lifetimes of the decisions KubeAuth remembers. A granted permission is remembered
-// longer than a refusal so that a freshly granted Role takes effect quickly, as the API
-// server's own webhook authorizer does. Tokens the API server rejected are not remembered at
-// all, so random tokens cannot fill the cache.
+// Default cache lifetimes of KubeAuth, those of kube-apiserver's webhook authenticator
+// (--authentication-token-webhook-cache-ttl) and authorizer (--authorization-webhook-cache-
+// authorized-ttl and -unauthorized-ttl), plus a short memory of rejected tokens so that a client
+// repeating a bad token does not cost a TokenReview per request.
 const (
-	tokenTTL   = time.Minute
-	allowTTL   = time.Minute
-	denyTTL    = 10 * time.Second
-	maxEntries = 4096
+	DefaultTokenTTL         = 2 * time.Minute
+	DefaultRejectedTokenTTL = 10 * time.Second
+	DefaultAllowedTTL       = 5 * time.Minute
+	DefaultDeniedTTL        = 30 * time.Second
+	// DefaultClientReviewsPerSecond bounds the TokenReviews and SubjectAccessReviews one client
+	// (one remote address) causes, with bursts of twice as many.
+	DefaultClientReviewsPerSecond = 10
 )
 
+// Bounds of KubeAuth's memory. A full cache keeps what it holds and stops remembering new
+// answers (they are asked again), so no caller can push out the answers of others; one user's
+// many decisions only ever push out that user's own.
+const (
+	maxTokens          = 4096
+	maxUsers           = 4096
+	maxDecisionsByUser = 256
+	maxClients         = 16384
+)
+
+// ErrTooManyReviews is the error of a decision that would have taken the caller over its bound
+// of reviews per second; the gateway answers 429 and the caller retries later.
+var ErrTooManyReviews = errors.New("too many authentication and authorization reviews from this client")
+
+// AuthOptions configure KubeAuth; zero values take the defaults.
+type AuthOptions struct {
+	// TokenTTL is how long an accepted token's user is remembered.
+	TokenTTL time.Duration
+	// RejectedTokenTTL is how long a token the API server rejected is remembered as rejected.
+	RejectedTokenTTL time.Duration
+	// AllowedTTL and DeniedTTL are how long an authorisation decision is remembered.
+	AllowedTTL, DeniedTTL time.Duration
+	// ClientReviewsPerSecond bounds the reviews one client causes (bursts of twice as many).
+	ClientReviewsPerSecond float64
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+func (o AuthOptions) withDefaults() AuthOptions {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&o.TokenTTL, DefaultTokenTTL)
+	def(&o.RejectedTokenTTL, DefaultRejectedTokenTTL)
+	def(&o.AllowedTTL, DefaultAllowedTTL)
+	def(&o.DeniedTTL, DefaultDeniedTTL)
+	if o.ClientReviewsPerSecond <= 0 {
+		o.ClientReviewsPerSecond = DefaultClientReviewsPerSecond
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return o
+}
+
 // KubeAuth authenticates bearer tokens with the API server's TokenReview and authorises them
-// with SubjectAccessReview on topics/messages, remembering answers for a short time so a busy
-// sender costs the API server two requests a minute, not two per message.
+// with SubjectAccessReview on topics/messages, remembering answers for a while so a busy
+// sender costs the API server a few requests every few minutes, not two per message, and bounding
+// the reviews each client can cause.
 type KubeAuth struct {
 	tokens authnclient.TokenReviewInterface
 	access authzclient.SubjectAccessReviewInterface
-	now    func() time.Time
+	opts   AuthOptions
 
-	mu      sync.Mutex
-	users   map[[sha256.Size]byte]cached[authenticationv1.UserInfo]
-	results map[string]cached[bool]
+	mu        sync.Mutex
+	users     map[[sha256.Size]byte]cached[authenticationv1.UserInfo]
+	rejected  map[[sha256.Size]byte]time.Time
+	decisions map[string]map[string]cached[bool] // user -> question -> answer
+	clients   map[string]*bucket
 }
 
 type cached[T any] struct {
@@ -78,9 +131,24 @@ type cached[T any] struct {
 	expires time.Time
 }
 
+// bucket is a token bucket of reviews for one client.
+type bucket struct {
+	tokens float64
+	at     time.Time
+}
+
+// ClientKey is the context key under which callers put the identity (e.g. the remote address)
+// of the client a decision is for; decisions without one share one bound.
+type ClientKey struct{}
+
+// WithClient returns ctx carrying the client's identity for KubeAuth's per-client bound.
+func WithClient(ctx context.Context, client string) context.Context {
+	return context.WithValue(ctx, ClientKey{}, client)
+}
+
 // NewKubeAuth builds a KubeAuth that talks to the API server of cfg. The identity of cfg needs
 // create on tokenreviews.authentication.k8s.io and subjectaccessreviews.authorization.k8s.io.
-func NewKubeAuth(cfg *rest.Config, httpClient *http.Client) (*KubeAuth, error) {
+func NewKubeAuth(cfg *rest.Config, httpClient *http.Client, opts AuthOptions) (*KubeAuth, error) {
 	authn, err := authnclient.NewForConfigAndClient(cfg, httpClient)
 	if err != nil {
 		return nil, err
@@ -89,22 +157,24 @@ func NewKubeAuth(cfg *rest.Config, httpClient *http.Client) (*KubeAuth, error) {
 	if err != nil {
 		return nil, err
 	}
-	return NewKubeAuthFromClients(authn.TokenReviews(), authz.SubjectAccessReviews(), time.Now), nil
+	return NewKubeAuthFromClients(authn.TokenReviews(), authz.SubjectAccessReviews(), opts), nil
 }
 
-// NewKubeAuthFromClients builds a KubeAuth on given clients and clock (now may be nil).
-func NewKubeAuthFromClients(tokens authnclient.TokenReviewInterface, access authzclient.SubjectAccessReviewInterface, now func() time.Time) *KubeAuth {
-	if now == nil {
-		now = time.Now
-	}
+// NewKubeAuthFromClients builds a KubeAuth on given clients.
+func NewKubeAuthFromClients(tokens authnclient.TokenReviewInterface, access authzclient.SubjectAccessReviewInterface, opts AuthOptions) *KubeAuth {
 	return &KubeAuth{
-		tokens:  tokens,
-		access:  access,
-		now:     now,
-		users:   make(map[[sha256.Size]byte]cached[authenticationv1.UserInfo]),
-		results: make(map[string]cached[bool]),
+		tokens:    tokens,
+		access:    access,
+		opts:      opts.withDefaults(),
+		users:     make(map[[sha256.Size]byte]cached[authenticationv1.UserInfo]),
+		rejected:  make(map[[sha256.Size]byte]time.Time),
+		decisions: make(map[string]map[string]cached[bool]),
+		clients:   make(map[string]*bucket),
 	}
 }
+
+// Options returns the options in force, defaults filled in.
+func (a *KubeAuth) Options() AuthOptions { return a.opts }
 
 // Authorize implements Authorizer.
 func (a *KubeAuth) Authorize(ctx context.Context, token, namespace, topic string) (Decision, string, error) {
@@ -156,12 +226,19 @@ func (a *KubeAuth) decide(ctx context.Context, token string, attrs authorization
 
 func (a *KubeAuth) authenticate(ctx context.Context, token string) (authenticationv1.UserInfo, bool, error) {
 	key := sha256.Sum256([]byte(token))
-	now := a.now()
+	now := a.opts.Now()
 	a.mu.Lock()
 	c, hit := a.users[key]
+	until, rejected := a.rejected[key]
 	a.mu.Unlock()
 	if hit && now.Before(c.expires) {
 		return c.value, true, nil
+	}
+	if rejected && now.Before(until) {
+		return authenticationv1.UserInfo{}, false, nil
+	}
+	if !a.spend(ctx, now) {
+		return authenticationv1.UserInfo{}, false, ErrTooManyReviews
 	}
 	review, err := a.tokens.Create(ctx, &authenticationv1.TokenReview{
 		Spec: authenticationv1.TokenReviewSpec{Token: token},
@@ -169,24 +246,31 @@ func (a *KubeAuth) authenticate(ctx context.Context, token string) (authenticati
 	if err != nil {
 		return authenticationv1.UserInfo{}, false, fmt.Errorf("token review: %w", err)
 	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	if !review.Status.Authenticated {
+		if roomFor(a.rejected, func(t time.Time) bool { return !now.Before(t) }, maxTokens) {
+			a.rejected[key] = now.Add(a.opts.RejectedTokenTTL)
+		}
 		return authenticationv1.UserInfo{}, false, nil
 	}
-	a.mu.Lock()
-	makeRoom(a.users, now)
-	a.users[key] = cached[authenticationv1.UserInfo]{value: review.Status.User, expires: now.Add(tokenTTL)}
-	a.mu.Unlock()
+	if roomFor(a.users, func(c cached[authenticationv1.UserInfo]) bool { return !now.Before(c.expires) }, maxTokens) {
+		a.users[key] = cached[authenticationv1.UserInfo]{value: review.Status.User, expires: now.Add(a.opts.TokenTTL)}
+	}
 	return review.Status.User, true, nil
 }
 
 func (a *KubeAuth) authorize(ctx context.Context, user authenticationv1.UserInfo, attrs authorizationv1.SubjectAccessReviewSpec) (bool, error) {
-	key := accessKey(user, attrs)
-	now := a.now()
+	who, question := userKey(user), accessKey(user, attrs)
+	now := a.opts.Now()
 	a.mu.Lock()
-	c, hit := a.results[key]
+	c, hit := a.decisions[who][question]
 	a.mu.Unlock()
 	if hit && now.Before(c.expires) {
 		return c.value, nil
+	}
+	if !a.spend(ctx, now) {
+		return false, ErrTooManyReviews
 	}
 	spec := attrs
 	spec.User, spec.UID, spec.Groups = user.Username, user.UID, user.Groups
@@ -199,16 +283,66 @@ func (a *KubeAuth) authorize(ctx context.Context, user authenticationv1.UserInfo
 		return false, fmt.Errorf("subject access review: %w", err)
 	}
 	allowed := review.Status.Allowed && !review.Status.Denied
-	ttl := denyTTL
+	ttl := a.opts.DeniedTTL
 	if allowed {
-		ttl = allowTTL
+		ttl = a.opts.AllowedTTL
 	}
 	a.mu.Lock()
-	makeRoom(a.results, now)
-	a.results[key] = cached[bool]{value: allowed, expires: now.Add(ttl)}
-	a.mu.Unlock()
+	defer a.mu.Unlock()
+	mine := a.decisions[who]
+	if mine == nil {
+		allExpired := func(m map[string]cached[bool]) bool {
+			for _, c := range m {
+				if now.Before(c.expires) {
+					return false
+				}
+			}
+			return true
+		}
+		if !roomFor(a.decisions, allExpired, maxUsers) {
+			return allowed, nil
+		}
+		mine = make(map[string]cached[bool])
+		a.decisions[who] = mine
+	}
+	if !roomFor(mine, func(c cached[bool]) bool { return !now.Before(c.expires) }, maxDecisionsByUser) {
+		clear(mine) // the user's own answers make room for the user's new ones
+	}
+	mine[question] = cached[bool]{value: allowed, expires: now.Add(ttl)}
 	return allowed, nil
 }
+
+// spend takes one review from the bucket of ctx's client, and reports whether there was one.
+func (a *KubeAuth) spend(ctx context.Context, now time.Time) bool {
+	client, _ := ctx.Value(ClientKey{}).(string)
+	rate := a.opts.ClientReviewsPerSecond
+	burst := 2 * rate
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	b := a.clients[client]
+	if b == nil {
+		// An idle client's bucket is full again: forgetting it loses nothing.
+		full := func(b *bucket) bool { return now.Sub(b.at).Seconds()*rate+b.tokens >= burst }
+		if !roomFor(a.clients, full, maxClients) {
+			client = "" // beyond the bound, unknown clients share one bucket
+			b = a.clients[client]
+		}
+		if b == nil {
+			b = &bucket{tokens: burst, at: now}
+			a.clients[client] = b
+		}
+	}
+	b.tokens = min(burst, b.tokens+now.Sub(b.at).Seconds()*rate)
+	b.at = now
+	if b.tokens < 1 {
+		return false
+	}
+	b.tokens--
+	return true
+}
+
+// userKey identifies a user for the decision cache.
+func userKey(user authenticationv1.UserInfo) string { return user.Username + "\x00" + user.UID }
 
 // accessKey identifies one authorisation question. Every part that the authorizer may look at
 // is in it, each followed by a separator byte that cannot occur in names.
@@ -252,20 +386,18 @@ func accessKey(user authenticationv1.UserInfo, attrs authorizationv1.SubjectAcce
 	return b.String()
 }
 
-// makeRoom keeps a cache map bounded: when it is full, expired entries go, and if that is not
-// enough the whole map is dropped (the next requests simply ask the API server again).
-func makeRoom[K comparable, V any](m map[K]cached[V], now time.Time) {
-	if len(m) < maxEntries {
-		return
+// roomFor reports whether m may take one more entry, first deleting the entries that gone says
+// are expired when it is full. It never deletes live entries.
+func roomFor[K comparable, V any](m map[K]V, gone func(V) bool, limit int) bool {
+	if len(m) < limit {
+		return true
 	}
-	for k, c := range m {
-		if !now.Before(c.expires) {
+	for k, v := range m {
+		if gone(v) {
 			delete(m, k)
 		}
 	}
-	if len(m) >= maxEntries {
-		clear(m)
-	}
+	return len(m) < limit
 }
 
 // bearerToken extracts the token of an "Authorization: Bearer <token>" header.
@@ -288,8 +420,11 @@ var errAuthUnavailable = errors.New("authorization is unavailable")
 func NonResourceFilter(a *KubeAuth) func(logr.Logger, http.Handler) (http.Handler, error) {
 	return func(log logr.Logger, next http.Handler) (http.Handler, error) {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			decision, reason, err := a.AuthorizeNonResource(r.Context(), bearerToken(r), r.URL.Path, strings.ToLower(r.Method))
+			decision, reason, err := a.AuthorizeNonResource(WithClient(r.Context(), clientOf(r)), bearerToken(r), r.URL.Path, strings.ToLower(r.Method))
 			switch {
+			case errors.Is(err, ErrTooManyReviews):
+				w.Header().Set("Retry-After", "1")
+				http.Error(w, err.Error(), http.StatusTooManyRequests)
 			case err != nil:
 				log.Error(err, "Authorizing a metrics request failed")
 				http.Error(w, errAuthUnavailable.Error(), http.StatusServiceUnavailable)

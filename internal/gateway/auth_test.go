@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -29,7 +30,7 @@ type fakeAPI struct {
 	fail     error
 }
 
-func newFakeAuth(api *fakeAPI, now func() time.Time) *KubeAuth {
+func newFakeAuth(api *fakeAPI, now func() time.Time, opts ...AuthOptions) *KubeAuth {
 	cs := fake.NewClientset()
 	cs.PrependReactor("create", "tokenreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		tr := a.(k8stesting.CreateAction).GetObject().(*authenticationv1.TokenReview)
@@ -58,7 +59,12 @@ func newFakeAuth(api *fakeAPI, now func() time.Time) *KubeAuth {
 		}
 		return true, out, nil
 	})
-	return NewKubeAuthFromClients(cs.AuthenticationV1().TokenReviews(), cs.AuthorizationV1().SubjectAccessReviews(), now)
+	var o AuthOptions
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	o.Now = now
+	return NewKubeAuthFromClients(cs.AuthenticationV1().TokenReviews(), cs.AuthorizationV1().SubjectAccessReviews(), o)
 }
 
 // TestKubeAuthAsksForCreateOnTopicMessages proves the decisions follow TokenReview and
@@ -101,8 +107,9 @@ func TestKubeAuthAsksForCreateOnTopicMessages(t *testing.T) {
 }
 
 // TestKubeAuthRemembersAnswersForAWhile proves a repeated request costs the API server nothing
-// until the cached answers expire, that refusals expire sooner than grants so a new Role takes
-// effect quickly, and that rejected tokens are never remembered.
+// until the cached answers expire (kube-apiserver's webhook lifetimes by default), that refusals
+// expire sooner than grants so a new Role takes effect quickly, and that a rejected token is
+// remembered only briefly.
 func TestKubeAuthRemembersAnswersForAWhile(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	clock := func() time.Time { return now }
@@ -130,7 +137,7 @@ func TestKubeAuthRemembersAnswersForAWhile(t *testing.T) {
 	api.mu.Lock()
 	api.grants["bob ns/topic"] = true
 	api.mu.Unlock()
-	now = now.Add(denyTTL - time.Second)
+	now = now.Add(DefaultDeniedTTL - time.Second)
 	if ask("t") != Forbidden {
 		t.Fatal("the refusal was not remembered within its lifetime")
 	}
@@ -138,10 +145,14 @@ func TestKubeAuthRemembersAnswersForAWhile(t *testing.T) {
 	if ask("t") != Allowed {
 		t.Fatal("the grant did not take effect once the refusal expired")
 	}
-	now = now.Add(allowTTL - time.Second)
+	if r, a := counts(); r != 1 || a != 2 {
+		t.Fatalf("%d token reviews, %d access reviews; want the token remembered for %v", r, a, DefaultTokenTTL)
+	}
+	now = now.Add(DefaultTokenTTL)
 	ask("t")
 	if r, a := counts(); r != 2 || a != 2 {
-		t.Fatalf("%d token reviews, %d access reviews; want the token reviewed again after a minute, access twice", r, a)
+		t.Fatalf("%d token reviews, %d access reviews; want the token reviewed again after %v, the grant remembered for %v",
+			r, a, DefaultTokenTTL, DefaultAllowedTTL)
 	}
 
 	for range 3 {
@@ -149,8 +160,79 @@ func TestKubeAuthRemembersAnswersForAWhile(t *testing.T) {
 			t.Fatal("a forged token was accepted")
 		}
 	}
-	if r, _ := counts(); r != 5 {
-		t.Fatalf("%d token reviews; want every forged attempt reviewed (none remembered)", r)
+	if r, _ := counts(); r != 3 {
+		t.Fatalf("%d token reviews; want one for three tries of a forged token", r)
+	}
+	now = now.Add(DefaultRejectedTokenTTL)
+	ask("forged")
+	if r, _ := counts(); r != 4 {
+		t.Fatalf("%d token reviews; want the rejection forgotten after %v", r, DefaultRejectedTokenTTL)
+	}
+}
+
+// TestKubeAuthBoundsTheReviewsOfEachClient proves one client cannot make thousands of reviews a
+// second (fresh forged tokens miss every cache): beyond its bucket its decisions fail with
+// ErrTooManyReviews, while another client keeps its own, and cached answers cost nothing.
+func TestKubeAuthBoundsTheReviewsOfEachClient(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	api := &fakeAPI{users: map[string]authenticationv1.UserInfo{"t": {Username: "bob"}},
+		grants: map[string]bool{"bob ns/topic": true}}
+	auth := newFakeAuth(api, func() time.Time { return now }, AuthOptions{ClientReviewsPerSecond: 10})
+	attacker := WithClient(context.Background(), "10.0.0.66")
+	refused := 0
+	for i := range 1000 {
+		_, _, err := auth.Authorize(attacker, fmt.Sprintf("forged-%d", i), "ns", "topic")
+		switch {
+		case errors.Is(err, ErrTooManyReviews):
+			refused++
+		case err != nil:
+			t.Fatal(err)
+		}
+	}
+	if reviews := 1000 - refused; reviews != 20 {
+		t.Fatalf("%d token reviews for 1000 fresh tokens in one instant; want the burst of 20", reviews)
+	}
+	bob := WithClient(context.Background(), "10.0.0.7")
+	for range 50 {
+		if d, _, err := auth.Authorize(bob, "t", "ns", "topic"); err != nil || d != Allowed {
+			t.Fatalf("another client: %v, %v", d, err)
+		}
+	}
+	now = now.Add(time.Second)
+	if _, _, err := auth.Authorize(attacker, "forged-again", "ns", "topic"); err != nil {
+		t.Fatalf("a second later the client has reviews again: %v", err)
+	}
+}
+
+// TestKubeAuthKeepsOthersAnswersUnderAFlood proves that neither a caller asking about thousands
+// of Topics nor a flood of forged tokens pushes out the cached answers of other users.
+func TestKubeAuthKeepsOthersAnswersUnderAFlood(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	api := &fakeAPI{users: map[string]authenticationv1.UserInfo{"alice-token": {Username: "alice"}, "mallory-token": {Username: "mallory"}},
+		grants: map[string]bool{"alice shop/orders": true}}
+	auth := newFakeAuth(api, func() time.Time { return now }, AuthOptions{ClientReviewsPerSecond: 1e9})
+	ctx := context.Background()
+	if d, _, err := auth.Authorize(ctx, "alice-token", "shop", "orders"); err != nil || d != Allowed {
+		t.Fatalf("alice: %v, %v", d, err)
+	}
+	for i := range 5000 {
+		if _, _, err := auth.Authorize(ctx, "mallory-token", "shop", fmt.Sprintf("t%d", i)); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := auth.Authorize(ctx, fmt.Sprintf("forged-%d", i), "shop", "orders"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	api.mu.Lock()
+	reviews, accesses := api.reviews, len(api.accesses)
+	api.mu.Unlock()
+	if d, _, err := auth.Authorize(ctx, "alice-token", "shop", "orders"); err != nil || d != Allowed {
+		t.Fatalf("alice after the flood: %v, %v", d, err)
+	}
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	if api.reviews != reviews || len(api.accesses) != accesses {
+		t.Fatalf("alice's cached answers were pushed out: %d token and %d access reviews more", api.reviews-reviews, len(api.accesses)-accesses)
 	}
 }
 

@@ -341,7 +341,7 @@ func (f *fakeAuth) Authorize(_ context.Context, token, ns, topic string) (Decisi
 }
 
 // TestAuthorizerDecidesBeforeAnythingIsSent proves the gateway asks the Authorizer with the bearer
-// token and the Topic, and answers 401, 403 or 503 without sending when it does not allow.
+// token and the Topic, and answers 401, 403, 429 or 503 without sending when it does not allow.
 func TestAuthorizerDecidesBeforeAnythingIsSent(t *testing.T) {
 	cases := []struct {
 		name       string
@@ -353,6 +353,7 @@ func TestAuthorizerDecidesBeforeAnythingIsSent(t *testing.T) {
 		{"unauthenticated", &fakeAuth{decision: Unauthenticated}, http.StatusUnauthorized, CodeUnauthorized},
 		{"forbidden", &fakeAuth{decision: Forbidden}, http.StatusForbidden, CodeForbidden},
 		{"authorizer unavailable", &fakeAuth{err: errors.New("api server down")}, http.StatusServiceUnavailable, CodeUnavailable},
+		{"too many reviews from this client", &fakeAuth{err: ErrTooManyReviews}, http.StatusTooManyRequests, CodeTooManyRequests},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -371,6 +372,9 @@ func TestAuthorizerDecidesBeforeAnythingIsSent(t *testing.T) {
 				if er.Code != tc.wantCode || stored != 0 {
 					t.Errorf("code %q, %d stored; want %q and nothing stored", er.Code, stored, tc.wantCode)
 				}
+			}
+			if tc.wantStatus == http.StatusTooManyRequests && res.Header.Get("Retry-After") != "1" {
+				t.Errorf("Retry-After = %q, want 1", res.Header.Get("Retry-After"))
 			}
 			if tc.wantStatus == http.StatusUnauthorized && !strings.HasPrefix(res.Header.Get("WWW-Authenticate"), "Bearer") {
 				t.Errorf("WWW-Authenticate = %q, want a Bearer challenge", res.Header.Get("WWW-Authenticate"))

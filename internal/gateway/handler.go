@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"path"
 	"strconv"
@@ -27,6 +28,7 @@ const (
 	CodeNotFound         = "NotFound"         // 404: not a gateway path
 	CodeMethodNotAllowed = "MethodNotAllowed" // 405: only POST sends
 	CodeMessageTooLarge  = "MessageTooLarge"  // 413: body over 4 MiB
+	CodeTooManyRequests  = "TooManyRequests"  // 429: this client caused too many token and access reviews
 	CodeSendFailed       = "SendFailed"       // 503: every attempt failed
 	CodeNoRoute          = "NoRoute"          // 503: the topic has no writable queue (no ready broker yet)
 	CodeUnavailable      = "Unavailable"      // 503: shutting down, or authorisation or the Topic could not be looked up
@@ -176,12 +178,27 @@ func (s *Server) serveMessages(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// authorize answers 401, 403 or 503 and returns false unless the request may send.
+// clientOf identifies the client of a request for the per-client bound of reviews: its remote
+// host (its port changes with every connection).
+func clientOf(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// authorize answers 401, 403, 429 or 503 and returns false unless the request may send.
 func (s *Server) authorize(w http.ResponseWriter, r *http.Request, ns, name string) bool {
 	if s.opts.Authorizer == nil {
 		return true
 	}
-	decision, reason, err := s.opts.Authorizer.Authorize(r.Context(), bearerToken(r), ns, name)
+	decision, reason, err := s.opts.Authorizer.Authorize(WithClient(r.Context(), clientOf(r)), bearerToken(r), ns, name)
+	if errors.Is(err, ErrTooManyReviews) {
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusTooManyRequests, ErrorResponse{Code: CodeTooManyRequests, Error: err.Error() + "; retry later"})
+		return false
+	}
 	if err != nil {
 		s.log.Error(err, "Authorizing a send gateway request failed", "namespace", ns, "name", name)
 		writeError(w, http.StatusServiceUnavailable, ErrorResponse{Code: CodeUnavailable,
