@@ -29,7 +29,7 @@ func clientID() string {
 // and waits for the answers (or their timeouts) so rounds never pile up.
 func (r *Runtime) heartbeatRound(id string) {
 	addrs := map[string]bool{}
-	for _, rt := range r.state.Load().routes {
+	for _, rt := range r.state.Load().routes.All() {
 		for i := range rt.queues {
 			addrs[rt.queues[i].b.addr] = true
 		}

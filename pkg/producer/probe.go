@@ -109,7 +109,7 @@ func (r *Runtime) probeRound(policy string, pl *probeLoop) {
 // for routes resolved from one), else the address of the pushed Broker. A broker known only from
 // a name server has no pushed Broker, and must be probed all the same.
 func (s *snapshot) sendAddr(broker string) string {
-	for _, rt := range s.routes {
+	for _, rt := range s.routes.All() {
 		for i := range rt.queues {
 			if b := rt.queues[i].b; b.name == broker {
 				return b.addr
@@ -123,7 +123,7 @@ func (s *snapshot) sendAddr(broker string) string {
 // RocketMQ's detector asks about a topic it publishes to; the broker answers for unknown topics too.
 func (s *snapshot) probeTopic(broker string) string {
 	var topics []string
-	for topic, spec := range s.specs {
+	for topic, spec := range s.specs.All() {
 		if routeUsesBroker(broker)(spec) {
 			topics = append(topics, topic)
 		}

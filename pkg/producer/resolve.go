@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -276,12 +275,11 @@ func (r *Runtime) installResolved(res *resolver, rt Route) {
 	if r.resolvers[rt.Topic] != res {
 		return // replaced by a static route or removed meanwhile
 	}
-	if cur, ok := r.state.Load().specs[rt.Topic]; ok && cur.Policy == rt.Policy && slices.Equal(cur.Brokers, rt.Brokers) {
+	if cur, ok := r.state.Load().specs.Get(rt.Topic); ok && cur.Policy == rt.Policy && slices.Equal(cur.Brokers, rt.Brokers) {
 		return
 	}
 	r.update(func(s *snapshot) ([]string, bool) {
-		s.specs = maps.Clone(s.specs)
-		s.specs[rt.Topic] = rt
+		s.specs = s.specs.With(rt.Topic, rt)
 		return []string{rt.Topic}, false
 	})
 	r.log.V(1).Info("route from name servers", "topic", rt.Topic, "brokers", rt.Brokers)

@@ -293,23 +293,25 @@ const smallRouteIndex = 8
 // routeIndex finds a topic's compiled route on the send path.
 type routeIndex struct {
 	small []*route
-	big   map[string]*route
+	big   topicMap[*route]
+	isBig bool
 }
 
-func newRouteIndex(routes map[string]*route) routeIndex {
-	if len(routes) > smallRouteIndex {
-		return routeIndex{big: routes}
+func newRouteIndex(routes topicMap[*route]) routeIndex {
+	if routes.Len() > smallRouteIndex {
+		return routeIndex{big: routes, isBig: true}
 	}
-	small := make([]*route, 0, len(routes))
-	for _, rt := range routes {
+	small := make([]*route, 0, routes.Len())
+	for _, rt := range routes.All() {
 		small = append(small, rt)
 	}
 	return routeIndex{small: small}
 }
 
 func (x *routeIndex) get(topic string) *route {
-	if x.big != nil {
-		return x.big[topic]
+	if x.isBig {
+		rt, _ := x.big.Get(topic)
+		return rt
 	}
 	for _, rt := range x.small {
 		if len(rt.topic) == len(topic) && rt.topic == topic {

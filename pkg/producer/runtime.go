@@ -62,8 +62,8 @@ type policyState struct {
 type snapshot struct {
 	brokers  map[string]Broker
 	policies map[string]*policyState // always holds the default policy under ""
-	specs    map[string]Route        // routes as pushed, for rebuilding
-	routes   map[string]*route       // compiled routes by topic
+	specs    topicMap[Route]         // routes as pushed, for rebuilding
+	routes   topicMap[*route]        // compiled routes by topic
 	index    routeIndex              // routes again, for the send path
 }
 
@@ -134,8 +134,6 @@ func New(opts Options) *Runtime {
 	r.state.Store(&snapshot{
 		brokers:  map[string]Broker{},
 		policies: map[string]*policyState{"": r.newPolicyState(def)},
-		specs:    map[string]Route{},
-		routes:   map[string]*route{},
 	})
 
 	interval := opts.ExpiryInterval
@@ -197,21 +195,21 @@ func (r *Runtime) update(fn func(s *snapshot) (topics []string, all bool)) {
 	s := *old
 	topics, all := fn(&s)
 	if all || len(topics) > 0 {
-		routes := maps.Clone(old.routes)
+		routes := old.routes.edit()
 		rebuild := func(topic string) {
-			spec, ok := s.specs[topic]
+			spec, ok := s.specs.Get(topic)
 			if !ok {
-				delete(routes, topic)
+				routes.Delete(topic)
 				return
 			}
 			var next *rrCounter
-			if prev := old.routes[topic]; prev != nil {
+			if prev, _ := old.routes.Get(topic); prev != nil {
 				next = prev.next // keep the round-robin position across swaps
 			}
-			routes[topic] = buildRoute(spec, s.policyFor(spec.Policy), s.brokers, next)
+			routes.Set(topic, buildRoute(spec, s.policyFor(spec.Policy), s.brokers, next))
 		}
 		if all {
-			for topic := range s.specs {
+			for topic := range s.specs.All() {
 				rebuild(topic)
 			}
 		} else {
@@ -219,8 +217,8 @@ func (r *Runtime) update(fn func(s *snapshot) (topics []string, all bool)) {
 				rebuild(topic)
 			}
 		}
-		s.routes = routes
-		s.index = newRouteIndex(routes)
+		s.routes = routes.Done()
+		s.index = newRouteIndex(s.routes)
 	}
 	r.state.Store(&s)
 }
@@ -236,7 +234,7 @@ func (s *snapshot) policyFor(name string) *policyState {
 // topicsWhere lists the topics whose route spec satisfies match.
 func (s *snapshot) topicsWhere(match func(Route) bool) []string {
 	var out []string
-	for topic, spec := range s.specs {
+	for topic, spec := range s.specs.All() {
 		if match(spec) {
 			out = append(out, topic)
 		}
@@ -312,8 +310,7 @@ func (r *Runtime) SetRoute(rt Route) error {
 	defer r.mu.Unlock()
 	r.stopResolvingLocked(rt.Topic)
 	r.update(func(s *snapshot) ([]string, bool) {
-		s.specs = maps.Clone(s.specs)
-		s.specs[rt.Topic] = rt
+		s.specs = s.specs.With(rt.Topic, rt)
 		return []string{rt.Topic}, false
 	})
 	return nil
@@ -326,11 +323,10 @@ func (r *Runtime) RemoveRoute(topic string) {
 	defer r.mu.Unlock()
 	r.stopResolvingLocked(topic)
 	r.update(func(s *snapshot) ([]string, bool) {
-		if _, ok := s.specs[topic]; !ok {
+		if _, ok := s.specs.Get(topic); !ok {
 			return nil, false
 		}
-		s.specs = maps.Clone(s.specs)
-		delete(s.specs, topic)
+		s.specs = s.specs.Without(topic)
 		return []string{topic}, false
 	})
 }

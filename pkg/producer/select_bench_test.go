@@ -65,7 +65,7 @@ func BenchmarkSelect(b *testing.B) {
 	// The same selection on a route the caller already holds, as rocketmq-client-go's Select is
 	// handed its queue list: this isolates selection from the topic lookup.
 	b.Run("detour/resolved-route/serial", func(b *testing.B) {
-		rt := benchRuntime(b, false).state.Load().routes["T"]
+		rt := benchRuntime(b, false).state.Load().index.get("T")
 		b.ReportAllocs()
 		for b.Loop() {
 			if rt.pick("", false) == nil {
@@ -74,7 +74,7 @@ func BenchmarkSelect(b *testing.B) {
 		}
 	})
 	b.Run("detour/resolved-route/parallel", func(b *testing.B) {
-		rt := benchRuntime(b, false).state.Load().routes["T"]
+		rt := benchRuntime(b, false).state.Load().index.get("T")
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {

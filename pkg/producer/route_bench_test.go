@@ -1,0 +1,45 @@
+package producer
+
+import (
+	"fmt"
+	"testing"
+)
+
+// BenchmarkSetRouteAmongTopics measures replacing one topic's route while the runtime holds n
+// topics, as name-server refreshes do for every topic every 30 s, and selection on a runtime of
+// that size: a route change must not cost in proportion to the other topics, and selection must
+// stay flat.
+func BenchmarkSetRouteAmongTopics(b *testing.B) {
+	for _, n := range []int{100, 1000, 5000, 20000} {
+		r := New(Options{})
+		b.Cleanup(func() { _ = r.Close() })
+		brokers := []BrokerQueues{{Broker: "broker-a", WriteQueues: 4}, {Broker: "broker-b", WriteQueues: 4}, {Broker: "broker-c", WriteQueues: 4}}
+		for _, name := range []string{"broker-a", "broker-b", "broker-c"} {
+			r.SetBroker(Broker{Name: name, Addr: "127.0.0.1:1", Ready: true})
+		}
+		for i := range n {
+			if err := r.SetRoute(Route{Topic: fmt.Sprintf("T%d", i), Brokers: brokers}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.Run(fmt.Sprintf("set/topics=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				if err := r.SetRoute(Route{Topic: fmt.Sprintf("T%d", i%n), Brokers: brokers}); err != nil {
+					b.Fatal(err)
+				}
+				i++
+			}
+		})
+		b.Run(fmt.Sprintf("select/topics=%d", n), func(b *testing.B) {
+			topic := fmt.Sprintf("T%d", n/2)
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, ok := r.SelectQueue(topic, ""); !ok {
+					b.Fatal("no queue")
+				}
+			}
+		})
+	}
+}
