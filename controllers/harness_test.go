@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -43,6 +44,8 @@ func startStoppableManager(t *testing.T) (*producer.Runtime, func()) {
 		HealthProbeBindAddress: "0",
 		// Several tests start a manager in one process; controller names repeat.
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+		// Pods are held slim, as the operator binary holds them.
+		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{&corev1.Pod{}: PodCache(nil)}},
 	})
 	if err != nil {
 		t.Fatalf("creating a manager: %v", err)

@@ -21,6 +21,7 @@ import (
 	"syscall"
 	"time"
 
+	"k8s.io/apimachinery/pkg/labels"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client/config"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -41,6 +42,7 @@ type options struct {
 	leaderElectionID        string
 	leaderElectionNamespace string
 	namespace               string
+	brokerPodSelector       labels.Selector
 	gatewayAddr             string
 	gatewayAuth             bool
 	authOpts                gateway.AuthOptions
@@ -87,6 +89,18 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "",
 		"The namespace of the leader election Lease; defaults to the pod's namespace in a cluster, else to --namespace.")
 	fs.StringVar(&o.namespace, "namespace", "", "Watch only this namespace (Topics, FaultPolicies, broker Pods); empty watches all.")
+	fs.Func("broker-pod-selector", "A label selector (e.g. app.kubernetes.io/component=broker) for the Pods the manager watches: "+
+		"every Topic's and Cluster's brokerSelector sees only pods within it. Empty watches every pod, each held in a slim form.",
+		func(v string) error {
+			sel, err := labels.Parse(v)
+			if err != nil {
+				return fmt.Errorf("not a label selector: %w", err)
+			}
+			if !sel.Empty() {
+				o.brokerPodSelector = sel
+			}
+			return nil
+		})
 	fs.StringVar(&o.gatewayAddr, "gateway-bind-address", ":8080", "The address the send gateway binds to; 0 disables it.")
 	fs.BoolVar(&o.gatewayAuth, "gateway-auth", true,
 		"Require a bearer token allowed to create topics/messages on the Topic (TokenReview and SubjectAccessReview). Turn off only for local use.")

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
@@ -83,6 +84,8 @@ type operatorHooks struct {
 	skipNameValidation bool
 	// leaseTimings shorten the leader election for tests; zero values take the defaults.
 	leaseTimings controllers.LeaseTimings
+	// fullPods caches whole Pods, for measuring what slimming them saves.
+	fullPods bool
 }
 
 // newOperator builds the manager, the runtime, the controllers, the gateway and the health
@@ -95,6 +98,7 @@ func newOperator(cfg *rest.Config, o *options, log logr.Logger, hooks ...operato
 	var h operatorHooks
 	for _, x := range hooks {
 		h.skipNameValidation = h.skipNameValidation || x.skipNameValidation
+		h.fullPods = h.fullPods || x.fullPods
 		if x.leaseTimings != (controllers.LeaseTimings{}) {
 			h.leaseTimings = x.leaseTimings
 		}
@@ -135,8 +139,13 @@ func newOperator(cfg *rest.Config, o *options, log logr.Logger, hooks ...operato
 			CacheSyncTimeout: cacheSyncTimeout,
 		},
 	}
+	podCache := controllers.PodCache(o.brokerPodSelector)
+	if h.fullPods {
+		podCache.Transform = nil
+	}
+	mgrOpts.Cache = cache.Options{ByObject: map[client.Object]cache.ByObject{&corev1.Pod{}: podCache}}
 	if o.namespace != "" {
-		mgrOpts.Cache = cache.Options{DefaultNamespaces: map[string]cache.Config{o.namespace: {}}}
+		mgrOpts.Cache.DefaultNamespaces = map[string]cache.Config{o.namespace: {}}
 	}
 	mgr, err := ctrl.NewManager(cfg, mgrOpts)
 	if err != nil {
