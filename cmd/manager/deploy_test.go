@@ -175,7 +175,8 @@ func TestDefaultKustomizationRenders(t *testing.T) {
 		}
 	}
 	for _, need := range []string{"tokenreviews:create", "subjectaccessreviews:create", "leases:create", "leases:update",
-		"pods:watch", "topics:watch", "faultpolicies:watch", "faultpolicies/status:update", "events:create"} {
+		"pods:watch", "topics:watch", "faultpolicies:watch", "faultpolicies/status:update", "faultpolicies:patch",
+		"faultpolicies/finalizers:update", "events:create"} {
 		if !granted[need] {
 			t.Errorf("the manager's service account lacks %s", need)
 		}
