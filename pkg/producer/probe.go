@@ -123,9 +123,9 @@ func (s *snapshot) sendAddr(broker string) string {
 // RocketMQ's detector asks about a topic it publishes to; the broker answers for unknown topics too.
 func (s *snapshot) probeTopic(broker string) string {
 	var topics []string
-	for topic, spec := range s.specs.All() {
+	for _, spec := range s.specs.All() {
 		if routeUsesBroker(broker)(spec) {
-			topics = append(topics, topic)
+			topics = append(topics, spec.Topic)
 		}
 	}
 	if len(topics) == 0 {

@@ -25,7 +25,13 @@ const (
 // as a RocketMQ client does: asked on first use and every Refresh, name servers tried in turn from
 // the one that answered last, the last good route kept while none answers.
 type NameServerRoute struct {
+	// Key identifies the route as Route.Key does; "" means Topic.
+	Key   string
 	Topic string
+	// BrokerPrefix is put before the broker names the name servers publish to make the runtime's
+	// broker identities (e.g. "namespace/"), so that brokers of different clusters or tenants
+	// that share a name stay apart; "" uses the names as published.
+	BrokerPrefix string
 	// NameServers are host:port addresses of one cluster's name servers.
 	NameServers []string
 	// Policy names the fault policy; "" means the default policy.
@@ -63,7 +69,15 @@ type RouteStatus struct {
 // does not exist.
 var ErrTopicNotPublished = errors.New("topic not published by the name servers")
 
-// resolver refreshes one topic's route from name servers.
+// key is the route's identity.
+func (spec NameServerRoute) key() string {
+	if spec.Key != "" {
+		return spec.Key
+	}
+	return spec.Topic
+}
+
+// resolver refreshes one route from name servers.
 type resolver struct {
 	kick chan struct{} // buffered(1): ask for a refresh now
 	stop chan struct{}
@@ -97,11 +111,13 @@ func (r *Runtime) SetNameServerRoute(spec NameServerRoute) error {
 		return ErrClosed
 	}
 
+	key := spec.key()
 	r.mu.Lock()
-	res, ok := r.resolvers[spec.Topic]
+	res, ok := r.resolvers[key]
 	if ok {
 		res.mu.Lock()
-		changed := !slices.Equal(res.spec.NameServers, spec.NameServers) || res.spec.Policy != spec.Policy || res.spec.Refresh != spec.Refresh
+		changed := !slices.Equal(res.spec.NameServers, spec.NameServers) || res.spec.Policy != spec.Policy ||
+			res.spec.Refresh != spec.Refresh || res.spec.Topic != spec.Topic || res.spec.BrokerPrefix != spec.BrokerPrefix
 		res.spec = spec
 		if res.next >= len(spec.NameServers) {
 			res.next = 0
@@ -114,7 +130,7 @@ func (r *Runtime) SetNameServerRoute(spec NameServerRoute) error {
 		return nil
 	}
 	res = &resolver{kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}), spec: spec}
-	r.resolvers[spec.Topic] = res
+	r.resolvers[key] = res
 	r.mu.Unlock()
 
 	r.refresh(res)
@@ -123,11 +139,11 @@ func (r *Runtime) SetNameServerRoute(spec NameServerRoute) error {
 	return nil
 }
 
-// RouteStatus returns how a name-server route resolves; false when the topic is not resolved from
-// name servers.
-func (r *Runtime) RouteStatus(topic string) (RouteStatus, bool) {
+// RouteStatus returns how a name-server route resolves, by its key; false when the route is not
+// resolved from name servers.
+func (r *Runtime) RouteStatus(key string) (RouteStatus, bool) {
 	r.mu.Lock()
-	res, ok := r.resolvers[topic]
+	res, ok := r.resolvers[key]
 	r.mu.Unlock()
 	if !ok {
 		return RouteStatus{}, false
@@ -139,11 +155,11 @@ func (r *Runtime) RouteStatus(topic string) (RouteStatus, bool) {
 	return st, true
 }
 
-// RefreshRoute asks for an immediate refresh of a name-server route (no-op for other topics), for
-// example after a broker refused a send in a way that suggests the route is stale.
-func (r *Runtime) RefreshRoute(topic string) {
+// RefreshRoute asks for an immediate refresh of a name-server route by its key (no-op for other
+// routes), for example after a broker refused a send in a way that suggests the route is stale.
+func (r *Runtime) RefreshRoute(key string) {
 	r.mu.Lock()
-	res := r.resolvers[topic]
+	res := r.resolvers[key]
 	r.mu.Unlock()
 	if res != nil {
 		res.poke()
@@ -157,10 +173,10 @@ func (res *resolver) poke() {
 	}
 }
 
-// stopResolvingLocked ends a topic's resolver; r.mu must be held. It does not wait for the loop.
-func (r *Runtime) stopResolvingLocked(topic string) {
-	if res, ok := r.resolvers[topic]; ok {
-		delete(r.resolvers, topic)
+// stopResolvingLocked ends a route's resolver; r.mu must be held. It does not wait for the loop.
+func (r *Runtime) stopResolvingLocked(key string) {
+	if res, ok := r.resolvers[key]; ok {
+		delete(r.resolvers, key)
 		close(res.stop)
 	}
 }
@@ -252,14 +268,15 @@ func routeFromNameServer(spec NameServerRoute, data *remoting.TopicRouteData) ([
 	for _, bd := range data.BrokerDatas {
 		masters[bd.BrokerName] = bd.MasterAddr()
 	}
-	route := Route{Topic: spec.Topic, Policy: spec.Policy}
+	route := Route{Key: spec.Key, Topic: spec.Topic, Policy: spec.Policy}
 	published := make([]PublishedBroker, 0, len(data.QueueDatas))
 	for _, q := range data.QueueDatas {
 		pb := PublishedBroker{Name: q.BrokerName, MasterAddr: masters[q.BrokerName], ReadQueues: int(q.ReadQueueNums),
 			WriteQueues: int(q.WriteQueueNums), Perm: int(q.Perm)}
 		pb.Routed = q.Perm&remoting.PermWrite != 0 && pb.MasterAddr != "" && q.WriteQueueNums > 0
-		if pb.Routed && !slices.ContainsFunc(route.Brokers, func(b BrokerQueues) bool { return b.Broker == q.BrokerName }) {
-			route.Brokers = append(route.Brokers, BrokerQueues{Broker: q.BrokerName, WriteQueues: pb.WriteQueues, Addr: pb.MasterAddr})
+		id := spec.BrokerPrefix + q.BrokerName
+		if pb.Routed && !slices.ContainsFunc(route.Brokers, func(b BrokerQueues) bool { return b.Broker == id }) {
+			route.Brokers = append(route.Brokers, BrokerQueues{Broker: id, WriteQueues: pb.WriteQueues, Addr: pb.MasterAddr})
 		}
 		published = append(published, pb)
 	}
@@ -272,15 +289,16 @@ func routeFromNameServer(spec NameServerRoute, data *remoting.TopicRouteData) ([
 func (r *Runtime) installResolved(res *resolver, rt Route) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.resolvers[rt.Topic] != res {
+	key := rt.key()
+	if r.resolvers[key] != res {
 		return // replaced by a static route or removed meanwhile
 	}
-	if cur, ok := r.state.Load().specs.Get(rt.Topic); ok && cur.Policy == rt.Policy && slices.Equal(cur.Brokers, rt.Brokers) {
+	if cur, ok := r.state.Load().specs.Get(key); ok && cur.Topic == rt.Topic && cur.Policy == rt.Policy && slices.Equal(cur.Brokers, rt.Brokers) {
 		return
 	}
 	r.update(func(s *snapshot) ([]string, bool) {
-		s.specs = s.specs.With(rt.Topic, rt)
-		return []string{rt.Topic}, false
+		s.specs = s.specs.With(key, rt)
+		return []string{key}, false
 	})
 	r.log.V(1).Info("route from name servers", "topic", rt.Topic, "brokers", rt.Brokers)
 }

@@ -47,11 +47,23 @@ type BrokerQueues struct {
 
 // Route is a topic's publishing route: write queues on brokers and the policy that governs them.
 type Route struct {
+	// Key identifies the route; "" means Topic. Routes with distinct keys may publish to the same
+	// RocketMQ topic with brokers and policies of their own (two tenants that both name their topic
+	// TopicTest); SendRoute picks one by key.
+	Key     string
 	Topic   string
 	Brokers []BrokerQueues
 	// Policy names the fault policy; "" or a policy the runtime does not know means the default
 	// policy.
 	Policy string
+}
+
+// key is the route's identity.
+func (rt Route) key() string {
+	if rt.Key != "" {
+		return rt.Key
+	}
+	return rt.Topic
 }
 
 // validate refuses routes that RocketMQ could not publish to as given.
@@ -114,6 +126,7 @@ type rrCounter struct {
 
 // route is the immutable, precomputed form of a Route that the send path reads without locks.
 type route struct {
+	key    string
 	topic  string
 	spec   Route
 	policy *policyState
@@ -141,7 +154,7 @@ func buildRoute(spec Route, pol *policyState, brokers map[string]Broker, next *r
 		// RocketMQ starts each index at a random value so producers do not all hit queue 0 first.
 		next.n.Store(rand.Uint32())
 	}
-	r := &route{topic: spec.Topic, spec: spec, policy: pol, queues: make([]queueEntry, 0, n), next: next}
+	r := &route{key: spec.key(), topic: spec.Topic, spec: spec, policy: pol, queues: make([]queueEntry, 0, n), next: next}
 	for _, b := range bs {
 		addr := brokerAddr(b, brokers)
 		if addr == "" || b.WriteQueues == 0 {
@@ -308,13 +321,13 @@ func newRouteIndex(routes topicMap[*route]) routeIndex {
 	return routeIndex{small: small}
 }
 
-func (x *routeIndex) get(topic string) *route {
+func (x *routeIndex) get(key string) *route {
 	if x.isBig {
-		rt, _ := x.big.Get(topic)
+		rt, _ := x.big.Get(key)
 		return rt
 	}
 	for _, rt := range x.small {
-		if len(rt.topic) == len(topic) && rt.topic == topic {
+		if len(rt.key) == len(key) && rt.key == key {
 			return rt
 		}
 	}

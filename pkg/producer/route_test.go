@@ -1,10 +1,13 @@
 package producer
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
 
+	"github.com/detourmq/detour/pkg/brokersim"
 	"github.com/detourmq/detour/pkg/fault"
 )
 
@@ -371,5 +374,63 @@ func TestRouteInfoReportsBrokersAndAvailableQueues(t *testing.T) {
 	}
 	if fmt.Sprint(info.Brokers) != fmt.Sprint(want) || info.AvailableQueues != 2 || len(info.Queues) != 6 {
 		t.Fatalf("route info %+v", info)
+	}
+}
+
+// TestRoutesToOneTopicKeepTheirOwnBrokers proves routes are kept by key: two routes that publish
+// to the same RocketMQ topic (two tenants naming their topic alike) each send only to their own
+// brokers, a message cannot be sent by a route of another topic, and removing one route leaves
+// the other in force.
+func TestRoutesToOneTopicKeepTheirOwnBrokers(t *testing.T) {
+	const topic = "TopicTest"
+	start := func(name string) *brokersim.Broker {
+		b, err := brokersim.StartBroker(name, "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = b.Close() })
+		b.CreateTopic(topic, 4)
+		return b
+	}
+	a, b := start("broker-a"), start("broker-a")
+	r := New(Options{})
+	t.Cleanup(func() { _ = r.Close() })
+	r.SetBroker(Broker{Name: "team-a/broker-a", Addr: a.Addr(), Ready: true})
+	r.SetBroker(Broker{Name: "team-b/broker-a", Addr: b.Addr(), Ready: true})
+	for _, rt := range []Route{
+		{Key: "team-a/orders", Topic: topic, Brokers: []BrokerQueues{{Broker: "team-a/broker-a", WriteQueues: 4}}},
+		{Key: "team-b/orders", Topic: topic, Brokers: []BrokerQueues{{Broker: "team-b/broker-a", WriteQueues: 4}}},
+	} {
+		if err := r.SetRoute(rt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx := context.Background()
+	for _, tc := range []struct {
+		key, broker string
+		sim         *brokersim.Broker
+	}{{"team-a/orders", "team-a/broker-a", a}, {"team-b/orders", "team-b/broker-a", b}} {
+		for i := range 10 {
+			res, err := r.SendRoute(ctx, tc.key, &Message{Topic: topic, Body: []byte("m")})
+			if err != nil || res.Broker != tc.broker {
+				t.Fatalf("send %d by %s: %+v, %v; want it stored on %s", i, tc.key, res, err, tc.broker)
+			}
+		}
+		if n := tc.sim.Stats().Topics[topic].Stored; n != 10 {
+			t.Fatalf("%s stored %d messages, want its route's 10", tc.broker, n)
+		}
+		if info, ok := r.RouteInfo(tc.key); !ok || info.Key != tc.key || info.Topic != topic || len(info.Brokers) != 1 {
+			t.Fatalf("RouteInfo(%s) = %+v, %v", tc.key, info, ok)
+		}
+	}
+	if _, err := r.Send(ctx, &Message{Topic: topic, Body: []byte("m")}); !errors.Is(err, ErrNoRoute) {
+		t.Fatalf("send by the bare topic: %v, want ErrNoRoute (no route is keyed by it)", err)
+	}
+	if _, err := r.SendRoute(ctx, "team-a/orders", &Message{Topic: "OtherTopic", Body: []byte("m")}); !errors.Is(err, ErrNoRoute) {
+		t.Fatalf("another topic's message by team-a's route: %v, want ErrNoRoute", err)
+	}
+	r.RemoveRoute("team-a/orders")
+	if _, err := r.SendRoute(ctx, "team-b/orders", &Message{Topic: topic, Body: []byte("m")}); err != nil {
+		t.Fatalf("team-b after team-a's route went: %v", err)
 	}
 }

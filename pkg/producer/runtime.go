@@ -298,7 +298,7 @@ func (r *Runtime) RemoveBroker(name string) {
 	}
 }
 
-// SetRoute adds or replaces a topic's route. It refuses invalid topics, duplicate brokers and
+// SetRoute adds or replaces a route (by its key: Key, else Topic). It refuses invalid topics, duplicate brokers and
 // negative queue counts, leaving the previous route in force. A static route ends resolving the
 // topic from name servers.
 func (r *Runtime) SetRoute(rt Route) error {
@@ -308,26 +308,27 @@ func (r *Runtime) SetRoute(rt Route) error {
 	rt.Brokers = append([]BrokerQueues(nil), rt.Brokers...)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.stopResolvingLocked(rt.Topic)
+	key := rt.key()
+	r.stopResolvingLocked(key)
 	r.update(func(s *snapshot) ([]string, bool) {
-		s.specs = s.specs.With(rt.Topic, rt)
-		return []string{rt.Topic}, false
+		s.specs = s.specs.With(key, rt)
+		return []string{key}, false
 	})
 	return nil
 }
 
-// RemoveRoute forgets a topic's route (and stops resolving it from name servers); later sends to
-// it fail with ErrNoRoute.
-func (r *Runtime) RemoveRoute(topic string) {
+// RemoveRoute forgets a route by its key (and stops resolving it from name servers); later sends
+// by it fail with ErrNoRoute.
+func (r *Runtime) RemoveRoute(key string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.stopResolvingLocked(topic)
+	r.stopResolvingLocked(key)
 	r.update(func(s *snapshot) ([]string, bool) {
-		if _, ok := s.specs.Get(topic); !ok {
+		if _, ok := s.specs.Get(key); !ok {
 			return nil, false
 		}
-		s.specs = s.specs.Without(topic)
-		return []string{topic}, false
+		s.specs = s.specs.Without(key)
+		return []string{key}, false
 	})
 }
 
@@ -434,6 +435,8 @@ func (r *Runtime) Restore(policy string, items []fault.Item) {
 // RouteInfo describes a topic's compiled route: its queues in selection order, its brokers as
 // selection sees them now, and the policy in force. The Topic controller reports it in status.
 type RouteInfo struct {
+	// Key identifies the route; Topic is the RocketMQ topic it publishes to.
+	Key    string
 	Topic  string
 	Policy string
 	Queues []Queue
@@ -455,15 +458,16 @@ type RouteBroker struct {
 	Available, Reachable bool
 }
 
-// RouteInfo returns the compiled route of a topic, as selection sees it.
-func (r *Runtime) RouteInfo(topic string) (RouteInfo, bool) {
-	rt := r.state.Load().index.get(topic)
+// RouteInfo returns the compiled route of a key (a Route's Key, else its topic), as selection
+// sees it.
+func (r *Runtime) RouteInfo(key string) (RouteInfo, bool) {
+	rt := r.state.Load().index.get(key)
 	if rt == nil {
 		return RouteInfo{}, false
 	}
-	info := RouteInfo{Topic: topic, Policy: rt.policy.Name, Queues: make([]Queue, len(rt.queues))}
+	info := RouteInfo{Key: rt.key, Topic: rt.topic, Policy: rt.policy.Name, Queues: make([]Queue, len(rt.queues))}
 	for i, q := range rt.queues {
-		info.Queues[i] = Queue{Topic: topic, Broker: q.b.name, QueueID: int(q.id)}
+		info.Queues[i] = Queue{Topic: rt.topic, Broker: q.b.name, QueueID: int(q.id)}
 		if i == 0 || rt.queues[i-1].b != q.b {
 			info.Brokers = append(info.Brokers, RouteBroker{Name: q.b.name, Addr: q.b.addr, PodOK: q.b.podOK,
 				Available: q.b.entry.Available(), Reachable: q.b.entry.Reachable()})
@@ -477,10 +481,11 @@ func (r *Runtime) RouteInfo(topic string) (RouteInfo, bool) {
 	return info, true
 }
 
-// SelectQueue picks the queue the next send to topic would use, avoiding lastBroker as a retry
-// would, without sending anything. It takes no lock and allocates nothing.
-func (r *Runtime) SelectQueue(topic, lastBroker string) (Queue, bool) {
-	rt := r.state.Load().index.get(topic)
+// SelectQueue picks the queue the next send by key (a Route's Key, else its topic) would use,
+// avoiding lastBroker as a retry would, without sending anything. It takes no lock and allocates
+// nothing.
+func (r *Runtime) SelectQueue(key, lastBroker string) (Queue, bool) {
+	rt := r.state.Load().index.get(key)
 	if rt == nil {
 		return Queue{}, false
 	}
@@ -488,7 +493,7 @@ func (r *Runtime) SelectQueue(topic, lastBroker string) (Queue, bool) {
 	if q == nil {
 		return Queue{}, false
 	}
-	return Queue{Topic: topic, Broker: q.b.name, QueueID: int(q.id)}, true
+	return Queue{Topic: rt.topic, Broker: q.b.name, QueueID: int(q.id)}, true
 }
 
 // Events delivers isolation changes of every policy. The channel is buffered (EventBuffer) and is

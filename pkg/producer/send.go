@@ -134,7 +134,22 @@ func (e *SendError) Is(target error) bool { return target == ErrSendTimeout && e
 // UNIQ_KEY (m's own if it has one) and feeds its own latency and outcome into the policy's fault
 // table. m is not modified.
 func (r *Runtime) Send(ctx context.Context, m *Message) (*SendResult, error) {
-	return r.send(ctx, m, ModeSync, time.Now())
+	return r.send(ctx, topicOf(m), m, ModeSync, time.Now())
+}
+
+// topicOf is m's topic, the key of its route for the sends that take none; "" for nil, which
+// validation refuses.
+func topicOf(m *Message) string {
+	if m == nil {
+		return ""
+	}
+	return m.Topic
+}
+
+// SendRoute is Send by the route whose key is route (see Route.Key), which must publish to
+// m.Topic: one of several routes to the same RocketMQ topic, each with its own brokers and policy.
+func (r *Runtime) SendRoute(ctx context.Context, route string, m *Message) (*SendResult, error) {
+	return r.send(ctx, route, m, ModeSync, time.Now())
 }
 
 // SendAsync sends m on another goroutine and calls cb exactly once with the outcome, always on a
@@ -159,7 +174,7 @@ func (r *Runtime) SendAsync(ctx context.Context, m *Message, cb func(*SendResult
 	}
 	go func() {
 		defer func() { <-r.asyncSlots }()
-		cb(r.send(ctx, m, ModeAsync, begin))
+		cb(r.send(ctx, topicOf(m), m, ModeAsync, begin))
 	}()
 }
 
@@ -170,7 +185,7 @@ func (r *Runtime) SendAsync(ctx context.Context, m *Message, cb func(*SendResult
 // PresetRocketMQ4 only a connection that cannot be made. Under PresetDetour a failed write is an
 // error and is retried on another broker within the same budget.
 func (r *Runtime) SendOneway(ctx context.Context, m *Message) error {
-	_, err := r.send(ctx, m, ModeOneway, time.Now())
+	_, err := r.send(ctx, topicOf(m), m, ModeOneway, time.Now())
 	return err
 }
 
@@ -253,14 +268,19 @@ func sendStatus(code int16) (string, bool) {
 // send is the retry loop shared by all modes: RocketMQ's sendDefaultImpl with the per-attempt cap
 // of 5.3.3. Under RocketMQ's presets each mode keeps RocketMQ's rules (see retryRules); under
 // PresetDetour every mode retries as a sync send does.
-func (r *Runtime) send(ctx context.Context, m *Message, mode SendMode, begin time.Time) (*SendResult, error) {
+func (r *Runtime) send(ctx context.Context, key string, m *Message, mode SendMode, begin time.Time) (*SendResult, error) {
 	if err := ValidateMessage(m); err != nil {
 		return nil, err
 	}
 	if r.closed.Load() {
 		return nil, ErrClosed
 	}
-	rt := r.state.Load().index.get(m.Topic)
+	rt := r.state.Load().index.get(key)
+	if rt != nil && rt.topic != m.Topic {
+		// A route publishes to one topic: sending another topic's message by it would put the
+		// message where its route's owner did not ask for it.
+		rt = nil
+	}
 	if rt == nil || len(rt.queues) == 0 {
 		err := &NoRouteError{Topic: m.Topic}
 		r.metrics.SendDone(m.Topic, mode, 0, time.Since(begin), err)
@@ -323,7 +343,7 @@ func (r *Runtime) send(ctx context.Context, m *Message, mode SendMode, begin tim
 		}
 		if i > 0 {
 			// Retries see state pushed since the send began (a pod that just turned NotReady).
-			if cur := r.state.Load().index.get(m.Topic); cur != nil && len(cur.queues) > 0 {
+			if cur := r.state.Load().index.get(key); cur != nil && cur.topic == m.Topic && len(cur.queues) > 0 {
 				rt = cur
 			}
 		}
@@ -399,7 +419,7 @@ func (r *Runtime) send(ctx context.Context, m *Message, mode SendMode, begin tim
 				// The broker lacks the topic or the queue: a route from name servers is stale (a
 				// topic deleted or shrunk with mqadmin); ask for it now rather than at the next
 				// refresh. A no-op for static routes.
-				r.RefreshRoute(m.Topic)
+				r.RefreshRoute(key)
 			}
 			if rules.async {
 				// RocketMQ's async callback records a refusal as isolating but reachable and hands
