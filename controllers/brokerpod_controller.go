@@ -58,8 +58,9 @@ func (r *BrokerPodReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		r.forgetPod(ctx, req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
-	r.Runtime.SetBroker(producer.Broker{Name: b.Name, Addr: b.Addr, Ready: b.Ready, Terminating: b.Terminating})
-	r.brokers.set(req.NamespacedName, b.Name)
+	id := brokerID(pod.Namespace, b.Name)
+	r.Runtime.SetBroker(producer.Broker{Name: id, Addr: b.Addr, Ready: b.Ready, Terminating: b.Terminating})
+	r.brokers.set(req.NamespacedName, id)
 	log.V(1).Info("Broker pushed to the runtime", "broker", b.Name, "addr", b.Addr, "ready", b.Ready, "terminating", b.Terminating)
 	return ctrl.Result{}, nil
 }

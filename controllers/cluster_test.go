@@ -27,25 +27,27 @@ func getCluster(t *testing.T, ns, name string) *routingv1alpha1.Cluster {
 	return &cl
 }
 
-// routeBrokerNames lists the brokers the runtime routes a topic to, with their addresses.
-func routeBrokerNames(rt *producer.Runtime, topic string) []string {
-	info, _ := rt.RouteInfo(topic)
+// routeBrokerNames lists the brokers the runtime routes a Topic to, by RocketMQ name, with their
+// addresses.
+func routeBrokerNames(rt *producer.Runtime, topic *routingv1alpha1.Topic) []string {
+	info, _ := rt.RouteInfo(routeOf(topic))
 	var out []string
 	for _, b := range info.Brokers {
-		out = append(out, b.Name+"@"+b.Addr)
+		name, _ := brokerNameIn(topic.Namespace, b.Name)
+		out = append(out, name+"@"+b.Addr)
 	}
 	return out
 }
 
 // expectRoute waits until the runtime routes topic to exactly the given brokers, at the addresses
 // the real brokers registered, and then checks that sends reach only them.
-func expectRoute(t *testing.T, rt *producer.Runtime, topic string, brokers ...*rmqtest.Broker) {
+func expectRoute(t *testing.T, rt *producer.Runtime, topic *routingv1alpha1.Topic, brokers ...*rmqtest.Broker) {
 	t.Helper()
 	var want []string
 	for _, b := range brokers {
 		want = append(want, b.Name+"@"+b.Addr)
 	}
-	eventuallyWithin(t, realTimeout, fmt.Sprintf("route of %s is %v", topic, want), func() error {
+	eventuallyWithin(t, realTimeout, fmt.Sprintf("route of %s is %v", topic.Name, want), func() error {
 		if got := routeBrokerNames(rt, topic); !slices.Equal(got, want) {
 			return fmt.Errorf("route %v", got)
 		}
@@ -54,10 +56,10 @@ func expectRoute(t *testing.T, rt *producer.Runtime, topic string, brokers ...*r
 	for i := 0; i < 8; i++ {
 		res, err := send(rt, topic)
 		if err != nil {
-			t.Fatalf("send to %s: %v", topic, err)
+			t.Fatalf("send to %s: %v", topic.Name, err)
 		}
-		if !slices.ContainsFunc(brokers, func(b *rmqtest.Broker) bool { return b.Name == res.Broker }) {
-			t.Fatalf("send to %s stored on %s, outside the route %v", topic, res.Broker, want)
+		if !slices.ContainsFunc(brokers, func(b *rmqtest.Broker) bool { return brokerID(topic.Namespace, b.Name) == res.Broker }) {
+			t.Fatalf("send to %s stored on %s, outside the route %v", topic.Name, res.Broker, want)
 		}
 	}
 }
@@ -153,7 +155,7 @@ func TestClusterTopicsRouteAsTheRealNameServerPublishes(t *testing.T) {
 				}
 				return nil
 			})
-			topic := orders.Spec.TopicName
+			topic := orders
 			expectRoute(t, rt, topic, a, b)
 
 			// A drain on the name server (mqadmin wipeWritePerm) and back.
@@ -180,9 +182,9 @@ func TestClusterTopicsRouteAsTheRealNameServerPublishes(t *testing.T) {
 			// A NotReady pod keeps its broker out of selection; the route still lists it.
 			setPodReady(t, pod, false)
 			eventuallyWithin(t, realTimeout, "broker-b's pod health reaches the route", func() error {
-				info, _ := rt.RouteInfo(topic)
+				info, _ := rt.RouteInfo(routeOf(topic))
 				for _, rb := range info.Brokers {
-					if rb.Name == b.Name && !rb.PodOK {
+					if rb.Name == brokerID(topic.Namespace, b.Name) && !rb.PodOK {
 						return nil
 					}
 				}

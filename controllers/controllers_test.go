@@ -36,14 +36,14 @@ func slowPolicy() routingv1alpha1.FaultPolicySpec {
 }
 
 // sendUntilBroker sends until one send lands on broker (at most 2*queues sends).
-func sendUntilBroker(t *testing.T, rt *producer.Runtime, topic, broker string) *producer.SendResult {
+func sendUntilBroker(t *testing.T, rt *producer.Runtime, topic *routingv1alpha1.Topic, broker string) *producer.SendResult {
 	t.Helper()
 	for i := 0; i < 16; i++ {
 		res, err := send(rt, topic)
 		if err != nil {
 			t.Fatalf("send %d: %v", i, err)
 		}
-		if res.Broker == broker {
+		if res.Broker == brokerID(topic.Namespace, broker) {
 			return res
 		}
 	}
@@ -58,13 +58,13 @@ func TestSlowBrokerIsIsolatedAndReportedThenRecovers(t *testing.T) {
 	ns, rt, c, topic := routedCluster(t, "slow", slowPolicy())
 
 	for i := 0; i < 12; i++ {
-		if _, err := send(rt, topic.Spec.TopicName); err != nil {
+		if _, err := send(rt, topic); err != nil {
 			t.Fatalf("healthy send %d: %v", i, err)
 		}
 	}
 	slow := c.brokers[1]
 	slow.SetFault(brokersim.Fault{Delay: 400 * time.Millisecond})
-	res := sendUntilBroker(t, rt, topic.Spec.TopicName, slow.Name())
+	res := sendUntilBroker(t, rt, topic, slow.Name())
 	if res.Latency < 300*time.Millisecond {
 		t.Fatalf("the slow send took %v", res.Latency)
 	}
@@ -126,11 +126,11 @@ func TestSlowBrokerIsIsolatedAndReportedThenRecovers(t *testing.T) {
 	})
 
 	for i := 0; i < 20; i++ {
-		res, err := send(rt, topic.Spec.TopicName)
+		res, err := send(rt, topic)
 		if err != nil {
 			t.Fatalf("send while isolated: %v", err)
 		}
-		if res.Broker == slow.Name() {
+		if res.Broker == brokerID(ns, slow.Name()) {
 			t.Fatalf("send %d reached the isolated broker", i)
 		}
 	}
@@ -146,7 +146,7 @@ func TestSlowBrokerIsIsolatedAndReportedThenRecovers(t *testing.T) {
 	eventually(t, "an Event reports the recovery", func() error {
 		return findEvent(ns, "slow", EventBrokerRecovered, slow.Name())
 	})
-	sendUntilBroker(t, rt, topic.Spec.TopicName, slow.Name())
+	sendUntilBroker(t, rt, topic, slow.Name())
 }
 
 // TestPodNotReadyAndTerminatingAreSkippedWithoutFailedSends proves pod awareness: a broker whose
@@ -157,7 +157,7 @@ func TestPodNotReadyAndTerminatingAreSkippedWithoutFailedSends(t *testing.T) {
 	markedAt := time.Now()
 	setPodReady(t, c.pods[0], false)
 	eventually(t, "the runtime stops selecting the NotReady broker", func() error {
-		if podOK(rt, topic.Spec.TopicName, c.brokers[0].Name()) {
+		if podOK(rt, topic, c.brokers[0].Name()) {
 			return errors.New("still selectable")
 		}
 		return nil
@@ -171,7 +171,7 @@ func TestPodNotReadyAndTerminatingAreSkippedWithoutFailedSends(t *testing.T) {
 		return nil
 	})
 	before := c.brokers[0].Stats().SendsReceived
-	expectSendsAvoid(t, rt, topic.Spec.TopicName, c.brokers[0].Name())
+	expectSendsAvoid(t, rt, topic, c.brokers[0].Name())
 	if got := c.brokers[0].Stats().SendsReceived; got != before {
 		t.Errorf("the NotReady broker received %d sends", got-before)
 	}
@@ -195,7 +195,7 @@ func TestPodNotReadyAndTerminatingAreSkippedWithoutFailedSends(t *testing.T) {
 		}
 		return nil
 	})
-	expectSendsAvoid(t, rt, topic.Spec.TopicName, c.brokers[0].Name(), c.brokers[1].Name())
+	expectSendsAvoid(t, rt, topic, c.brokers[0].Name(), c.brokers[1].Name())
 
 	// The pod comes back Ready: the broker is selectable again.
 	setPodReady(t, c.pods[0], true)
@@ -205,12 +205,12 @@ func TestPodNotReadyAndTerminatingAreSkippedWithoutFailedSends(t *testing.T) {
 		}
 		return nil
 	})
-	sendUntilBroker(t, rt, topic.Spec.TopicName, c.brokers[0].Name())
+	sendUntilBroker(t, rt, topic, c.brokers[0].Name())
 }
 
 // expectSendsAvoid sends a round of messages and fails if any reached an avoided broker or needed
 // more than one attempt.
-func expectSendsAvoid(t *testing.T, rt *producer.Runtime, topic string, avoid ...string) {
+func expectSendsAvoid(t *testing.T, rt *producer.Runtime, topic *routingv1alpha1.Topic, avoid ...string) {
 	t.Helper()
 	for i := 0; i < 12; i++ {
 		res, err := send(rt, topic)
@@ -221,7 +221,7 @@ func expectSendsAvoid(t *testing.T, rt *producer.Runtime, topic string, avoid ..
 			t.Errorf("send %d took %d attempts (%v)", i, res.Attempts, res.BrokersTried)
 		}
 		for _, b := range avoid {
-			if res.Broker == b {
+			if res.Broker == brokerID(topic.Namespace, b) {
 				t.Fatalf("send %d reached %s", i, b)
 			}
 		}
@@ -239,7 +239,7 @@ func TestChangedPolicyTakesEffectForTheNextSend(t *testing.T) {
 
 	slow := c.brokers[2]
 	slow.SetFault(brokersim.Fault{Delay: 250 * time.Millisecond})
-	sendUntilBroker(t, rt, topic.Spec.TopicName, slow.Name())
+	sendUntilBroker(t, rt, topic, slow.Name())
 	if iso := rt.Isolated(key); len(iso) != 0 {
 		t.Fatalf("250 ms isolated under the 2000 ms table: %+v", iso)
 	}
@@ -258,8 +258,8 @@ func TestChangedPolicyTakesEffectForTheNextSend(t *testing.T) {
 		return nil
 	})
 	t.Logf("FaultPolicy change -> in force in %v", time.Since(changedAt).Round(time.Millisecond))
-	sendUntilBroker(t, rt, topic.Spec.TopicName, slow.Name())
-	if iso := rt.Isolated(key); len(iso) != 1 || iso[0].Broker != slow.Name() {
+	sendUntilBroker(t, rt, topic, slow.Name())
+	if iso := rt.Isolated(key); len(iso) != 1 || iso[0].Broker != brokerID(ns, slow.Name()) {
 		t.Fatalf("isolated = %+v, want %s", iso, slow.Name())
 	}
 	eventually(t, "status follows", func() error {
@@ -287,9 +287,9 @@ func TestRestartedManagerHonoursIsolationsFromStatus(t *testing.T) {
 	func() {
 		first, stop := startStoppableManager(t)
 		defer stop()
-		routedTo(t, first, topic.Spec.TopicName, 3)
+		routedTo(t, first, topic, 3)
 		slow.SetFault(brokersim.Fault{Delay: 400 * time.Millisecond})
-		sendUntilBroker(t, first, topic.Spec.TopicName, slow.Name())
+		sendUntilBroker(t, first, topic, slow.Name())
 		eventually(t, "the isolation is written to status", func() error {
 			if ib := isolatedIn(getPolicy(t, ns, "sticky"), slow.Name()); ib == nil || ib.Until == nil {
 				return errors.New("not yet")
@@ -300,12 +300,12 @@ func TestRestartedManagerHonoursIsolationsFromStatus(t *testing.T) {
 	slow.SetFault(brokersim.Fault{})
 
 	second := startManager(t)
-	if iso := second.Isolated(PolicyKey(ns, "sticky")); len(iso) != 1 || iso[0].Broker != slow.Name() {
+	if iso := second.Isolated(PolicyKey(ns, "sticky")); len(iso) != 1 || iso[0].Broker != brokerID(ns, slow.Name()) {
 		t.Fatalf("the new runtime starts with isolations %+v, want %s", iso, slow.Name())
 	}
-	routedTo(t, second, topic.Spec.TopicName, 3)
+	routedTo(t, second, topic, 3)
 	before := slow.Stats().SendsReceived
-	expectSendsAvoid(t, second, topic.Spec.TopicName, slow.Name())
+	expectSendsAvoid(t, second, topic, slow.Name())
 	if got := slow.Stats().SendsReceived; got != before {
 		t.Errorf("the restored isolated broker received %d sends", got-before)
 	}
@@ -331,18 +331,18 @@ func TestMissingPolicyAndDeletionsReachTheRuntime(t *testing.T) {
 		}
 		return nil
 	})
-	routedTo(t, rt, topic.Spec.TopicName, 2)
-	if info, _ := rt.RouteInfo(topic.Spec.TopicName); info.Policy != "" {
+	routedTo(t, rt, topic, 2)
+	if info, _ := rt.RouteInfo(routeOf(topic)); info.Policy != "" {
 		t.Errorf("route policy = %q, want the default", info.Policy)
 	}
-	if _, err := send(rt, topic.Spec.TopicName); err != nil {
+	if _, err := send(rt, topic); err != nil {
 		t.Fatalf("send with the default policy: %v", err)
 	}
 
 	fp := createPolicy(t, ns, "absent", routingv1alpha1.FaultPolicySpec{})
 	topicReady(t, topic, 2)
 	eventually(t, "the route uses the new policy", func() error {
-		if info, _ := rt.RouteInfo(topic.Spec.TopicName); info.Policy != PolicyKey(ns, "absent") {
+		if info, _ := rt.RouteInfo(routeOf(topic)); info.Policy != PolicyKey(ns, "absent") {
 			return fmt.Errorf("policy = %q", info.Policy)
 		}
 		return nil
@@ -353,12 +353,12 @@ func TestMissingPolicyAndDeletionsReachTheRuntime(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "the route leaves the runtime", func() error {
-		if _, ok := rt.RouteInfo(topic.Spec.TopicName); ok {
+		if _, ok := rt.RouteInfo(routeOf(topic)); ok {
 			return errors.New("still routed")
 		}
 		return nil
 	})
-	if _, err := send(rt, topic.Spec.TopicName); !errors.Is(err, producer.ErrNoRoute) {
+	if _, err := send(rt, topic); !errors.Is(err, producer.ErrNoRoute) {
 		t.Errorf("send after delete: %v, want ErrNoRoute", err)
 	}
 	if err := k8sClient.Delete(ctx, fp); err != nil {
@@ -386,7 +386,7 @@ func TestDeletingAPolicyInUseWaitsForItsTopicsAndKeepsWhatItLearnt(t *testing.T)
 	key := PolicyKey(ns, "held")
 	slow := c.brokers[1]
 	slow.SetFault(brokersim.Fault{Delay: 400 * time.Millisecond})
-	sendUntilBroker(t, rt, topic.Spec.TopicName, slow.Name())
+	sendUntilBroker(t, rt, topic, slow.Name())
 	slow.SetFault(brokersim.Fault{})
 	eventually(t, "the policy is protected and used by orders", func() error {
 		fp := getPolicy(t, ns, "held")
@@ -429,13 +429,13 @@ func TestDeletingAPolicyInUseWaitsForItsTopicsAndKeepsWhatItLearnt(t *testing.T)
 		}
 		return findEvent(ns, "held", EventDeletionWaits, "orders")
 	})
-	if iso := rt.Isolated(key); len(iso) != 1 || iso[0].Broker != slow.Name() {
+	if iso := rt.Isolated(key); len(iso) != 1 || iso[0].Broker != brokerID(ns, slow.Name()) {
 		t.Fatalf("isolations while the deletion waits: %+v, want %s kept", iso, slow.Name())
 	}
-	if info, _ := rt.RouteInfo(topic.Spec.TopicName); info.Policy != key {
+	if info, _ := rt.RouteInfo(routeOf(topic)); info.Policy != key {
 		t.Fatalf("the route's policy while the deletion waits: %q, want %q", info.Policy, key)
 	}
-	expectSendsAvoid(t, rt, topic.Spec.TopicName, slow.Name())
+	expectSendsAvoid(t, rt, topic, slow.Name())
 
 	if err := k8sClient.Delete(ctx, topic); err != nil {
 		t.Fatal(err)
@@ -606,8 +606,8 @@ func TestBrokerRefusingTheTopicIsReportedAndRetried(t *testing.T) {
 }
 
 // podOK reports the runtime's pod verdict for broker in topic's route.
-func podOK(rt *producer.Runtime, topic, broker string) bool {
-	info, _ := rt.RouteInfo(topic)
+func podOK(rt *producer.Runtime, topic *routingv1alpha1.Topic, broker string) bool {
+	info, _ := rt.RouteInfo(routeOf(topic))
 	for _, b := range info.Brokers {
 		if b.Name == broker {
 			return b.PodOK

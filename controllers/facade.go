@@ -105,8 +105,9 @@ func (v *FacadeView) Hide(topic string, brokers []string) (map[string]string, bo
 		}
 	}
 	for _, it := range v.Runtime.Isolated(policyKey) {
-		if _, ok := candidates[it.Broker]; !ok {
-			candidates[it.Broker] = string(it.Reason)
+		name, ours := brokerNameIn(cl.Namespace, it.Broker)
+		if _, ok := candidates[name]; ours && !ok {
+			candidates[name] = string(it.Reason)
 		}
 	}
 	return facade.CapHidden(candidates, brokers, pol.MaxIsolatedPercent), true

@@ -61,7 +61,7 @@ func (w window) String() string {
 // canary keeps detour's own runtime sending a trickle to topic, so it measures every broker
 // (what the facade publishes is what detour learnt from its sends and probes), until the returned
 // stop is called or the test ends.
-func canary(t *testing.T, rt *producer.Runtime, topic string) (stop func()) {
+func canary(t *testing.T, rt *producer.Runtime, topic *routingv1alpha1.Topic) (stop func()) {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -75,7 +75,7 @@ func canary(t *testing.T, rt *producer.Runtime, topic string) (stop func()) {
 				return
 			case <-tick.C:
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				_, _ = rt.Send(ctx, &producer.Message{Topic: topic, Body: []byte("canary")})
+				_, _ = rt.SendRoute(ctx, routeOf(topic), &producer.Message{Topic: topic.Spec.TopicName, Body: []byte("canary")})
 				cancel()
 			}
 		}
@@ -132,7 +132,7 @@ func TestNameServerFacadeSteersUnmodifiedJavaProducers(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { fc.Close() })
-	stopCanary := canary(t, rt, name)
+	stopCanary := canary(t, rt, topic)
 
 	// A first Java producer warms the brokers and the JIT, so neither measured run pays for it.
 	warm := c.StartProducer(rmqtest.ProducerOptions{Topic: name, Senders: 4, Rate: 100, Duration: 3 * time.Second, Shared: true, Warmup: 8})
@@ -171,7 +171,7 @@ func TestNameServerFacadeSteersUnmodifiedJavaProducers(t *testing.T) {
 		// Let b work off what queued while it was paused, and detour see it recover (a good
 		// probe), before the next run.
 		eventuallyWithin(t, realTimeout, b.Name+" back in service", func() error {
-			if slices.ContainsFunc(rt.Isolated(PolicyKey(ns, "steer")), func(it fault.Item) bool { return it.Broker == b.Name }) {
+			if slices.ContainsFunc(rt.Isolated(PolicyKey(ns, "steer")), func(it fault.Item) bool { return it.Broker == brokerID(ns, b.Name) }) {
 				return fmt.Errorf("still isolated")
 			}
 			for range 5 {

@@ -150,8 +150,9 @@ func (r *FaultPolicyReconciler) computeStatus(fp *routingv1alpha1.FaultPolicy, k
 		// Pod marks reach every policy's table; a policy reports them only for brokers it governs.
 		// Isolations learnt from sends (or restored) are always its own.
 		podMark := it.Reason == fault.ReasonPodNotReady || it.Reason == fault.ReasonPodTerminating
-		if !podMark || governed[it.Broker] {
-			st.IsolatedBrokers = append(st.IsolatedBrokers, r.isolatedBroker(it, now))
+		name, mine := brokerNameIn(fp.Namespace, it.Broker)
+		if mine && (!podMark || governed[it.Broker]) {
+			st.IsolatedBrokers = append(st.IsolatedBrokers, r.isolatedBroker(name, it, now))
 		}
 	}
 	st.Isolated = int32(len(st.IsolatedBrokers))
@@ -194,11 +195,12 @@ func inUseCondition(fp *routingv1alpha1.FaultPolicy, users []routingv1alpha1.Top
 	return cond
 }
 
-// governedBrokers is the set of brokers in the routes of the Topics that use this policy.
+// governedBrokers is the set of brokers (runtime identities) in the routes of the Topics that
+// use this policy.
 func (r *FaultPolicyReconciler) governedBrokers(users []routingv1alpha1.Topic, key string) map[string]bool {
 	brokers := map[string]bool{}
 	for _, t := range users {
-		info, ok := r.Runtime.RouteInfo(t.Spec.TopicName)
+		info, ok := r.Runtime.RouteInfo(RouteKey(t.Namespace, t.Name))
 		if !ok || info.Policy != key {
 			continue
 		}
@@ -209,11 +211,12 @@ func (r *FaultPolicyReconciler) governedBrokers(users []routingv1alpha1.Topic, k
 	return brokers
 }
 
-// isolatedBroker renders a fault item for status. Times are cut to whole seconds, as the API
-// stores them, so an unchanged isolation compares equal and costs no write.
-func (r *FaultPolicyReconciler) isolatedBroker(it fault.Item, now time.Time) routingv1alpha1.IsolatedBroker {
+// isolatedBroker renders a fault item of the broker named name for status. Times are cut to
+// whole seconds, as the API stores them, so an unchanged isolation compares equal and costs no
+// write.
+func (r *FaultPolicyReconciler) isolatedBroker(name string, it fault.Item, now time.Time) routingv1alpha1.IsolatedBroker {
 	ib := routingv1alpha1.IsolatedBroker{
-		BrokerName:    it.Broker,
+		BrokerName:    name,
 		Pod:           r.brokers.podOf(it.Broker),
 		Reason:        routingv1alpha1.IsolationReason(it.Reason),
 		LatencyMillis: it.Latency.Milliseconds(),

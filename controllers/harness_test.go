@@ -235,18 +235,21 @@ func isolatedIn(fp *routingv1alpha1.FaultPolicy, broker string) *routingv1alpha1
 	return nil
 }
 
-// send sends one message through the runtime with a bounded context.
-func send(rt *producer.Runtime, topic string) (*producer.SendResult, error) {
+// send sends one message by a Topic's route, as the gateway does, with a bounded context.
+func send(rt *producer.Runtime, topic *routingv1alpha1.Topic) (*producer.SendResult, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	return rt.Send(ctx, &producer.Message{Topic: topic, Body: []byte("hello")})
+	return rt.SendRoute(ctx, routeOf(topic), &producer.Message{Topic: topic.Spec.TopicName, Body: []byte("hello")})
 }
 
+// routeOf is the runtime's key of a Topic's route.
+func routeOf(topic *routingv1alpha1.Topic) string { return RouteKey(topic.Namespace, topic.Name) }
+
 // routedTo waits until the runtime routes topic to want brokers.
-func routedTo(t *testing.T, rt *producer.Runtime, topic string, want int) {
+func routedTo(t *testing.T, rt *producer.Runtime, topic *routingv1alpha1.Topic, want int) {
 	t.Helper()
 	eventually(t, "route in the runtime", func() error {
-		info, ok := rt.RouteInfo(topic)
+		info, ok := rt.RouteInfo(routeOf(topic))
 		if !ok {
 			return errors.New("no route")
 		}
@@ -268,6 +271,6 @@ func routedCluster(t *testing.T, policy string, spec routingv1alpha1.FaultPolicy
 	createPolicy(t, ns, policy, spec)
 	topic := c.createTopic(t, "orders", policy)
 	topicReady(t, topic, 3)
-	routedTo(t, rt, topic.Spec.TopicName, 3)
+	routedTo(t, rt, topic, 3)
 	return ns, rt, c, topic
 }

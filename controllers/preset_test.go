@@ -126,7 +126,7 @@ func TestTopicWithoutAPolicyGetsDetoursDefaults(t *testing.T) {
 		}
 		return fmt.Errorf("conditions %+v", got.Status.Conditions)
 	})
-	if info, ok := rt.RouteInfo(topic.Spec.TopicName); !ok || info.Policy != "" {
+	if info, ok := rt.RouteInfo(routeOf(topic)); !ok || info.Policy != "" {
 		t.Fatalf("route %+v, want the default policy", info)
 	}
 }

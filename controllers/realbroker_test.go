@@ -51,17 +51,18 @@ func TestTopicCreatesTopicOnRealBrokers(t *testing.T) {
 
 			// The runtime routes orders over both brokers' six write queues; every message it
 			// reports stored is on the broker it names.
-			routedTo(t, rt, orders.Spec.TopicName, 2)
+			routedTo(t, rt, orders, 2)
 			sent := map[string]int64{}
 			for i := 0; i < 12; i++ {
-				res, err := send(rt, orders.Spec.TopicName)
+				res, err := send(rt, orders)
 				if err != nil {
 					t.Fatalf("send %d to %s: %v", i, orders.Spec.TopicName, err)
 				}
 				if res.QueueID < 0 || res.QueueID >= 6 {
 					t.Errorf("send %d went to queue %d of %s, beyond the 6 write queues", i, res.QueueID, res.Broker)
 				}
-				sent[res.Broker]++
+				name, _ := brokerNameIn(ns, res.Broker)
+				sent[name]++
 			}
 			t.Logf("sends per broker: %v", sent)
 			eventuallyWithin(t, realTimeout, "the brokers store what the runtime sent", func() error {
@@ -79,7 +80,7 @@ func TestTopicCreatesTopicOnRealBrokers(t *testing.T) {
 
 			// A read-only topic has no write queue in the runtime: the send is refused before it
 			// reaches a broker.
-			if _, err := send(rt, archive.Spec.TopicName); !errors.Is(err, producer.ErrNoRoute) {
+			if _, err := send(rt, archive); !errors.Is(err, producer.ErrNoRoute) {
 				t.Errorf("send to read-only %s: %v, want ErrNoRoute", archive.Spec.TopicName, err)
 			}
 		})

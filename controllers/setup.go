@@ -186,7 +186,7 @@ func restoreIsolations(ctx context.Context, c client.Reader, rt *producer.Runtim
 	for i := range list.Items {
 		fp := &list.Items[i]
 		key := PolicyKey(fp.Namespace, fp.Name)
-		rt.Restore(key, faultItems(fp.Status.IsolatedBrokers))
+		rt.Restore(key, faultItems(fp.Namespace, fp.Status.IsolatedBrokers))
 		if err := pushPolicy(rt, fp); err != nil {
 			log.Error(err, "FaultPolicy not restored", "faultPolicy", klog.KObj(fp))
 			continue
@@ -198,14 +198,14 @@ func restoreIsolations(ctx context.Context, c client.Reader, rt *producer.Runtim
 	return nil
 }
 
-// faultItems turns status back into fault items. Isolations without an end time were held by a
+// faultItems turns the status of a FaultPolicy in namespace back into fault items. Isolations without an end time were held by a
 // pod mark (the pod watch re-learns those) or await a probe's proof (the unreachable flag is
 // restored, so the broker waits for proof again).
-func faultItems(isolated []routingv1alpha1.IsolatedBroker) []fault.Item {
+func faultItems(namespace string, isolated []routingv1alpha1.IsolatedBroker) []fault.Item {
 	items := make([]fault.Item, 0, len(isolated))
 	for _, ib := range isolated {
 		it := fault.Item{
-			Broker:    ib.BrokerName,
+			Broker:    brokerID(namespace, ib.BrokerName),
 			Reason:    fault.Reason(ib.Reason),
 			Latency:   time.Duration(ib.LatencyMillis) * time.Millisecond,
 			Since:     ib.Since.Time,
@@ -287,17 +287,21 @@ func (p *isolationPump) recordEvent(ctx context.Context, stub *routingv1alpha1.F
 		return // deleted meanwhile: nothing to attach the Event to
 	}
 	it := ev.Item
+	broker, _ := brokerNameIn(fp.Namespace, ev.Broker)
+	if broker == "" {
+		broker = ev.Broker
+	}
 	if ev.Isolated {
 		until := "a successful probe"
 		if !it.Until.IsZero() && it.Until.After(time.Now()) {
 			until = it.Until.UTC().Format(time.RFC3339)
 		}
 		p.recorder.Eventf(&fp, nil, corev1.EventTypeWarning, EventBrokerIsolated, "Isolate",
-			"Broker %s isolated: %s, latency %dms, until %s", ev.Broker, it.Reason, it.Latency.Milliseconds(), until)
+			"Broker %s isolated: %s, latency %dms, until %s", broker, it.Reason, it.Latency.Milliseconds(), until)
 		return
 	}
 	p.recorder.Eventf(&fp, nil, corev1.EventTypeNormal, EventBrokerRecovered, "Recover",
-		"Broker %s recovered, latency %dms", ev.Broker, it.Latency.Milliseconds())
+		"Broker %s recovered, latency %dms", broker, it.Latency.Milliseconds())
 }
 
 // leaderResync asks every reconciler to write status each time this replica wins the lease:

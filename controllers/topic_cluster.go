@@ -47,18 +47,18 @@ func (r *TopicReconciler) reconcileOnCluster(ctx context.Context, topic *routing
 	if ptr.Deref(topic.Spec.Create, false) && r.leading() {
 		createErr = r.createOnCluster(ctx, topic, &cl)
 	}
-	spec := producer.NameServerRoute{Topic: topic.Spec.TopicName, NameServers: cl.Spec.NameServers,
-		Policy: policyKey, Refresh: refreshInterval(&cl)}
+	spec := producer.NameServerRoute{Key: RouteKey(topic.Namespace, topic.Name), Topic: topic.Spec.TopicName,
+		BrokerPrefix: BrokerPrefix(topic.Namespace), NameServers: cl.Spec.NameServers, Policy: policyKey, Refresh: refreshInterval(&cl)}
 	if err := r.Runtime.SetNameServerRoute(spec); err != nil {
 		return ctrl.Result{}, fmt.Errorf("the runtime refused the route: %w", err)
 	}
 	r.mu.Lock()
-	r.routed[key] = topic.Spec.TopicName
+	r.routed[key] = spec.Key
 	r.mu.Unlock()
 	if !r.leading() {
 		return ctrl.Result{RequeueAfter: spec.Refresh}, nil
 	}
-	st, _ := r.Runtime.RouteStatus(topic.Spec.TopicName)
+	st, _ := r.Runtime.RouteStatus(spec.Key)
 	result, err := r.writeClusterTopicStatus(ctx, topic, &st, policyFound, createErr, nil)
 	if err != nil || result.RequeueAfter > 0 {
 		return result, err
@@ -78,7 +78,7 @@ func (r *TopicReconciler) createOnCluster(ctx context.Context, topic *routingv1a
 		return err
 	}
 	published := map[string]producer.PublishedBroker{}
-	if st, ok := r.Runtime.RouteStatus(topic.Spec.TopicName); ok {
+	if st, ok := r.Runtime.RouteStatus(RouteKey(topic.Namespace, topic.Name)); ok {
 		for _, b := range st.Brokers {
 			published[b.Name] = b
 		}
@@ -120,7 +120,7 @@ func (r *TopicReconciler) createOnCluster(ctx context.Context, topic *routingv1a
 	if created {
 		// The broker registers the new topic with the name servers at once; ask for the route now
 		// rather than at the next refresh.
-		r.Runtime.RefreshRoute(topic.Spec.TopicName)
+		r.Runtime.RefreshRoute(RouteKey(topic.Namespace, topic.Name))
 	}
 	return errors.Join(errs...)
 }
@@ -133,17 +133,19 @@ func (r *TopicReconciler) writeClusterTopicStatus(ctx context.Context, topic *ro
 		return ctrl.Result{}, nil
 	}
 	orig := topic.DeepCopy()
-	computeClusterTopicStatus(topic, st, r.routeBrokers(topic.Spec.TopicName), r.isolatedOf(topic), policyFound, createErr, override)
+	computeClusterTopicStatus(topic, st, r.routeBrokers(topic), r.isolatedIn(topic.Namespace, topicPolicyKey(topic)), policyFound, createErr, override)
 	return r.topicWrites.patchStatus(ctx, r.Client, topic, orig,
 		!equality.Semantic.DeepEqual(topic.Status, orig.Status), r.metrics, "Topic")
 }
 
-// routeBrokers returns the runtime's compiled route brokers of a topic, by name.
-func (r *TopicReconciler) routeBrokers(topic string) map[string]producer.RouteBroker {
+// routeBrokers returns the brokers of a Topic's compiled route, by RocketMQ broker name.
+func (r *TopicReconciler) routeBrokers(topic *routingv1alpha1.Topic) map[string]producer.RouteBroker {
 	out := map[string]producer.RouteBroker{}
-	if info, ok := r.Runtime.RouteInfo(topic); ok {
+	if info, ok := r.Runtime.RouteInfo(RouteKey(topic.Namespace, topic.Name)); ok {
 		for _, b := range info.Brokers {
-			out[b.Name] = b
+			if name, ok := brokerNameIn(topic.Namespace, b.Name); ok {
+				out[name] = b
+			}
 		}
 	}
 	return out
@@ -158,11 +160,14 @@ func topicPolicyKey(topic *routingv1alpha1.Topic) string {
 	return ""
 }
 
-// isolatedOf returns the brokers the Topic's policy isolates now.
-func (r *TopicReconciler) isolatedOf(topic *routingv1alpha1.Topic) map[string]bool {
+// isolatedIn returns the brokers of namespace that a policy isolates now, by RocketMQ broker
+// name.
+func (r *TopicReconciler) isolatedIn(namespace, policyKey string) map[string]bool {
 	out := map[string]bool{}
-	for _, it := range r.Runtime.Isolated(topicPolicyKey(topic)) {
-		out[it.Broker] = true
+	for _, it := range r.Runtime.Isolated(policyKey) {
+		if name, ok := brokerNameIn(namespace, it.Broker); ok {
+			out[name] = true
+		}
 	}
 	return out
 }

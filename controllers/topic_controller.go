@@ -42,7 +42,7 @@ type TopicReconciler struct {
 	*shared
 
 	mu sync.Mutex
-	// routed maps a Topic resource to the RocketMQ topic it routes, to remove the route once the
+	// routed maps a Topic resource to the runtime key of its route, to remove the route once the
 	// resource is gone.
 	routed map[types.NamespacedName]string
 	// created records the generation last created on each broker address, so
@@ -180,39 +180,35 @@ func (r *TopicReconciler) pushRoute(topic *routingv1alpha1.Topic, brokers []sele
 	if !writable(topic.Spec.Perm) {
 		writeQueues = 0
 	}
-	route := producer.Route{Topic: topic.Spec.TopicName, Policy: policyKey}
+	route := producer.Route{Key: RouteKey(topic.Namespace, topic.Name), Topic: topic.Spec.TopicName, Policy: policyKey}
 	for _, b := range brokers {
-		route.Brokers = append(route.Brokers, producer.BrokerQueues{Broker: b.Name, WriteQueues: writeQueues})
+		route.Brokers = append(route.Brokers, producer.BrokerQueues{Broker: brokerID(topic.Namespace, b.Name), WriteQueues: writeQueues})
 	}
 	if err := r.Runtime.SetRoute(route); err != nil {
 		return fmt.Errorf("the runtime refused the route: %w", err)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.routed[client.ObjectKeyFromObject(topic)] = topic.Spec.TopicName
+	r.routed[client.ObjectKeyFromObject(topic)] = route.Key
 	return nil
 }
 
-// removeRoute forgets a deleted Topic's route, unless another Topic now routes the same
-// RocketMQ topic.
+// removeRoute forgets a deleted Topic's route. Routes are the Topic resource's own, so another
+// Topic routing the same RocketMQ topic keeps its route.
 func (r *TopicReconciler) removeRoute(ctx context.Context, key types.NamespacedName) {
 	r.mu.Lock()
-	name, ok := r.routed[key]
+	route, ok := r.routed[key]
 	delete(r.routed, key)
 	for k := range r.created {
 		if k.topic == key {
 			delete(r.created, k)
 		}
 	}
-	stillRouted := false
-	for _, other := range r.routed {
-		stillRouted = stillRouted || other == name
-	}
 	r.mu.Unlock()
 	r.topicWrites.forget(key)
-	if ok && !stillRouted {
-		r.Runtime.RemoveRoute(name)
-		ctrl.LoggerFrom(ctx).Info("Route removed from the runtime", "rocketmqTopic", name)
+	if ok {
+		r.Runtime.RemoveRoute(route)
+		ctrl.LoggerFrom(ctx).Info("Route removed from the runtime", "route", route)
 	}
 }
 
@@ -252,10 +248,7 @@ func (r *TopicReconciler) createOnBrokers(ctx context.Context, topic *routingv1a
 
 // computeStatus fills the Topic's status from the brokers found and the policy's isolations.
 func (r *TopicReconciler) computeStatus(topic *routingv1alpha1.Topic, brokers []selectedBroker, policyKey string, policyFound bool, err error) {
-	isolated := map[string]bool{}
-	for _, it := range r.Runtime.Isolated(policyKey) {
-		isolated[it.Broker] = true
-	}
+	isolated := r.isolatedIn(topic.Namespace, policyKey)
 	writeQueues := topic.Spec.WriteQueueNums
 	if !writable(topic.Spec.Perm) {
 		writeQueues = 0

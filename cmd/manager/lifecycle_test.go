@@ -16,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/detourmq/detour/controllers"
 	"github.com/detourmq/detour/pkg/brokersim"
 )
 
@@ -329,7 +330,7 @@ func TestReadyMeansRoutable(t *testing.T) {
 		time.Sleep(5 * time.Millisecond) // the poll interval; readiness is the synchronisation
 	}
 	for i := range n {
-		if _, ok := op.rt.RouteInfo(fmt.Sprintf("Ready%d", i)); !ok {
+		if _, ok := op.rt.RouteInfo(controllers.RouteKey(ns, fmt.Sprintf("t%d", i))); !ok {
 			t.Errorf("ready, but Topic t%d has no route", i)
 		}
 	}

@@ -101,16 +101,18 @@ func runLocal(ctx context.Context, o *options, stdout, stderr io.Writer, force *
 
 	printInstructions(stdout, env, op, lo, topic)
 	_, runErr := demo.Run(demoCtx, demo.RunOptions{
-		Runtime:  op.rt,
-		Env:      env,
-		Topic:    topic.Spec.TopicName,
-		Policy:   policy,
-		Victim:   o.demoVictimBroker,
-		Duration: o.demoDuration,
-		Phase:    o.demoPhase,
-		Rate:     o.demoRate,
-		Senders:  o.demoSenders,
-		Out:      stdout,
+		Runtime:      op.rt,
+		Env:          env,
+		Topic:        topic.Spec.TopicName,
+		Route:        controllers.RouteKey(topic.Namespace, topic.Name),
+		BrokerPrefix: controllers.BrokerPrefix(topic.Namespace),
+		Policy:       policy,
+		Victim:       o.demoVictimBroker,
+		Duration:     o.demoDuration,
+		Phase:        o.demoPhase,
+		Rate:         o.demoRate,
+		Senders:      o.demoSenders,
+		Out:          stdout,
 	})
 	fmt.Fprintln(stdout, "demo: Stopping the operator, the brokers and the control plane")
 	stopOp()

@@ -17,6 +17,8 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	certutil "k8s.io/client-go/util/cert"
@@ -25,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -132,6 +135,7 @@ func newOperator(cfg *rest.Config, o *options, log logr.Logger, hooks ...operato
 		Metrics:                 metricsOpts,
 		HealthProbeBindAddress:  o.probeAddr,
 		GracefulShutdownTimeout: ptr.To(o.shutdownTimeout),
+		MapperProvider:          newKnownKindsFirst,
 		Controller: config.Controller{
 			SkipNameValidation: ptr.To(h.skipNameValidation),
 			// A replica started while the API server is unreachable waits for it, not ready,
@@ -276,19 +280,21 @@ func (op *operator) closeRuntime() {
 
 // resolveTopic finds a Topic in the manager's cache. Namespaces outside --namespace are not
 // served: their Topics are not watched.
-func (op *operator) resolveTopic(ctx context.Context, namespace, name string) (string, error) {
+func (op *operator) resolveTopic(ctx context.Context, namespace, name string) (gateway.Target, error) {
 	if op.namespace != "" && namespace != op.namespace {
-		return "", gateway.ErrTopicNotFound
+		return gateway.Target{}, gateway.ErrTopicNotFound
 	}
 	var t routingv1alpha1.Topic
 	err := op.mgr.GetClient().Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &t)
 	if apierrors.IsNotFound(err) {
-		return "", gateway.ErrTopicNotFound
+		return gateway.Target{}, gateway.ErrTopicNotFound
 	}
 	if err != nil {
-		return "", err
+		return gateway.Target{}, err
 	}
-	return t.Spec.TopicName, nil
+	// Exactly this resource's route: another namespace's Topic of the same topicName has its own.
+	return gateway.Target{Topic: t.Spec.TopicName, Route: controllers.RouteKey(namespace, name),
+		BrokerPrefix: controllers.BrokerPrefix(namespace)}, nil
 }
 
 // addHealthChecks makes liveness follow the runtime, and readiness the runtime, the cache and
@@ -394,8 +400,9 @@ func (op *operator) topicsRouted() healthz.Checker {
 		var waiting []string
 		for i := range initial {
 			t := &initial[i]
-			_, routed := op.rt.RouteInfo(t.Spec.TopicName)
-			_, asked := op.rt.RouteStatus(t.Spec.TopicName)
+			key := controllers.RouteKey(t.Namespace, t.Name)
+			_, routed := op.rt.RouteInfo(key)
+			_, asked := op.rt.RouteStatus(key)
 			if !routed && !asked {
 				waiting = append(waiting, t.Namespace+"/"+t.Name)
 			}
@@ -472,4 +479,42 @@ func (everyReplica) NeedLeaderElection() bool { return false }
 func fileExists(p string) bool {
 	_, err := os.Stat(p)
 	return err == nil
+}
+
+// knownKindsFirst maps the kinds the operator watches (Pods and its own) without asking the API
+// server, and everything else as the dynamic mapper does. Building the pod cache needs to know
+// whether Pods are namespaced, and a replica must be buildable while the API server is
+// unreachable: it then waits, not ready, instead of failing.
+type knownKindsFirst struct {
+	known *meta.DefaultRESTMapper
+	meta.RESTMapper
+}
+
+func newKnownKindsFirst(cfg *rest.Config, httpClient *http.Client) (meta.RESTMapper, error) {
+	dynamic, err := apiutil.NewDynamicRESTMapper(cfg, httpClient)
+	if err != nil {
+		return nil, err
+	}
+	known := meta.NewDefaultRESTMapper([]schema.GroupVersion{corev1.SchemeGroupVersion, routingv1alpha1.GroupVersion})
+	known.Add(corev1.SchemeGroupVersion.WithKind("Pod"), meta.RESTScopeNamespace)
+	for _, kind := range []string{"Topic", "FaultPolicy", "Cluster"} {
+		known.Add(routingv1alpha1.GroupVersion.WithKind(kind), meta.RESTScopeNamespace)
+	}
+	return knownKindsFirst{known: known, RESTMapper: dynamic}, nil
+}
+
+// RESTMapping implements meta.RESTMapper.
+func (m knownKindsFirst) RESTMapping(gk schema.GroupKind, versions ...string) (*meta.RESTMapping, error) {
+	if mapping, err := m.known.RESTMapping(gk, versions...); err == nil {
+		return mapping, nil
+	}
+	return m.RESTMapper.RESTMapping(gk, versions...)
+}
+
+// RESTMappings implements meta.RESTMapper.
+func (m knownKindsFirst) RESTMappings(gk schema.GroupKind, versions ...string) ([]*meta.RESTMapping, error) {
+	if mappings, err := m.known.RESTMappings(gk, versions...); err == nil && len(mappings) > 0 {
+		return mappings, nil
+	}
+	return m.RESTMapper.RESTMappings(gk, versions...)
 }

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -26,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
+	"github.com/detourmq/detour/controllers"
 	"github.com/detourmq/detour/internal/demo"
 	"github.com/detourmq/detour/pkg/brokersim"
 )
@@ -252,11 +254,20 @@ func (r *runningOperator) stop() error {
 	return r.err
 }
 
-// waitForRoute waits until the operator's runtime routes topic over n brokers.
+// waitForRoute waits until the operator's runtime routes the Topic whose spec.topicName is topic
+// (one Topic per RocketMQ topic in these tests) over n brokers.
 func (r *runningOperator) waitForRoute(t *testing.T, topic string, n int) {
 	t.Helper()
 	eventually(t, "topic "+topic+" routed over the brokers", func() error {
-		info, ok := r.rt.RouteInfo(topic)
+		var topics routingv1alpha1.TopicList
+		if err := k8sClient.List(context.Background(), &topics); err != nil {
+			return err
+		}
+		i := slices.IndexFunc(topics.Items, func(x routingv1alpha1.Topic) bool { return x.Spec.TopicName == topic })
+		if i < 0 {
+			return fmt.Errorf("no Topic declares %s", topic)
+		}
+		info, ok := r.rt.RouteInfo(controllers.RouteKey(topics.Items[i].Namespace, topics.Items[i].Name))
 		if !ok {
 			return fmt.Errorf("no route")
 		}

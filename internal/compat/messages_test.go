@@ -140,11 +140,11 @@ func random(n int) []byte {
 func startGateway(t *testing.T, r *producer.Runtime, topic string) string {
 	t.Helper()
 	gw, err := gateway.New(gateway.Options{Addr: "127.0.0.1:0", Sender: r,
-		Topics: gateway.TopicResolverFunc(func(_ context.Context, ns, name string) (string, error) {
+		Topics: gateway.TopicResolverFunc(func(_ context.Context, ns, name string) (gateway.Target, error) {
 			if ns == "default" && name == "messages" {
-				return topic, nil
+				return gateway.Target{Topic: topic}, nil
 			}
-			return "", gateway.ErrTopicNotFound
+			return gateway.Target{}, gateway.ErrTopicNotFound
 		})})
 	if err != nil {
 		t.Fatal(err)

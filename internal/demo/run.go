@@ -18,9 +18,9 @@ import (
 
 // Runtime is what the driver needs from the producer runtime.
 type Runtime interface {
-	Send(ctx context.Context, m *producer.Message) (*producer.SendResult, error)
+	SendRoute(ctx context.Context, route string, m *producer.Message) (*producer.SendResult, error)
 	Isolated(policy string) []fault.Item
-	RouteInfo(topic string) (producer.RouteInfo, bool)
+	RouteInfo(route string) (producer.RouteInfo, bool)
 }
 
 // RunOptions configure Run.
@@ -29,6 +29,11 @@ type RunOptions struct {
 	Env     *Env
 	// Topic is the RocketMQ topic to send to; Policy the runtime policy whose isolations are shown.
 	Topic, Policy string
+	// Route is the key of the runtime's route to send by; "" means Topic.
+	Route string
+	// BrokerPrefix starts the runtime's names of the demo's brokers (the operator scopes broker
+	// identities by namespace); it is left out of what the live view prints.
+	BrokerPrefix string
 	// Victim is the broker the fault script abuses; "" means the second broker.
 	Victim string
 	// Duration bounds the run; 0 runs until ctx ends.
@@ -129,7 +134,10 @@ func Run(ctx context.Context, o RunOptions) (Summary, error) {
 	if o.Env.Broker(o.Victim) == nil {
 		return Summary{}, fmt.Errorf("no broker %q to inject faults into", o.Victim)
 	}
-	if err := waitForRoute(ctx, o.Runtime, o.Topic, len(brokers)); err != nil {
+	if o.Route == "" {
+		o.Route = o.Topic
+	}
+	if err := waitForRoute(ctx, o.Runtime, o.Route, len(brokers)); err != nil {
 		return Summary{}, err
 	}
 	if o.Duration > 0 {
@@ -139,6 +147,7 @@ func Run(ctx context.Context, o RunOptions) (Summary, error) {
 	}
 	steps := script(o.Env, o.Victim)
 	st := newStats(brokers, o.Victim, len(steps))
+	st.prefix = o.BrokerPrefix
 
 	var wg sync.WaitGroup
 	ticks := time.NewTicker(time.Second / time.Duration(o.Rate))
@@ -158,7 +167,7 @@ func Run(ctx context.Context, o RunOptions) (Summary, error) {
 				// Not ctx: a send that started finishes even when the demo is stopping.
 				sctx, cancel := context.WithTimeout(context.Background(), sendTimeout)
 				start := time.Now()
-				res, err := o.Runtime.Send(sctx, msg)
+				res, err := o.Runtime.SendRoute(sctx, o.Route, msg)
 				cancel()
 				st.record(time.Since(start), res, err)
 			}
@@ -199,7 +208,11 @@ loop:
 			break loop
 		case now := <-view.C:
 			w := st.takeWindow()
-			fmt.Fprintln(o.Out, formatLine(now.Sub(start), steps[current].name, w, brokers, o.Runtime.Isolated(o.Policy)))
+			isolated := o.Runtime.Isolated(o.Policy)
+			for i := range isolated {
+				isolated[i].Broker = strings.TrimPrefix(isolated[i].Broker, o.BrokerPrefix)
+			}
+			fmt.Fprintln(o.Out, formatLine(now.Sub(start), steps[current].name, w, brokers, isolated))
 		}
 	}
 	wg.Wait()
@@ -242,6 +255,7 @@ type window struct {
 type stats struct {
 	mu        sync.Mutex
 	victim    string
+	prefix    string // of the runtime's broker names, left out of what is counted
 	phase     int
 	win       window
 	phases    []phaseStats
@@ -283,8 +297,9 @@ func (s *stats) record(lat time.Duration, res *producer.SendResult, err error) {
 	s.win.ok++
 	ph.ok++
 	s.total.ok++
-	s.win.perBroker[res.Broker]++
-	if res.Broker == s.victim {
+	broker := strings.TrimPrefix(res.Broker, s.prefix)
+	s.win.perBroker[broker]++
+	if broker == s.victim {
 		ph.victim++
 		s.total.victim++
 	}

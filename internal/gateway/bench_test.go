@@ -15,7 +15,7 @@ import (
 // nopSender stores nothing and answers at once, so a benchmark measures the gateway alone.
 type nopSender struct{}
 
-func (nopSender) Send(_ context.Context, m *producer.Message) (*producer.SendResult, error) {
+func (nopSender) SendRoute(_ context.Context, _ string, m *producer.Message) (*producer.SendResult, error) {
 	return &producer.SendResult{MsgID: "id", Topic: m.Topic, Broker: "b", Attempts: 1,
 		BrokersTried: []string{"b"}, Status: producer.StatusSendOK}, nil
 }
@@ -23,7 +23,7 @@ func (nopSender) Send(_ context.Context, m *producer.Message) (*producer.SendRes
 func benchServer(b *testing.B, sender Sender) *Server {
 	b.Helper()
 	srv, err := New(Options{Addr: "127.0.0.1:0", Sender: sender,
-		Topics: TopicResolverFunc(func(context.Context, string, string) (string, error) { return "BenchTopic", nil })})
+		Topics: TopicResolverFunc(func(context.Context, string, string) (Target, error) { return Target{Topic: "BenchTopic"}, nil })})
 	if err != nil {
 		b.Fatal(err)
 	}

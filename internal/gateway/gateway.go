@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,25 +25,49 @@ import (
 	"github.com/detourmq/detour/pkg/producer"
 )
 
-// Sender sends one message; *producer.Runtime is the Sender the operator uses.
+// Sender sends one message by a route (producer.Route.Key); *producer.Runtime is the Sender the
+// operator uses.
 type Sender interface {
-	Send(ctx context.Context, m *producer.Message) (*producer.SendResult, error)
+	SendRoute(ctx context.Context, route string, m *producer.Message) (*producer.SendResult, error)
 }
 
 // ErrTopicNotFound is returned (or wrapped) by a TopicResolver for a Topic that does not exist
 // or that the gateway does not serve.
 var ErrTopicNotFound = errors.New("topic not found")
 
-// TopicResolver maps a Topic resource to the RocketMQ topic it declares (spec.topicName).
+// Target is where a request to a Topic resource goes: the RocketMQ topic it declares
+// (spec.topicName) and the key of the route the runtime keeps for exactly that resource.
+type Target struct {
+	Topic string
+	// Route is the runtime's route key; "" means Topic.
+	Route string
+	// BrokerPrefix starts the runtime's names of the route's brokers (the operator scopes broker
+	// identities by namespace); answers name brokers without it, as RocketMQ does.
+	BrokerPrefix string
+}
+
+// brokerNames returns names without prefix.
+func brokerNames(names []string, prefix string) []string {
+	if prefix == "" {
+		return names
+	}
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = strings.TrimPrefix(n, prefix)
+	}
+	return out
+}
+
+// TopicResolver maps a Topic resource to its Target.
 type TopicResolver interface {
-	ResolveTopic(ctx context.Context, namespace, name string) (string, error)
+	ResolveTopic(ctx context.Context, namespace, name string) (Target, error)
 }
 
 // TopicResolverFunc adapts a function to TopicResolver.
-type TopicResolverFunc func(ctx context.Context, namespace, name string) (string, error)
+type TopicResolverFunc func(ctx context.Context, namespace, name string) (Target, error)
 
 // ResolveTopic implements TopicResolver.
-func (f TopicResolverFunc) ResolveTopic(ctx context.Context, namespace, name string) (string, error) {
+func (f TopicResolverFunc) ResolveTopic(ctx context.Context, namespace, name string) (Target, error) {
 	return f(ctx, namespace, name)
 }
 

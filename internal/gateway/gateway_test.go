@@ -56,11 +56,11 @@ func newTestBed(t *testing.T, auth Authorizer) *testBed {
 	srv, err := New(Options{
 		Addr:   "127.0.0.1:0",
 		Sender: rt,
-		Topics: TopicResolverFunc(func(_ context.Context, ns, name string) (string, error) {
+		Topics: TopicResolverFunc(func(_ context.Context, ns, name string) (Target, error) {
 			if topic, ok := topics[ns+"/"+name]; ok {
-				return topic, nil
+				return Target{Topic: topic}, nil
 			}
-			return "", ErrTopicNotFound
+			return Target{}, ErrTopicNotFound
 		}),
 		Authorizer: auth,
 	})
@@ -389,7 +389,7 @@ type blockingSender struct {
 	release chan struct{}
 }
 
-func (b *blockingSender) Send(_ context.Context, m *producer.Message) (*producer.SendResult, error) {
+func (b *blockingSender) SendRoute(_ context.Context, _ string, m *producer.Message) (*producer.SendResult, error) {
 	b.started <- struct{}{}
 	<-b.release
 	return &producer.SendResult{MsgID: "id-" + string(m.Body), Topic: m.Topic, Broker: "b", Attempts: 1,
@@ -402,7 +402,7 @@ func (b *blockingSender) Send(_ context.Context, m *producer.Message) (*producer
 func TestShutdownAnswersRequestsInFlight(t *testing.T) {
 	sender := &blockingSender{started: make(chan struct{}, 1), release: make(chan struct{})}
 	srv, err := New(Options{Addr: "127.0.0.1:0", Sender: sender,
-		Topics: TopicResolverFunc(func(context.Context, string, string) (string, error) { return "T", nil })})
+		Topics: TopicResolverFunc(func(context.Context, string, string) (Target, error) { return Target{Topic: "T"}, nil })})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"path"
 	"strconv"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -131,7 +132,7 @@ func (s *Server) serveMessages(w http.ResponseWriter, r *http.Request) {
 		writeRequestError(w, tooLarge())
 		return
 	}
-	topic, err := s.opts.Topics.ResolveTopic(r.Context(), ns, name)
+	target, err := s.opts.Topics.ResolveTopic(r.Context(), ns, name)
 	if errors.Is(err, ErrTopicNotFound) {
 		writeError(w, http.StatusNotFound, topicNotFound(ns, name))
 		return
@@ -152,14 +153,29 @@ func (s *Server) serveMessages(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, ErrorResponse{Code: CodeInvalidMessage, Error: err.Error()})
 		return
 	}
-	msg.Topic = topic
+	msg.Topic = target.Topic
+	route := target.Route
+	if route == "" {
+		route = target.Topic
+	}
 	// A caller sets data, never how RocketMQ treats the message: no reserved property at all, not
 	// even the UNIQ_KEY and WAIT the runtime's Go callers may set.
 	if err := producer.CheckUserProperties(msg.Properties); err != nil {
 		s.writeSendError(w, r, err)
 		return
 	}
-	res, err := s.opts.Sender.Send(r.Context(), msg)
+	res, err := s.opts.Sender.SendRoute(r.Context(), route, msg)
+	if se, ok := err.(*producer.SendError); ok && target.BrokerPrefix != "" {
+		named := *se
+		named.BrokersTried = brokerNames(se.BrokersTried, target.BrokerPrefix)
+		err = &named
+	}
+	if err == nil && target.BrokerPrefix != "" {
+		named := *res
+		named.Broker = strings.TrimPrefix(res.Broker, target.BrokerPrefix)
+		named.BrokersTried = brokerNames(res.BrokersTried, target.BrokerPrefix)
+		res = &named
+	}
 	if err != nil {
 		s.writeSendError(w, r, err)
 		return
