@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -297,6 +298,7 @@ func TestUnsafeMessagesAreRefusedWith400AndNothingSent(t *testing.T) {
 		{"a keys header that is not UTF-8", raw(map[string]string{HeaderKeys: "k \xc3"}), "the keys is not valid UTF-8"},
 		{"a JSON request that is not UTF-8", post(ordersPath, "application/json",
 			[]byte("{\"bodyText\":\"x\",\"properties\":{\"a\":\"caf\xe9\"}}"), nil), "not valid UTF-8"},
+		{"5,000 properties, more than a broker stores", withProps(manyProperties(5000)), "over the broker's limit of 32767"},
 	}
 	before := bed.good.Stats()
 	for _, tc := range cases {
@@ -314,6 +316,15 @@ func TestUnsafeMessagesAreRefusedWith400AndNothingSent(t *testing.T) {
 	if after := bed.good.Stats(); after.Requests != before.Requests {
 		t.Fatalf("the broker saw %d requests for refused messages", after.Requests-before.Requests)
 	}
+}
+
+// manyProperties returns n distinct, valid user properties.
+func manyProperties(n int) map[string]string {
+	props := make(map[string]string, n)
+	for i := range n {
+		props[fmt.Sprintf("prop%d", i)] = "value"
+	}
+	return props
 }
 
 // TestExactlyFourMiBIsAccepted proves the size limit is RocketMQ's: a body of exactly 4 MiB is sent.
