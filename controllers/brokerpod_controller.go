@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -50,52 +51,60 @@ func (r *BrokerPodReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		r.forgetPod(ctx, req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
-	selected, err := selectedAsBroker(ctx, r.Client, &pod)
+	scopes, err := brokerScopesOf(ctx, r.Client, &pod)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if !selected {
+	if len(scopes) == 0 {
 		r.forgetPod(ctx, req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
-	id := brokerID(pod.Namespace, b.Name)
-	r.Runtime.SetBroker(producer.Broker{Name: id, Addr: b.Addr, Ready: b.Ready, Terminating: b.Terminating})
-	r.brokers.set(req.NamespacedName, id)
-	log.V(1).Info("Broker pushed to the runtime", "broker", b.Name, "addr", b.Addr, "ready", b.Ready, "terminating", b.Terminating)
+	ids := make([]string, 0, len(scopes))
+	for _, prefix := range scopes {
+		id := prefix + b.Name
+		r.Runtime.SetBroker(producer.Broker{Name: id, Addr: b.Addr, Ready: b.Ready, Terminating: b.Terminating})
+		ids = append(ids, id)
+	}
+	for _, id := range r.brokers.set(req.NamespacedName, ids...) {
+		r.Runtime.RemoveBroker(id)
+		log.Info("Broker removed from the runtime", "broker", id)
+	}
+	log.V(1).Info("Broker pushed to the runtime", "brokers", ids, "addr", b.Addr, "ready", b.Ready, "terminating", b.Terminating)
 	return ctrl.Result{}, nil
 }
 
-// forgetPod removes the broker a vanished or deselected pod backed, unless another pod has
-// become that broker's master in the meantime.
+// forgetPod removes the brokers a vanished or deselected pod backed, unless another pod has
+// become a broker's master in the meantime.
 func (r *BrokerPodReconciler) forgetPod(ctx context.Context, pod types.NamespacedName) {
-	if broker, owned := r.brokers.forget(pod); owned {
+	for _, broker := range r.brokers.forget(pod) {
 		r.Runtime.RemoveBroker(broker)
 		ctrl.LoggerFrom(ctx).Info("Broker removed from the runtime", "broker", broker)
 	}
 }
 
-// selectedAsBroker reports whether any Topic's or Cluster's broker selector in the pod's namespace
-// selects it. A Cluster's pods add pod health to the brokers its name servers publish.
-func selectedAsBroker(ctx context.Context, c client.Reader, pod *corev1.Pod) (bool, error) {
+// brokerScopesOf returns the scopes (broker identity prefixes) in which a broker pod counts: its
+// namespace when a Topic's broker selector there picks it, and each Cluster of its namespace whose
+// selector picks it (a Cluster's pods add pod health to the brokers its name servers publish).
+// None means no selector picks it.
+func brokerScopesOf(ctx context.Context, c client.Reader, pod *corev1.Pod) ([]string, error) {
+	var scopes []string
 	var topics routingv1alpha1.TopicList
 	if err := c.List(ctx, &topics, client.InNamespace(pod.Namespace)); err != nil {
-		return false, err
+		return nil, err
 	}
-	for i := range topics.Items {
-		if selects(topics.Items[i].Spec.BrokerSelector, pod.Labels) {
-			return true, nil
-		}
+	if slices.ContainsFunc(topics.Items, func(t routingv1alpha1.Topic) bool { return selects(t.Spec.BrokerSelector, pod.Labels) }) {
+		scopes = append(scopes, BrokerPrefix(pod.Namespace))
 	}
 	var clusters routingv1alpha1.ClusterList
 	if err := c.List(ctx, &clusters, client.InNamespace(pod.Namespace)); err != nil {
-		return false, err
+		return nil, err
 	}
 	for i := range clusters.Items {
 		if selects(clusters.Items[i].Spec.BrokerSelector, pod.Labels) {
-			return true, nil
+			scopes = append(scopes, ClusterBrokerPrefix(pod.Namespace, clusters.Items[i].Name))
 		}
 	}
-	return false, nil
+	return scopes, nil
 }
 
 // selects reports whether a broker selector picks an object with these labels; an unset or empty

@@ -33,7 +33,7 @@ func routeBrokerNames(rt *producer.Runtime, topic *routingv1alpha1.Topic) []stri
 	info, _ := rt.RouteInfo(routeOf(topic))
 	var out []string
 	for _, b := range info.Brokers {
-		name, _ := brokerNameIn(topic.Namespace, b.Name)
+		name, _ := brokerNameIn(TopicBrokerPrefix(topic), b.Name)
 		out = append(out, name+"@"+b.Addr)
 	}
 	return out
@@ -58,7 +58,7 @@ func expectRoute(t *testing.T, rt *producer.Runtime, topic *routingv1alpha1.Topi
 		if err != nil {
 			t.Fatalf("send to %s: %v", topic.Name, err)
 		}
-		if !slices.ContainsFunc(brokers, func(b *rmqtest.Broker) bool { return brokerID(topic.Namespace, b.Name) == res.Broker }) {
+		if !slices.ContainsFunc(brokers, func(b *rmqtest.Broker) bool { return TopicBrokerPrefix(topic)+b.Name == res.Broker }) {
 			t.Fatalf("send to %s stored on %s, outside the route %v", topic.Name, res.Broker, want)
 		}
 	}
@@ -184,7 +184,7 @@ func TestClusterTopicsRouteAsTheRealNameServerPublishes(t *testing.T) {
 			eventuallyWithin(t, realTimeout, "broker-b's pod health reaches the route", func() error {
 				info, _ := rt.RouteInfo(routeOf(topic))
 				for _, rb := range info.Brokers {
-					if rb.Name == brokerID(topic.Namespace, b.Name) && !rb.PodOK {
+					if rb.Name == TopicBrokerPrefix(topic)+b.Name && !rb.PodOK {
 						return nil
 					}
 				}

@@ -105,7 +105,7 @@ func (v *FacadeView) Hide(topic string, brokers []string) (map[string]string, bo
 		}
 	}
 	for _, it := range v.Runtime.Isolated(policyKey) {
-		name, ours := brokerNameIn(cl.Namespace, it.Broker)
+		name, ours := brokerNameIn(ClusterBrokerPrefix(cl.Namespace, cl.Name), it.Broker)
 		if _, ok := candidates[name]; ours && !ok {
 			candidates[name] = string(it.Reason)
 		}

@@ -171,7 +171,7 @@ func TestNameServerFacadeSteersUnmodifiedJavaProducers(t *testing.T) {
 		// Let b work off what queued while it was paused, and detour see it recover (a good
 		// probe), before the next run.
 		eventuallyWithin(t, realTimeout, b.Name+" back in service", func() error {
-			if slices.ContainsFunc(rt.Isolated(PolicyKey(ns, "steer")), func(it fault.Item) bool { return it.Broker == brokerID(ns, b.Name) }) {
+			if slices.ContainsFunc(rt.Isolated(PolicyKey(ns, "steer")), func(it fault.Item) bool { return it.Broker == ClusterBrokerPrefix(ns, "prod")+b.Name }) {
 				return fmt.Errorf("still isolated")
 			}
 			for range 5 {

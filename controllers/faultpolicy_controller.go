@@ -150,9 +150,11 @@ func (r *FaultPolicyReconciler) computeStatus(fp *routingv1alpha1.FaultPolicy, k
 		// Pod marks reach every policy's table; a policy reports them only for brokers it governs.
 		// Isolations learnt from sends (or restored) are always its own.
 		podMark := it.Reason == fault.ReasonPodNotReady || it.Reason == fault.ReasonPodTerminating
-		name, mine := brokerNameIn(fp.Namespace, it.Broker)
+		cluster, name, mine := splitBrokerID(fp.Namespace, it.Broker)
 		if mine && (!podMark || governed[it.Broker]) {
-			st.IsolatedBrokers = append(st.IsolatedBrokers, r.isolatedBroker(name, it, now))
+			ib := r.isolatedBroker(name, it, now)
+			ib.Cluster = cluster
+			st.IsolatedBrokers = append(st.IsolatedBrokers, ib)
 		}
 	}
 	st.Isolated = int32(len(st.IsolatedBrokers))

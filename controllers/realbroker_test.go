@@ -61,7 +61,7 @@ func TestTopicCreatesTopicOnRealBrokers(t *testing.T) {
 				if res.QueueID < 0 || res.QueueID >= 6 {
 					t.Errorf("send %d went to queue %d of %s, beyond the 6 write queues", i, res.QueueID, res.Broker)
 				}
-				name, _ := brokerNameIn(ns, res.Broker)
+				name, _ := brokerNameIn(TopicBrokerPrefix(orders), res.Broker)
 				sent[name]++
 			}
 			t.Logf("sends per broker: %v", sent)

@@ -205,11 +205,14 @@ func faultItems(namespace string, isolated []routingv1alpha1.IsolatedBroker) []f
 	items := make([]fault.Item, 0, len(isolated))
 	for _, ib := range isolated {
 		it := fault.Item{
-			Broker:    brokerID(namespace, ib.BrokerName),
+			Broker:    BrokerPrefix(namespace) + ib.BrokerName,
 			Reason:    fault.Reason(ib.Reason),
 			Latency:   time.Duration(ib.LatencyMillis) * time.Millisecond,
 			Since:     ib.Since.Time,
 			Reachable: ib.Reachable,
+		}
+		if ib.Cluster != "" {
+			it.Broker = ClusterBrokerPrefix(namespace, ib.Cluster) + ib.BrokerName
 		}
 		if ib.Until != nil {
 			it.Until = ib.Until.Time
@@ -287,9 +290,12 @@ func (p *isolationPump) recordEvent(ctx context.Context, stub *routingv1alpha1.F
 		return // deleted meanwhile: nothing to attach the Event to
 	}
 	it := ev.Item
-	broker, _ := brokerNameIn(fp.Namespace, ev.Broker)
-	if broker == "" {
-		broker = ev.Broker
+	broker := ev.Broker
+	if cluster, name, ok := splitBrokerID(fp.Namespace, ev.Broker); ok {
+		broker = name
+		if cluster != "" {
+			broker = name + " (Cluster " + cluster + ")"
+		}
 	}
 	if ev.Isolated {
 		until := "a successful probe"

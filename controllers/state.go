@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -10,44 +11,50 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// brokerDirectory remembers which pod backs each broker the runtime knows, so status can name
-// the pod and a deleted pod's broker can be forgotten (the Pod is gone by then).
+// brokerDirectory remembers which pod backs each broker identity the runtime knows (a pod backs
+// one per scope that selects it: its namespace, and each Cluster whose selector picks it), so
+// status can name the pod and a deleted pod's brokers can be forgotten (the Pod is gone by then).
 type brokerDirectory struct {
 	mu       sync.RWMutex
-	byPod    map[types.NamespacedName]string
+	byPod    map[types.NamespacedName][]string
 	byBroker map[string]types.NamespacedName
 }
 
 func newBrokerDirectory() *brokerDirectory {
-	return &brokerDirectory{byPod: map[types.NamespacedName]string{}, byBroker: map[string]types.NamespacedName{}}
+	return &brokerDirectory{byPod: map[types.NamespacedName][]string{}, byBroker: map[string]types.NamespacedName{}}
 }
 
-// set records that pod is the master of broker.
-func (d *brokerDirectory) set(pod types.NamespacedName, broker string) {
+// set records that pod is the master of brokers, and returns the identities it backed before
+// and no longer does (and no other pod has taken over): they must leave the runtime.
+func (d *brokerDirectory) set(pod types.NamespacedName, brokers ...string) (dropped []string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if old, ok := d.byPod[pod]; ok && old != broker && d.byBroker[old] == pod {
-		delete(d.byBroker, old)
+	for _, old := range d.byPod[pod] {
+		if !slices.Contains(brokers, old) && d.byBroker[old] == pod {
+			delete(d.byBroker, old)
+			dropped = append(dropped, old)
+		}
 	}
-	d.byPod[pod] = broker
-	d.byBroker[broker] = pod
+	d.byPod[pod] = slices.Clone(brokers)
+	for _, b := range brokers {
+		d.byBroker[b] = pod
+	}
+	return dropped
 }
 
-// forget drops pod and returns the broker it backed; owned is false when another pod has
-// taken over the broker since (a replacement master), which must then stay in the runtime.
-func (d *brokerDirectory) forget(pod types.NamespacedName) (broker string, owned bool) {
+// forget drops pod and returns the brokers it backed that no other pod has taken over since (a
+// replacement master keeps its broker in the runtime).
+func (d *brokerDirectory) forget(pod types.NamespacedName) (owned []string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	broker, ok := d.byPod[pod]
-	if !ok {
-		return "", false
+	for _, b := range d.byPod[pod] {
+		if d.byBroker[b] == pod {
+			delete(d.byBroker, b)
+			owned = append(owned, b)
+		}
 	}
 	delete(d.byPod, pod)
-	if d.byBroker[broker] != pod {
-		return broker, false
-	}
-	delete(d.byBroker, broker)
-	return broker, true
+	return owned
 }
 
 // podOf names the pod backing broker, or "" when unknown.

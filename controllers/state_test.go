@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -46,19 +47,36 @@ func TestBrokerDirectoryKeepsAReplacementMaster(t *testing.T) {
 	d := newBrokerDirectory()
 	oldPod := types.NamespacedName{Namespace: "ns", Name: "broker-a-master-0"}
 	newPod := types.NamespacedName{Namespace: "ns", Name: "broker-a-master-0-v2"}
-	d.set(oldPod, "broker-a")
-	d.set(newPod, "broker-a")
-	if broker, owned := d.forget(oldPod); broker != "broker-a" || owned {
-		t.Errorf("forget(old) = %q, %v; want broker-a, not owned", broker, owned)
+	d.set(oldPod, "ns/broker-a")
+	d.set(newPod, "ns/broker-a")
+	if owned := d.forget(oldPod); len(owned) != 0 {
+		t.Errorf("forget(old) = %q; want nothing owned", owned)
 	}
-	if got := d.podOf("broker-a"); got != newPod.Name {
+	if got := d.podOf("ns/broker-a"); got != newPod.Name {
 		t.Errorf("podOf = %q, want %q", got, newPod.Name)
 	}
-	if broker, owned := d.forget(newPod); broker != "broker-a" || !owned {
-		t.Errorf("forget(new) = %q, %v; want broker-a, owned", broker, owned)
+	if owned := d.forget(newPod); !slices.Equal(owned, []string{"ns/broker-a"}) {
+		t.Errorf("forget(new) = %q; want ns/broker-a owned", owned)
 	}
-	if _, owned := d.forget(newPod); owned {
+	if owned := d.forget(newPod); len(owned) != 0 {
 		t.Error("forgetting twice owned the broker again")
+	}
+}
+
+// TestBrokerDirectoryDropsScopesAPodLeaves proves a pod backs one identity per scope that selects
+// it, and that a scope it leaves (a Cluster whose selector no longer picks it) is reported for
+// removal while the others stay.
+func TestBrokerDirectoryDropsScopesAPodLeaves(t *testing.T) {
+	d := newBrokerDirectory()
+	pod := types.NamespacedName{Namespace: "ns", Name: "broker-a-master-0"}
+	if dropped := d.set(pod, "ns/broker-a", "ns/prod/broker-a"); len(dropped) != 0 {
+		t.Fatalf("first set dropped %q", dropped)
+	}
+	if dropped := d.set(pod, "ns/broker-a"); !slices.Equal(dropped, []string{"ns/prod/broker-a"}) {
+		t.Fatalf("set without the Cluster dropped %q, want ns/prod/broker-a", dropped)
+	}
+	if d.podOf("ns/prod/broker-a") != "" || d.podOf("ns/broker-a") != pod.Name {
+		t.Fatalf("podOf after the Cluster left: %q, %q", d.podOf("ns/prod/broker-a"), d.podOf("ns/broker-a"))
 	}
 }
 

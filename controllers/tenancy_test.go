@@ -3,6 +3,8 @@ package controllers
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -113,4 +115,60 @@ func getTopic(t *testing.T, topic *routingv1alpha1.Topic) *routingv1alpha1.Topic
 		t.Fatalf("getting topic: %v", err)
 	}
 	return &got
+}
+
+// TestBrokersOfTwoClustersInOneNamespaceStayApart proves a broker's identity is scoped by the
+// Cluster that publishes it: two Clusters of one namespace whose brokers share a name (as
+// RocketMQ clusters commonly do) keep separate brokers in the runtime, a pod one Cluster selects
+// lends its health to that Cluster's broker only, and a Cluster that stops selecting it drops its
+// identity.
+func TestBrokersOfTwoClustersInOneNamespaceStayApart(t *testing.T) {
+	rt := startManager(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	const broker = "broker-a"
+	pod := createBrokerPod(t, ns, "rocketmq-one", broker, "127.0.0.1:10911")
+	for _, name := range []string{"one", "two"} {
+		cl := &routingv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: routingv1alpha1.ClusterSpec{NameServers: []string{"127.0.0.1:9"},
+				BrokerSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "rocketmq-" + name}}}}
+		if err := k8sClient.Create(ctx, cl); err != nil {
+			t.Fatal(err)
+		}
+	}
+	one, two := ClusterBrokerPrefix(ns, "one")+broker, ClusterBrokerPrefix(ns, "two")+broker
+	known := func(id string) bool { return slices.Contains(rt.Brokers(""), id) }
+	eventually(t, "cluster one's broker-a known by its pod", func() error {
+		if !known(one) || known(two) || known(brokerID(ns, broker)) {
+			return fmt.Errorf("runtime brokers %v", rt.Brokers(""))
+		}
+		return nil
+	})
+	setPodReady(t, pod, false)
+	eventually(t, "the NotReady pod marks cluster one's broker only", func() error {
+		marked := map[string]bool{}
+		for _, it := range rt.Isolated("") {
+			marked[it.Broker] = true
+		}
+		if !marked[one] || marked[two] {
+			return fmt.Errorf("marked %v", marked)
+		}
+		return nil
+	})
+
+	// Cluster one stops selecting the pod: its identity leaves the runtime.
+	var cl routingv1alpha1.Cluster
+	if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "one"}, &cl); err != nil {
+		t.Fatal(err)
+	}
+	cl.Spec.BrokerSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"app": "nothing"}}
+	if err := k8sClient.Update(ctx, &cl); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "cluster one's broker-a forgotten", func() error {
+		if known(one) {
+			return fmt.Errorf("runtime brokers %v", rt.Brokers(""))
+		}
+		return nil
+	})
 }

@@ -48,7 +48,7 @@ func (r *TopicReconciler) reconcileOnCluster(ctx context.Context, topic *routing
 		createErr = r.createOnCluster(ctx, topic, &cl)
 	}
 	spec := producer.NameServerRoute{Key: RouteKey(topic.Namespace, topic.Name), Topic: topic.Spec.TopicName,
-		BrokerPrefix: BrokerPrefix(topic.Namespace), NameServers: cl.Spec.NameServers, Policy: policyKey, Refresh: refreshInterval(&cl)}
+		BrokerPrefix: ClusterBrokerPrefix(topic.Namespace, cl.Name), NameServers: cl.Spec.NameServers, Policy: policyKey, Refresh: refreshInterval(&cl)}
 	if err := r.Runtime.SetNameServerRoute(spec); err != nil {
 		return ctrl.Result{}, fmt.Errorf("the runtime refused the route: %w", err)
 	}
@@ -133,7 +133,7 @@ func (r *TopicReconciler) writeClusterTopicStatus(ctx context.Context, topic *ro
 		return ctrl.Result{}, nil
 	}
 	orig := topic.DeepCopy()
-	computeClusterTopicStatus(topic, st, r.routeBrokers(topic), r.isolatedIn(topic.Namespace, topicPolicyKey(topic)), policyFound, createErr, override)
+	computeClusterTopicStatus(topic, st, r.routeBrokers(topic), r.isolatedIn(TopicBrokerPrefix(topic), topicPolicyKey(topic)), policyFound, createErr, override)
 	return r.topicWrites.patchStatus(ctx, r.Client, topic, orig,
 		!equality.Semantic.DeepEqual(topic.Status, orig.Status), r.metrics, "Topic")
 }
@@ -143,7 +143,7 @@ func (r *TopicReconciler) routeBrokers(topic *routingv1alpha1.Topic) map[string]
 	out := map[string]producer.RouteBroker{}
 	if info, ok := r.Runtime.RouteInfo(RouteKey(topic.Namespace, topic.Name)); ok {
 		for _, b := range info.Brokers {
-			if name, ok := brokerNameIn(topic.Namespace, b.Name); ok {
+			if name, ok := brokerNameIn(TopicBrokerPrefix(topic), b.Name); ok {
 				out[name] = b
 			}
 		}
@@ -160,12 +160,12 @@ func topicPolicyKey(topic *routingv1alpha1.Topic) string {
 	return ""
 }
 
-// isolatedIn returns the brokers of namespace that a policy isolates now, by RocketMQ broker
-// name.
-func (r *TopicReconciler) isolatedIn(namespace, policyKey string) map[string]bool {
+// isolatedIn returns the brokers of a scope (a broker identity prefix) that a policy isolates
+// now, by RocketMQ broker name.
+func (r *TopicReconciler) isolatedIn(prefix, policyKey string) map[string]bool {
 	out := map[string]bool{}
 	for _, it := range r.Runtime.Isolated(policyKey) {
-		if name, ok := brokerNameIn(namespace, it.Broker); ok {
+		if name, ok := brokerNameIn(prefix, it.Broker); ok {
 			out[name] = true
 		}
 	}

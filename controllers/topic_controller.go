@@ -248,7 +248,7 @@ func (r *TopicReconciler) createOnBrokers(ctx context.Context, topic *routingv1a
 
 // computeStatus fills the Topic's status from the brokers found and the policy's isolations.
 func (r *TopicReconciler) computeStatus(topic *routingv1alpha1.Topic, brokers []selectedBroker, policyKey string, policyFound bool, err error) {
-	isolated := r.isolatedIn(topic.Namespace, policyKey)
+	isolated := r.isolatedIn(TopicBrokerPrefix(topic), policyKey)
 	writeQueues := topic.Spec.WriteQueueNums
 	if !writable(topic.Spec.Perm) {
 		writeQueues = 0

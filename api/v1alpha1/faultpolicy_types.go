@@ -230,6 +230,12 @@ type IsolatedBroker struct {
 	// +kubebuilder:validation:MaxLength=253
 	BrokerName string `json:"brokerName"`
 
+	// cluster is the Cluster whose name servers publish the broker; unset for a broker found by
+	// its pod. Brokers of different Clusters may share a name.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Cluster string `json:"cluster,omitempty"`
+
 	// pod is the name of the broker's master pod, when known.
 	// +optional
 	// +kubebuilder:validation:MaxLength=253

@@ -105,7 +105,7 @@ func runLocal(ctx context.Context, o *options, stdout, stderr io.Writer, force *
 		Env:          env,
 		Topic:        topic.Spec.TopicName,
 		Route:        controllers.RouteKey(topic.Namespace, topic.Name),
-		BrokerPrefix: controllers.BrokerPrefix(topic.Namespace),
+		BrokerPrefix: controllers.TopicBrokerPrefix(topic),
 		Policy:       policy,
 		Victim:       o.demoVictimBroker,
 		Duration:     o.demoDuration,

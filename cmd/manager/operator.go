@@ -294,7 +294,7 @@ func (op *operator) resolveTopic(ctx context.Context, namespace, name string) (g
 	}
 	// Exactly this resource's route: another namespace's Topic of the same topicName has its own.
 	return gateway.Target{Topic: t.Spec.TopicName, Route: controllers.RouteKey(namespace, name),
-		BrokerPrefix: controllers.BrokerPrefix(namespace)}, nil
+		BrokerPrefix: controllers.TopicBrokerPrefix(&t)}, nil
 }
 
 // addHealthChecks makes liveness follow the runtime, and readiness the runtime, the cache and
