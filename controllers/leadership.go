@@ -84,14 +84,6 @@ func orDefault(d, def time.Duration) time.Duration {
 // Leading reports whether this replica leads now.
 func (l *Leadership) Leading() bool { return l.leading.Load() }
 
-// Identity is the holder identity this replica writes into the Lease ("" without election).
-func (l *Leadership) Identity() string {
-	if l.config == nil {
-		return ""
-	}
-	return l.config.Lock.Identity()
-}
-
 func (l *Leadership) setLeading(v bool) {
 	if l.leading.Swap(v) == v {
 		return

@@ -173,9 +173,6 @@ func NewKubeAuthFromClients(tokens authnclient.TokenReviewInterface, access auth
 	}
 }
 
-// Options returns the options in force, defaults filled in.
-func (a *KubeAuth) Options() AuthOptions { return a.opts }
-
 // Authorize implements Authorizer.
 func (a *KubeAuth) Authorize(ctx context.Context, token, namespace, topic string) (Decision, string, error) {
 	attrs := authorizationv1.SubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{

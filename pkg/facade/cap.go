@@ -8,8 +8,8 @@ import (
 
 // CapHidden chooses, from candidates (broker name to reason), the brokers a route answer hides:
 // only brokers of the route, never more than maxPercent of them (0 or 100: no cap), and never
-// all of them, so a client always has a writable broker. The cap rounds as the fault table's does
-// (at least one broker), so the facade hides what the runtime isolates. Brokers going away are hidden first,
+// all of them, so a client always has a writable broker. The cap is the fault table's own
+// (fault.CapLimit), so the facade hides what the runtime may isolate. Brokers going away are hidden first,
 // then unready ones, then the rest by name: a broker being stopped is certain to fail, a measured
 // isolation is a judgement.
 func CapHidden(candidates map[string]string, brokers []string, maxPercent int) map[string]string {
@@ -19,9 +19,9 @@ func CapHidden(candidates map[string]string, brokers []string, maxPercent int) m
 			in = append(in, b)
 		}
 	}
-	limit := len(brokers) - 1
-	if maxPercent > 0 && maxPercent < 100 {
-		limit = min(limit, max(len(brokers)*maxPercent/100, 1))
+	limit, capped := fault.CapLimit(len(brokers), maxPercent)
+	if !capped {
+		limit = max(len(brokers)-1, 0)
 	}
 	rank := func(reason string) int {
 		switch reason {

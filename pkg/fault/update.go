@@ -242,13 +242,18 @@ func (t *Tolerance) SetPodState(broker string, s PodState) {
 // capLimit returns how many brokers may be unavailable at once, and false if there is no cap.
 // Callers hold mu.
 func (t *Tolerance) capLimit() (int, bool) {
-	p := t.opts.MaxIsolatedPercent
-	if p <= 0 || p >= 100 {
+	return CapLimit(t.present, t.opts.MaxIsolatedPercent)
+}
+
+// CapLimit is how many of n brokers a cap of percent lets be unavailable at once: percent of n
+// rounded down but at least one, and never all of them; false when percent sets no cap (0 or 100
+// and beyond). Whatever else enforces the cap (the name-server facade hiding brokers) counts as
+// the fault table does.
+func CapLimit(n, percent int) (int, bool) {
+	if percent <= 0 || percent >= 100 {
 		return 0, false
 	}
-	n := t.present
-	limit := max(n*p/100, 1)
-	return max(min(limit, n-1), 0), true
+	return max(min(max(n*percent/100, 1), n-1), 0), true
 }
 
 // enforceCap releases the least bad unavailable brokers until no more than the cap are
