@@ -52,9 +52,6 @@ func (r *TopicReconciler) reconcileOnCluster(ctx context.Context, topic *routing
 	if err := r.Runtime.SetNameServerRoute(spec); err != nil {
 		return ctrl.Result{}, fmt.Errorf("the runtime refused the route: %w", err)
 	}
-	r.mu.Lock()
-	r.routed[key] = spec.Key
-	r.mu.Unlock()
 	if !r.leading() {
 		return ctrl.Result{RequeueAfter: spec.Refresh}, nil
 	}

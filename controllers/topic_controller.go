@@ -42,9 +42,6 @@ type TopicReconciler struct {
 	*shared
 
 	mu sync.Mutex
-	// routed maps a Topic resource to the runtime key of its route, to remove the route once the
-	// resource is gone.
-	routed map[types.NamespacedName]string
 	// created records the generation last created on each broker address, so
 	// UPDATE_AND_CREATE_TOPIC is sent once per spec change and broker, not on every reconcile.
 	created map[topicOnBroker]int64
@@ -187,9 +184,6 @@ func (r *TopicReconciler) pushRoute(topic *routingv1alpha1.Topic, brokers []sele
 	if err := r.Runtime.SetRoute(route); err != nil {
 		return fmt.Errorf("the runtime refused the route: %w", err)
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.routed[client.ObjectKeyFromObject(topic)] = route.Key
 	return nil
 }
 
@@ -197,8 +191,6 @@ func (r *TopicReconciler) pushRoute(topic *routingv1alpha1.Topic, brokers []sele
 // Topic routing the same RocketMQ topic keeps its route.
 func (r *TopicReconciler) removeRoute(ctx context.Context, key types.NamespacedName) {
 	r.mu.Lock()
-	route, ok := r.routed[key]
-	delete(r.routed, key)
 	for k := range r.created {
 		if k.topic == key {
 			delete(r.created, k)
@@ -206,8 +198,7 @@ func (r *TopicReconciler) removeRoute(ctx context.Context, key types.NamespacedN
 	}
 	r.mu.Unlock()
 	r.topicWrites.forget(key)
-	if ok {
-		r.Runtime.RemoveRoute(route)
+	if route := RouteKey(key.Namespace, key.Name); r.Runtime.RemoveRoute(route) {
 		ctrl.LoggerFrom(ctx).Info("Route removed from the runtime", "route", route)
 	}
 }
@@ -316,7 +307,6 @@ func (r *TopicReconciler) topicsWhere(ctx context.Context, namespace string, mat
 // SetupWithManager registers the reconciler with its watches: broker pods, FaultPolicies, the
 // runtime's isolation events and the leader's resync.
 func (r *TopicReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	r.routed = map[types.NamespacedName]string{}
 	r.created = map[topicOnBroker]int64{}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("topic").

@@ -318,18 +318,21 @@ func (r *Runtime) SetRoute(rt Route) error {
 }
 
 // RemoveRoute forgets a route by its key (and stops resolving it from name servers); later sends
-// by it fail with ErrNoRoute.
-func (r *Runtime) RemoveRoute(key string) {
+// by it fail with ErrNoRoute. It reports whether there was a route to forget.
+func (r *Runtime) RemoveRoute(key string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.stopResolvingLocked(key)
+	removed := false
 	r.update(func(s *snapshot) ([]string, bool) {
 		if _, ok := s.specs.Get(key); !ok {
 			return nil, false
 		}
 		s.specs = s.specs.Without(key)
+		removed = true
 		return []string{key}, false
 	})
+	return removed
 }
 
 // SetPolicy adds or changes a policy. A changed policy keeps its fault table and everything it has
