@@ -69,26 +69,35 @@ func (v *FacadeView) NameServers() []string {
 	return cl.Spec.NameServers
 }
 
-// Hide returns the brokers of topic's route to publish read-only, with the reason, when a Topic
-// on the Cluster declares topic.
-func (v *FacadeView) Hide(topic string, brokers []string) (map[string]string, bool) {
-	ctx, cancel := context.WithTimeout(context.Background(), viewTimeout)
-	defer cancel()
+// topicOnCluster finds the fronted Cluster and the Topic on it that declares the RocketMQ topic.
+func (v *FacadeView) topicOnCluster(ctx context.Context, topic string) (*routingv1alpha1.Cluster, *routingv1alpha1.Topic, bool) {
 	cl, ok := v.cluster(ctx)
 	if !ok {
-		return nil, false
+		return nil, nil, false
 	}
 	var topics routingv1alpha1.TopicList
 	if err := v.Reader.List(ctx, &topics, client.InNamespace(cl.Namespace)); err != nil {
-		return nil, false
+		return nil, nil, false
 	}
 	i := slices.IndexFunc(topics.Items, func(t routingv1alpha1.Topic) bool {
 		return t.Spec.ClusterRef != nil && t.Spec.ClusterRef.Name == cl.Name && t.Spec.TopicName == topic
 	})
 	if i < 0 {
+		return nil, nil, false
+	}
+	return cl, &topics.Items[i], true
+}
+
+// Hide returns the brokers of topic's route to publish read-only, with the reason, when a Topic
+// on the Cluster declares topic.
+func (v *FacadeView) Hide(topic string, brokers []string) (map[string]string, bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), viewTimeout)
+	defer cancel()
+	cl, t, ok := v.topicOnCluster(ctx, topic)
+	if !ok {
 		return nil, false
 	}
-	policyKey := topicPolicyKey(&topics.Items[i])
+	policyKey := topicPolicyKey(t)
 	pol, _ := v.Runtime.Policy(policyKey)
 
 	candidates := map[string]string{}
@@ -132,28 +141,17 @@ func (e *FacadeEvents) Record(c facade.Change) {
 	e.limit.wrote(key)
 	ctx, cancel := context.WithTimeout(context.Background(), viewTimeout)
 	defer cancel()
-	cl, ok := e.View.cluster(ctx)
+	_, t, ok := e.View.topicOnCluster(ctx, c.Topic)
 	if !ok {
 		return
 	}
-	var topics routingv1alpha1.TopicList
-	if err := e.View.Reader.List(ctx, &topics, client.InNamespace(cl.Namespace)); err != nil {
+	if c.Hidden {
+		e.Recorder.Eventf(t, nil, corev1.EventTypeWarning, EventBrokerHidden, "HideBroker",
+			"Broker %s published read-only to RocketMQ clients of %s: %s", c.Broker, c.Topic, c.Reason)
 		return
 	}
-	for i := range topics.Items {
-		t := &topics.Items[i]
-		if t.Spec.ClusterRef == nil || t.Spec.ClusterRef.Name != cl.Name || t.Spec.TopicName != c.Topic {
-			continue
-		}
-		if c.Hidden {
-			e.Recorder.Eventf(t, nil, corev1.EventTypeWarning, EventBrokerHidden, "HideBroker",
-				"Broker %s published read-only to RocketMQ clients of %s: %s", c.Broker, c.Topic, c.Reason)
-		} else {
-			e.Recorder.Eventf(t, nil, corev1.EventTypeNormal, EventBrokerShown, "ShowBroker",
-				"Broker %s published writable again to RocketMQ clients of %s", c.Broker, c.Topic)
-		}
-		return
-	}
+	e.Recorder.Eventf(t, nil, corev1.EventTypeNormal, EventBrokerShown, "ShowBroker",
+		"Broker %s published writable again to RocketMQ clients of %s", c.Broker, c.Topic)
 }
 
 // FacadeMetrics are the facade's Prometheus collectors.
