@@ -178,13 +178,7 @@ func TestPodNotReadyAndTerminatingAreSkippedWithoutFailedSends(t *testing.T) {
 
 	ctx := context.Background()
 	pod := c.pods[1]
-	if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
-		t.Fatal(err)
-	}
-	pod.Finalizers = append(pod.Finalizers, "routing.detour.dev/test-hold")
-	if err := k8sClient.Update(ctx, pod); err != nil {
-		t.Fatal(err)
-	}
+	updateObject(t, pod, func() { pod.Finalizers = append(pod.Finalizers, "routing.detour.dev/test-hold") })
 	if err := k8sClient.Delete(ctx, pod); err != nil {
 		t.Fatal(err)
 	}
@@ -245,11 +239,8 @@ func TestChangedPolicyTakesEffectForTheNextSend(t *testing.T) {
 	}
 
 	fp := getPolicy(t, ns, "tunable")
-	fp.Spec.Rules[1].LatencyMillis = 200
 	changedAt := time.Now()
-	if err := k8sClient.Update(context.Background(), fp); err != nil {
-		t.Fatal(err)
-	}
+	updateObject(t, fp, func() { fp.Spec.Rules[1].LatencyMillis = 200 })
 	eventually(t, "the new table is in force", func() error {
 		p, ok := rt.Policy(key)
 		if !ok || p.Table.IsolationFor(250*time.Millisecond) != 5*time.Second {

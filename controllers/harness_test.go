@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -125,6 +126,24 @@ func createBrokerPod(t *testing.T, ns, app, broker, addr string) *corev1.Pod {
 	})
 	setPodReady(t, pod, true)
 	return pod
+}
+
+// updateObject reads obj afresh, applies change and writes it, again on a conflict: the
+// controllers write status and finalizers of the same objects, so a test's read-modify-write
+// can lose a race it is not about.
+func updateObject(t *testing.T, obj client.Object, change func()) {
+	t.Helper()
+	ctx := context.Background()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+			return err
+		}
+		change()
+		return k8sClient.Update(ctx, obj)
+	})
+	if err != nil {
+		t.Fatalf("updating %s: %v", client.ObjectKeyFromObject(obj), err)
+	}
 }
 
 // setPodReady sets the pod's Ready condition as the kubelet would.

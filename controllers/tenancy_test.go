@@ -157,14 +157,10 @@ func TestBrokersOfTwoClustersInOneNamespaceStayApart(t *testing.T) {
 	})
 
 	// Cluster one stops selecting the pod: its identity leaves the runtime.
-	var cl routingv1alpha1.Cluster
-	if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "one"}, &cl); err != nil {
-		t.Fatal(err)
-	}
-	cl.Spec.BrokerSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"app": "nothing"}}
-	if err := k8sClient.Update(ctx, &cl); err != nil {
-		t.Fatal(err)
-	}
+	cl := &routingv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "one"}}
+	updateObject(t, cl, func() {
+		cl.Spec.BrokerSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"app": "nothing"}}
+	})
 	eventually(t, "cluster one's broker-a forgotten", func() error {
 		if known(one) {
 			return fmt.Errorf("runtime brokers %v", rt.Brokers(""))
