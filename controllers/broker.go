@@ -78,15 +78,23 @@ func isMaster(pod *corev1.Pod) bool {
 	return strings.Contains(pod.Name, "-master-")
 }
 
+// mainPort is the container port named "main", else RocketMQ's default listen port.
 func mainPort(pod *corev1.Pod) int32 {
+	if port, ok := namedMainPort(pod); ok {
+		return port
+	}
+	return DefaultBrokerPort
+}
+
+func namedMainPort(pod *corev1.Pod) (int32, bool) {
 	for _, c := range pod.Spec.Containers {
 		for _, p := range c.Ports {
 			if p.Name == mainPortName {
-				return p.ContainerPort
+				return p.ContainerPort, true
 			}
 		}
 	}
-	return DefaultBrokerPort
+	return 0, false
 }
 
 func containerEnv(pod *corev1.Pod, name string) string {

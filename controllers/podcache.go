@@ -7,11 +7,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 )
 
-// SlimPod is a cache transform (cache.ByObject Transform) for Pods: it keeps what the operator
-// reads of a pod (name, namespace, labels, deletion, container ports and literal environment
-// values, the pod IP and the Ready condition) and drops the rest, so every pod the manager
-// watches, broker or not, costs a few hundred bytes instead of its whole manifest and managed
-// fields. Objects read from the cache are therefore partial: the operator never writes pods.
+// SlimPod is a cache transform (cache.ByObject Transform) for Pods: it keeps only what
+// describeBrokerPod reads, so the manager's memory follows its broker pods, not the size of the
+// namespace. A pod that names no broker (by label, BROKER_NAME or the RocketMQ operator's
+// naming) keeps its identity alone: nothing reads more of it, and if it later becomes a broker
+// pod its update passes through here again whole. A broker pod keeps its labels, deletion, IP,
+// Ready condition, the BROKER_NAME and BROKER_ID values and the "main" port, gathered into one
+// container. Objects read from the cache are therefore partial: the operator never writes pods.
 func SlimPod(obj any) (any, error) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok {
@@ -20,30 +22,31 @@ func SlimPod(obj any) (any, error) {
 	slim := &corev1.Pod{
 		TypeMeta: pod.TypeMeta,
 		ObjectMeta: metav1.ObjectMeta{
-			Name:              pod.Name,
-			Namespace:         pod.Namespace,
-			UID:               pod.UID,
-			ResourceVersion:   pod.ResourceVersion,
-			Generation:        pod.Generation,
-			Labels:            pod.Labels,
-			DeletionTimestamp: pod.DeletionTimestamp,
+			Name:            pod.Name,
+			Namespace:       pod.Namespace,
+			UID:             pod.UID,
+			ResourceVersion: pod.ResourceVersion,
 		},
-		Status: corev1.PodStatus{PodIP: pod.Status.PodIP},
 	}
-	for _, c := range pod.Spec.Containers {
-		sc := corev1.Container{Name: c.Name, Ports: c.Ports}
-		for _, e := range c.Env {
-			if e.Value != "" {
-				sc.Env = append(sc.Env, corev1.EnvVar{Name: e.Name, Value: e.Value})
-			}
+	if brokerNameOf(pod) == "" {
+		return slim, nil
+	}
+	slim.Labels = pod.Labels
+	slim.DeletionTimestamp = pod.DeletionTimestamp
+	slim.Status.PodIP = pod.Status.PodIP
+	if podReady(pod) {
+		slim.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+	}
+	var broker corev1.Container
+	for _, name := range []string{envBrokerName, envBrokerID} {
+		if v := containerEnv(pod, name); v != "" {
+			broker.Env = append(broker.Env, corev1.EnvVar{Name: name, Value: v})
 		}
-		slim.Spec.Containers = append(slim.Spec.Containers, sc)
 	}
-	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			slim.Status.Conditions = []corev1.PodCondition{{Type: c.Type, Status: c.Status}}
-		}
+	if port, ok := namedMainPort(pod); ok {
+		broker.Ports = []corev1.ContainerPort{{Name: mainPortName, ContainerPort: port}}
 	}
+	slim.Spec.Containers = []corev1.Container{broker}
 	return slim, nil
 }
 
