@@ -47,6 +47,17 @@ func detourPolicy(name string) producer.Policy {
 	return p
 }
 
+// contentPolicy is Detour's defaults with room for slow writes: the suites that use it prove what
+// is stored, not how fast, and a broker's first multi-MiB writes into fresh store files can take
+// longer than RocketMQ's 3 s budget while other suites load a 2-core machine. One attempt may use
+// the whole budget, so a slow write is waited for rather than sent again (and stored twice).
+func contentPolicy(name string) producer.Policy {
+	p := producer.DefaultPolicy(name)
+	p.Retry.SendTimeout = 30 * time.Second
+	p.Retry.PerAttemptTimeout = 0
+	return p
+}
+
 // storedTotal sums what every broker holds for topic.
 func storedTotal(t *testing.T, c *rmqtest.Cluster, topic string) (int64, map[string]int64) {
 	t.Helper()

@@ -173,7 +173,7 @@ func TestSafeMessages(t *testing.T) {
 
 func testCompressedBodies(t *testing.T, c *rmqtest.Cluster) {
 	const topic = "DetourCompressed"
-	r := newRuntime(t, c, topic, 4, producer.DefaultPolicy("compat"))
+	r := newRuntime(t, c, topic, 4, contentPolicy("compat"))
 	ctx := context.Background()
 	cases := []struct {
 		name       string
@@ -251,7 +251,7 @@ func testCompressedBodies(t *testing.T, c *rmqtest.Cluster) {
 
 func testRefusedProperties(t *testing.T, c *rmqtest.Cluster) {
 	const topic = "DetourRefusedProperties"
-	r := newRuntime(t, c, topic, 4, producer.DefaultPolicy("compat"))
+	r := newRuntime(t, c, topic, 4, contentPolicy("compat"))
 	url := startGateway(t, r, topic)
 	withProps := func(props map[string]string) ([]byte, map[string]string) {
 		b, err := json.Marshal(map[string]any{"bodyText": "must not be stored", "properties": props})

@@ -51,7 +51,7 @@ func TestStoredAsSent(t *testing.T) {
 		t.Run(line.String(), func(t *testing.T) {
 			c := rmqtest.Start(t, line, rmqtest.BrokerConfig{}, rmqtest.BrokerConfig{})
 			const topic = "DetourStoredAsSent"
-			r := newRuntime(t, c, topic, 4, producer.DefaultPolicy("compat"))
+			r := newRuntime(t, c, topic, 4, contentPolicy("compat"))
 			ctx := context.Background()
 			var all []sent
 
