@@ -120,3 +120,43 @@ func TestConfigureTogglesProbingHolds(t *testing.T) {
 		t.Errorf("changes %v, want [+A -A]", got)
 	}
 }
+
+// TestWatchFailedHoldsOutABrokerNoSendMeasured proves a watched broker that no send reached is
+// held out by one unanswered probe when probing (ProbeFailed, unreachable, changes reported), is
+// readmitted by the next good probe, and that without probing the same finding isolates nothing.
+func TestWatchFailedHoldsOutABrokerNoSendMeasured(t *testing.T) {
+	cases := []struct {
+		name    string
+		opts    Options
+		heldOut bool
+	}{
+		{"probing", Options{Probing: true}, true},
+		{"probing with growth", Options{Probing: true, GrowOnRepeat: true}, true},
+		{"no probing", Options{}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tol, _, rec := newTol(t, tc.opts)
+			tol.WatchFailed("A", ms(1000))
+			wantAvailable(t, tol, map[string]bool{"A": !tc.heldOut})
+			if !tc.heldOut {
+				if got := changeSummary(rec.take()); len(got) != 0 {
+					t.Errorf("changes %v, want none", got)
+				}
+				return
+			}
+			it := mustLookup(t, tol, "A")
+			if it.Reason != ReasonProbeFailed || it.Reachable {
+				t.Fatalf("after an unanswered watch: reason %q reachable %v, want ProbeFailed/false", it.Reason, it.Reachable)
+			}
+			if items := tol.Isolated(); len(items) != 1 || items[0].Broker != "A" {
+				t.Fatalf("isolated %+v, want A alone (what the recovery probes visit)", items)
+			}
+			tol.ProbeResult("A", true, ms(2))
+			wantAvailable(t, tol, map[string]bool{"A": true})
+			if got := changeSummary(rec.take()); len(got) != 2 || got[0] != "+A" || got[1] != "-A" {
+				t.Errorf("changes %v, want [+A -A]", got)
+			}
+		})
+	}
+}

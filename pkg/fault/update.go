@@ -196,21 +196,44 @@ func (t *Tolerance) ProbeResult(broker string, ok bool, latency time.Duration) {
 				}
 			}
 		} else {
-			e.reachable.Store(false)
-			e.reason = ReasonProbeFailed
-			switch {
-			case !t.opts.GrowOnRepeat:
-				e.failures++
-			case t.opts.Probing:
-				// The broker is now held for proof: an episode, unless it was in one already.
-				t.countFailure(e, now)
-			}
-			// Without probing a failed probe isolates nothing, so it starts no episode.
-			e.severity = max(latency, t.opts.Table.FailureLatency())
+			t.probeFailed(e, latency, now)
 		}
 		t.settle(e, now, was, 0, &ev)
 	}
 	t.unlock(&ev)
+}
+
+// WatchFailed records that a probe of a broker the table does not hold out went unanswered: as a
+// failed recovery probe (unreachable, reason ProbeFailed, held for proof when probing), on a
+// broker the table may not know yet because no send has reached it. It is how brokers that no
+// traffic measures are found silent; without probing it isolates nothing, as a failed probe.
+func (t *Tolerance) WatchFailed(broker string, latency time.Duration) {
+	ev := t.lock()
+	if t.opts.Semantics != SemanticsDisabled {
+		now := t.tick()
+		e := t.obtain(broker, now)
+		was := blocked(e, now)
+		t.order.insert(e)
+		e.latency.Store(int64(latency))
+		t.probeFailed(e, latency, now)
+		t.settle(e, now, was, 0, &ev)
+	}
+	t.unlock(&ev)
+}
+
+// probeFailed marks e unreachable after a probe without answer. Callers hold mu and settle e.
+func (t *Tolerance) probeFailed(e *Entry, latency time.Duration, now int64) {
+	e.reachable.Store(false)
+	e.reason = ReasonProbeFailed
+	switch {
+	case !t.opts.GrowOnRepeat:
+		e.failures++
+	case t.opts.Probing:
+		// The broker is now held for proof: an episode, unless it was in one already.
+		t.countFailure(e, now)
+	}
+	// Without probing a failed probe isolates nothing, so it starts no episode.
+	e.severity = max(latency, t.opts.Table.FailureLatency())
 }
 
 // SetPodState records what Kubernetes says about the broker's pod. With RespectPodHealth,
