@@ -165,6 +165,13 @@ type ProbePolicy struct {
 	Interval time.Duration
 	// Timeout of one probe; 0 means DefaultProbeTimeout.
 	Timeout time.Duration
+	// Routed also probes, every round, each broker the policy's routes use that the table does
+	// not hold out, so a silent broker is found without traffic through detour (what the
+	// name-server facade publishes to other clients). Such a probe waits as long as a send
+	// attempt would (the per-attempt cap, else the send timeout); one left unanswered holds the
+	// broker out as a failed recovery probe does (ProbeFailed) until a probe succeeds. An answer
+	// proves nothing more than a send's would. Needs Enabled.
+	Routed bool
 }
 
 // Policy is a fault policy: one fault table shared by every topic that references it. Start from
@@ -280,6 +287,7 @@ const (
 	BehaviorTable         = "table"         // the threshold table or failure latency
 	BehaviorRetry         = "retry"         // attempts, send timeout, retry codes, not-store-OK retry
 	BehaviorProbing       = "probing"       // Probe
+	BehaviorWatch         = "watch"         // Probe.Routed
 	BehaviorGrowth        = "growth"        // GrowOnRepeat
 	BehaviorPodHealth     = "podHealth"     // RespectPodHealth
 	BehaviorIsolationCap  = "isolationCap"  // MaxIsolatedPercent
@@ -322,7 +330,8 @@ func (p Policy) Behavior() string {
 	changed(BehaviorRetry, p.Retry.Attempts != base.Retry.Attempts || p.Retry.SendTimeout != base.Retry.SendTimeout ||
 		p.Retry.RetryAnotherBrokerWhenNotStoreOK != base.Retry.RetryAnotherBrokerWhenNotStoreOK ||
 		!sameCodes(p.Retry.RetryOnCodes, base.Retry.RetryOnCodes))
-	toggled(BehaviorProbing, p.Probe.Enabled, base.Probe.Enabled, p.Probe == base.Probe)
+	toggled(BehaviorProbing, p.Probe.Enabled, base.Probe.Enabled, p.Probe.Interval == base.Probe.Interval && p.Probe.Timeout == base.Probe.Timeout)
+	toggled(BehaviorWatch, p.Probe.Enabled && p.Probe.Routed, base.Probe.Enabled && base.Probe.Routed, true)
 	toggled(BehaviorGrowth, p.GrowOnRepeat, base.GrowOnRepeat, true)
 	toggled(BehaviorPodHealth, p.RespectPodHealth, base.RespectPodHealth, true)
 	capped := func(v int) bool { return v > 0 && v < 100 }

@@ -122,6 +122,9 @@ func TestBehaviorNamesEveryOverride(t *testing.T) {
 		{PresetDetour, func(p *Policy) { p.MaxIsolatedPercent = 100 }, "Detour-isolationCap"},
 		{PresetDetour, func(p *Policy) { p.Probe.Interval = 500 * time.Millisecond }, "Detour~probing"},
 		{PresetDetour, func(p *Policy) { p.Retry.PerAttemptTimeout = 0 }, "Detour-perAttemptCap"},
+		{PresetDetour, func(p *Policy) { p.Probe.Routed = true }, "Detour+watch"},
+		{PresetRocketMQ5, func(p *Policy) { p.Probe.Routed = true }, "RocketMQ5"}, // no probing, no watch
+		{PresetRocketMQ5, func(p *Policy) { p.Probe.Enabled, p.Probe.Routed = true, true }, "RocketMQ5+probing+watch"},
 		{PresetRocketMQ5, func(p *Policy) { p.Retry.PerAttemptTimeout = 400 * time.Millisecond }, "RocketMQ5+perAttemptCap"},
 		{PresetRocketMQ5, func(p *Policy) { p.Table = custom }, "RocketMQ5~table"},
 		{PresetRocketMQ4, func(p *Policy) { p.Retry.RetryOnCodes = DefaultRetryCodes }, "RocketMQ4~retry"},

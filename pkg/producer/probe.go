@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/detourmq/detour/pkg/fault"
 	"github.com/detourmq/detour/pkg/remoting"
 )
 
@@ -56,7 +57,8 @@ func (r *Runtime) runProbe(policy string, pl *probeLoop) {
 
 // probeRound sends GET_MAX_OFFSET to every broker the policy's table holds out of selection, in
 // parallel, and feeds each outcome back (RocketMQ's detector, which also clears reachability on a
-// failed probe so a dead broker stays out).
+// failed probe so a dead broker stays out). With Probe.Routed it also probes the brokers the
+// policy's routes use that the table does not hold out, and reports the silent ones.
 func (r *Runtime) probeRound(policy string, pl *probeLoop) {
 	st := r.state.Load()
 	ps, ok := st.policies[policy]
@@ -64,10 +66,14 @@ func (r *Runtime) probeRound(policy string, pl *probeLoop) {
 		return
 	}
 	items := ps.tol.Isolated()
-	if len(items) == 0 {
+	var watched []Broker
+	if ps.Probe.Routed {
+		watched = st.routedBrokers(policy, items)
+	}
+	if len(items) == 0 && len(watched) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), pl.timeout)
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
 		select {
@@ -77,18 +83,17 @@ func (r *Runtime) probeRound(policy string, pl *probeLoop) {
 		}
 	}()
 	var wg sync.WaitGroup
-	for _, it := range items {
-		b := Broker{Name: it.Broker, Addr: st.sendAddr(it.Broker)}
-		if b.Addr == "" {
-			continue // nothing to probe: no address, or the pod is gone
-		}
-		topic := st.probeTopic(b.Name)
+	// probe reports whether the broker answered at all (silent: a transport error or no answer in
+	// time) and whether the answer was a success.
+	probe := func(b Broker, timeout time.Duration, verdict func(silent, good bool, latency time.Duration)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			req := remoting.NewGetMaxOffsetRequest(topic, 0)
+			pctx, done := context.WithTimeout(ctx, timeout)
+			defer done()
+			req := remoting.NewGetMaxOffsetRequest(st.probeTopic(b.Name), 0)
 			start := time.Now()
-			resp, err := r.client.Invoke(ctx, b.Addr, req)
+			resp, err := r.client.Invoke(pctx, b.Addr, req)
 			latency := time.Since(start)
 			select {
 			case <-pl.stop:
@@ -99,10 +104,54 @@ func (r *Runtime) probeRound(policy string, pl *probeLoop) {
 			if !good {
 				r.log.V(1).Info("probe failed", "policy", policy, "broker", b.Name, "addr", b.Addr, "error", err)
 			}
-			ps.tol.ProbeResult(b.Name, good, latency)
+			verdict(err != nil, good, latency)
 		}()
 	}
+	for _, it := range items {
+		b := Broker{Name: it.Broker, Addr: st.sendAddr(it.Broker)}
+		if b.Addr == "" {
+			continue // nothing to probe: no address, or the pod is gone
+		}
+		probe(b, pl.timeout, func(_, good bool, latency time.Duration) { ps.tol.ProbeResult(b.Name, good, latency) })
+	}
+	// A watched broker is given as long to answer as a send attempt. Only silence counts (no
+	// connection, or no answer in time): busy or refusing answers are left to the sends, which
+	// see what they mean for a message.
+	attempt := ps.Retry.SendTimeout
+	if ps.Retry.PerAttemptTimeout > 0 {
+		attempt = ps.Retry.PerAttemptTimeout
+	}
+	for _, b := range watched {
+		probe(b, attempt, func(silent, _ bool, latency time.Duration) {
+			if silent {
+				ps.tol.WatchFailed(b.Name, latency)
+			}
+		})
+	}
 	wg.Wait()
+}
+
+// routedBrokers lists, by name, the brokers the routes of policy send to, less those in held
+// (the table's isolated brokers, which the recovery probes visit).
+func (s *snapshot) routedBrokers(policy string, held []fault.Item) []Broker {
+	seen := make(map[string]bool, len(held))
+	for _, it := range held {
+		seen[it.Broker] = true
+	}
+	var out []Broker
+	for _, rt := range s.routes.All() {
+		if rt.policy == nil || rt.policy.Name != policy {
+			continue
+		}
+		for i := range rt.queues {
+			if b := rt.queues[i].b; !seen[b.name] && b.addr != "" {
+				seen[b.name] = true
+				out = append(out, Broker{Name: b.name, Addr: b.addr})
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
 }
 
 // sendAddr is where sends to a broker go: the address a compiled route carries (a name server's,
