@@ -79,6 +79,18 @@ func TestFaultPolicyValidation(t *testing.T) {
 		{"the Disabled preset alone is accepted", func(s *routingv1alpha1.FaultPolicySpec) {
 			s.Rules, s.Preset = nil, routingv1alpha1.PresetDisabled
 		}, ""},
+		{"watching routed brokers under Detour's probing is accepted", func(s *routingv1alpha1.FaultPolicySpec) {
+			s.Probe.RoutedBrokers = ptr.To(true)
+		}, ""},
+		{"watching routed brokers with probing turned on in a RocketMQ preset is accepted", func(s *routingv1alpha1.FaultPolicySpec) {
+			s.Preset, s.Probe.Enabled, s.Probe.RoutedBrokers = routingv1alpha1.PresetRocketMQ5, ptr.To(true), ptr.To(true)
+		}, ""},
+		{"watching routed brokers under a preset without probing is refused", func(s *routingv1alpha1.FaultPolicySpec) {
+			s.Preset, s.Probe.RoutedBrokers = routingv1alpha1.PresetRocketMQ5, ptr.To(true)
+		}, "probe.routedBrokers needs probing: probe.enabled true, or the Detour preset with probe.enabled unset"},
+		{"watching routed brokers with probing turned off is refused", func(s *routingv1alpha1.FaultPolicySpec) {
+			s.Probe.Enabled, s.Probe.RoutedBrokers = ptr.To(false), ptr.To(true)
+		}, "probe.routedBrokers needs probing: probe.enabled true, or the Detour preset with probe.enabled unset"},
 		{"Off is not a preset", func(s *routingv1alpha1.FaultPolicySpec) {
 			s.Rules, s.Preset = nil, "Off"
 		}, `Unsupported value: "Off"`},

@@ -64,6 +64,9 @@ func runtimePolicy(key string, spec *routingv1alpha1.FaultPolicySpec) (producer.
 	if spec.Probe.TimeoutMillis > 0 {
 		p.Probe.Timeout = millis(spec.Probe.TimeoutMillis)
 	}
+	if spec.Probe.RoutedBrokers != nil {
+		p.Probe.Routed = *spec.Probe.RoutedBrokers
+	}
 	if spec.MaxIsolatedPercent != nil {
 		p.MaxIsolatedPercent = int(*spec.MaxIsolatedPercent)
 	}
@@ -106,6 +109,7 @@ func effectivePolicy(p producer.Policy) *routingv1alpha1.EffectiveFaultPolicy {
 		OnewayAttempts:       int32(p.Retry.Attempts),
 		SendTimeoutMillis:    int32(p.Retry.SendTimeout.Milliseconds()),
 		Probe:                p.Probe.Enabled,
+		ProbeRoutedBrokers:   p.Probe.Enabled && p.Probe.Routed,
 		IsolationGrowth:      routingv1alpha1.IsolationGrowthNone,
 		PodHealth:            routingv1alpha1.PodHealthIgnore,
 	}

@@ -159,11 +159,21 @@ type ProbePolicy struct {
 	// +kubebuilder:validation:Minimum=10
 	// +kubebuilder:validation:Maximum=60000
 	TimeoutMillis int32 `json:"timeoutMillis,omitempty"`
+
+	// routedBrokers also probes, every interval, each broker the policy's Topics route to that is
+	// not isolated, so a silent broker (no connection, or no answer within a send attempt's time:
+	// the per-attempt cap, else the send timeout) is isolated as ProbeFailed without any traffic
+	// through detour, until a probe succeeds. Turn it on where the name-server facade serves
+	// clients that do not send through detour. Busy or refusing answers isolate nothing. Needs
+	// probing (enabled). Unset means false.
+	// +optional
+	RoutedBrokers *bool `json:"routedBrokers,omitempty"`
 }
 
 // FaultPolicySpec declares how producers isolate slow and failing brokers: a preset, and any field
 // that should differ from it.
 // +kubebuilder:validation:XValidation:rule="!has(self.preset) || self.preset != 'Disabled' || ((!has(self.rules) || size(self.rules) == 0) && !has(self.failureLatencyMillis))",message="rules and failureLatencyMillis must not be set with preset Disabled, which isolates nothing"
+// +kubebuilder:validation:XValidation:rule="!has(self.probe) || !has(self.probe.routedBrokers) || !self.probe.routedBrokers || (has(self.probe.enabled) ? self.probe.enabled : (!has(self.preset) || self.preset == 'Detour'))",message="probe.routedBrokers needs probing: probe.enabled true, or the Detour preset with probe.enabled unset"
 type FaultPolicySpec struct {
 	// preset is the behaviour the policy starts from; every other field set here overrides it.
 	// Detour (the default) is RocketMQ 5.x with detour's extensions on; RocketMQ5, RocketMQ4 and
@@ -307,6 +317,11 @@ type EffectiveFaultPolicy struct {
 	// probe says whether isolated brokers are probed and return only on proof.
 	// +required
 	Probe bool `json:"probe"`
+
+	// probeRoutedBrokers says whether brokers that are not isolated are probed too, so silent
+	// ones are isolated without traffic.
+	// +optional
+	ProbeRoutedBrokers bool `json:"probeRoutedBrokers,omitempty"`
 
 	// isolationGrowth says whether isolation grows on repeated failure episodes.
 	// +required
