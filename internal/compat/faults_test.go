@@ -133,13 +133,25 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 // TestFaultsOnRealBrokers runs steady traffic under the Detour policy against three real brokers
 // while one is paused (a black hole), resumed, killed and gracefully stopped: no send fails, a
 // paused broker costs each sender at most one per-attempt timeout, dead and stopped brokers are
-// isolated while traffic continues on the others, and a resumed broker returns after a probe.
+// isolated while traffic continues on the others, and a resumed broker returns after a probe. A
+// runtime that sends nothing but watches the routed brokers finds the paused and the killed
+// broker silent too, and readmits the resumed one.
 func TestFaultsOnRealBrokers(t *testing.T) {
 	for _, line := range rmqtest.Lines {
 		t.Run(line.String(), func(t *testing.T) {
 			c := rmqtest.Start(t, line, rmqtest.BrokerConfig{}, rmqtest.BrokerConfig{}, rmqtest.BrokerConfig{})
 			const topic, policy, senders = "DetourFaults", "detour", 4
 			r := newRuntime(t, c, topic, 4, detourPolicy(policy))
+			// A second runtime sends nothing and watches the routed brokers: what it learns is
+			// what the name-server facade can publish for clusters whose traffic bypasses detour.
+			watch := detourPolicy("watch")
+			watch.Probe.Routed = true
+			watcher := newRuntime(t, c, topic, 4, watch)
+			watched := func(broker string) bool {
+				return slices.ContainsFunc(watcher.Isolated(watch.Name), func(it fault.Item) bool {
+					return it.Broker == broker && it.Reason == fault.ReasonProbeFailed
+				})
+			}
 			a, b, d := c.Brokers()[0], c.Brokers()[1], c.Brokers()[2]
 			tr := startTraffic(t, r, topic, senders, 10*time.Millisecond)
 			warm := time.Now()
@@ -152,6 +164,7 @@ func TestFaultsOnRealBrokers(t *testing.T) {
 				from := time.Now()
 				b.Pause()
 				waitFor(t, time.Minute, b.Name+" isolated", func() bool { return isolated(r, policy, b.Name) })
+				waitFor(t, time.Minute, b.Name+" found silent by the watcher, without traffic", func() bool { return watched(b.Name) })
 				time.Sleep(3 * time.Second) // traffic runs on against the paused broker: the measured span
 				recs := tr.since(from)
 				if errs := failures(recs); len(errs) > 0 {
@@ -171,6 +184,7 @@ func TestFaultsOnRealBrokers(t *testing.T) {
 				waitFor(t, 20*time.Second, b.Name+" back in service", func() bool {
 					return !isolated(r, policy, b.Name) && storedOn(tr.since(from), b.Name) > 0
 				})
+				waitFor(t, 20*time.Second, b.Name+" readmitted by the watcher", func() bool { return !isolated(watcher, watch.Name, b.Name) })
 				if errs := failures(tr.since(from)); len(errs) > 0 {
 					t.Errorf("%d sends failed after the resume; first: %v", len(errs), errs[0])
 				}
@@ -180,6 +194,7 @@ func TestFaultsOnRealBrokers(t *testing.T) {
 				from := time.Now()
 				d.Kill()
 				waitFor(t, time.Minute, d.Name+" isolated", func() bool { return isolated(r, policy, d.Name) })
+				waitFor(t, time.Minute, d.Name+" found silent by the watcher", func() bool { return watched(d.Name) })
 				isolatedAt := time.Now()
 				time.Sleep(2 * time.Second)
 				recs := tr.since(from)
