@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -90,7 +91,8 @@ func canary(t *testing.T, rt *producer.Runtime, topic *routingv1alpha1.Topic) (s
 // default settings (no latency fault tolerance; route poll lowered to 2 s) against a real 5.x
 // cluster, once through the real name server and once through detour's facade, while a broker is
 // paused; then a rolling restart through the facade; then RocketMQ's own consumer through the
-// facade while a broker is hidden.
+// facade while a broker is hidden; last, with no traffic through detour, a paused broker hidden by
+// the policy's watch of its routed brokers.
 func TestNameServerFacadeSteersUnmodifiedJavaProducers(t *testing.T) {
 	ns := newNamespace(t)
 	c := rmqtest.Start(t, rmqtest.V5,
@@ -257,6 +259,32 @@ func TestNameServerFacadeSteersUnmodifiedJavaProducers(t *testing.T) {
 	if int64(len(got)) != total || countOn(got, cc.Name) != int(stored[cc.Name]) {
 		t.Errorf("consumer through the facade read %d of %d messages, %d of %d on the hidden broker", len(got), total, countOn(got, cc.Name), stored[cc.Name])
 	}
+
+	// No traffic through detour at all now: with probe.routedBrokers the policy's runtime still
+	// finds a paused broker silent, and the facade hides it.
+	fp := &routingv1alpha1.FaultPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "steer"}}
+	updateObject(t, fp, func() { fp.Spec.Probe.RoutedBrokers = ptr.To(true) })
+	eventually(t, "the policy's status shows the watch", func() error {
+		st := getPolicy(t, ns, "steer").Status
+		if st.Effective == nil || !st.Effective.ProbeRoutedBrokers || !strings.Contains(st.Behavior, "+watch") {
+			return fmt.Errorf("behavior %q, effective %+v", st.Behavior, st.Effective)
+		}
+		return nil
+	})
+	eventuallyWithin(t, realTimeout, b.Name+" shown before it is paused", func() error {
+		if h, _ := view.Hide(name, []string{a.Name, b.Name, cc.Name}); h[b.Name] != "" {
+			return fmt.Errorf("hidden %v", h)
+		}
+		return nil
+	})
+	b.Pause()
+	defer b.Resume()
+	eventuallyWithin(t, realTimeout, b.Name+" hidden by the facade without traffic", func() error {
+		if h, _ := view.Hide(name, []string{a.Name, b.Name, cc.Name}); h[b.Name] == "" {
+			return fmt.Errorf("hidden %v", h)
+		}
+		return nil
+	})
 }
 
 func countOn(msgs []rmqtest.Consumed, broker string) int {
