@@ -23,17 +23,23 @@ var javaStrategies = map[string]struct {
 	client      rmqtest.Line
 	faultEnable bool
 	facade      bool
+	watch       bool // detour learns by watching the routed brokers, with no canary
 }{
-	"java-5":       {rmqtest.V5, true, false},
-	"java-4.9":     {rmqtest.V4, true, false},
-	"java-default": {rmqtest.V5, false, false},
-	facadeStrategy: {rmqtest.V5, false, true},
+	"java-5":            {rmqtest.V5, true, false, false},
+	"java-4.9":          {rmqtest.V4, true, false, false},
+	"java-default":      {rmqtest.V5, false, false, false},
+	facadeStrategy:      {rmqtest.V5, false, true, false},
+	facadeWatchStrategy: {rmqtest.V5, false, true, true},
 }
 
 // facadeStrategy is RocketMQ's Java producer with default settings pointed at detour's
 // name-server facade (pkg/facade), which clears the write bit of isolated brokers' queues in the
 // routes it serves, while detour's runtime measures the brokers with a canary trickle.
 const facadeStrategy = "java-default+facade"
+
+// facadeWatchStrategy is facadeStrategy with no traffic through detour at all: its runtime learns
+// only by watching the routed brokers (the policy's probe.routedBrokers) and from pod state.
+const facadeWatchStrategy = "java-default+facade+watch"
 
 // Settings of the facade strategy: the Java client's route poll (RocketMQ's default is 30 s,
 // which a 12 s run would never reach) and the rate of detour's own canary sends, which are what
@@ -44,7 +50,7 @@ const (
 )
 
 // realStrategyNames are the strategies that can run on real brokers, in report order.
-var realStrategyNames = []string{"detour", "oracle", "java-5", "java-4.9", "java-default", facadeStrategy, "rocketmq5", "rocketmq4", "none", "rocketmq-client-go"}
+var realStrategyNames = []string{"detour", "oracle", "java-5", "java-4.9", "java-default", facadeStrategy, facadeWatchStrategy, "rocketmq5", "rocketmq4", "none", "rocketmq-client-go"}
 
 // defaultRealStrategies run on real brokers unless -real-strategies says otherwise.
 var defaultRealStrategies = []string{"detour", "oracle", "java-5", "java-4.9", "java-default", facadeStrategy}
@@ -61,6 +67,9 @@ func init() {
 		"name server and publishes the queues of brokers detour isolates (the detour strategy's policy, measured by a "+
 		"canary of %d msg/s through detour's runtime, plus pod state) without the write bit, so the unmodified client "+
 		"stops writing there at its next route poll", facadeJavaPoll, facadeCanaryRate)
+	strategyDescriptions[facadeWatchStrategy] = "the facade strategy with no canary: nothing is sent through detour, whose runtime " +
+		"learns only by watching the routed brokers (the detour policy with probe.routedBrokers: GET_MAX_OFFSET to every " +
+		"broker each probe interval, a broker silent for a send attempt's time isolated until a probe succeeds) and from pod state"
 }
 
 func isJava(strategy string) bool { _, ok := javaStrategies[strategy]; return ok }
@@ -349,7 +358,7 @@ func runJava(ctx context.Context, e *realEnv, sc scenario, strategy string, p pa
 	var pods driver // what the schedule's pod steps reach: detour's runtime behind the facade
 	if js.facade {
 		var err error
-		if side, err = startFacadeSide(e); err != nil {
+		if side, err = startFacadeSide(e, js.watch); err != nil {
 			return nil, err
 		}
 		defer side.close()
@@ -419,12 +428,21 @@ type facadeSide struct {
 	wg   sync.WaitGroup
 }
 
-// startFacadeSide starts the runtime, its canary and the facade.
-func startFacadeSide(e *realEnv) (*facadeSide, error) {
+// startFacadeSide starts the runtime, the facade and either the canary or, with watch, the
+// runtime's watch of the routed brokers instead.
+func startFacadeSide(e *realEnv, watch bool) (*facadeSide, error) {
 	rec := &recorder{}
 	d, err := newRuntimeDriver("detour", e.brokerList(), rec)
 	if err != nil {
 		return nil, err
+	}
+	if watch {
+		pol, _ := d.rt.Policy("detour")
+		pol.Probe.Routed = true
+		if err := d.rt.SetPolicy(pol); err != nil {
+			d.close()
+			return nil, err
+		}
 	}
 	s := &facadeSide{d: d, rec: rec, stop: make(chan struct{})}
 	s.fc, err = facade.Start(facade.Options{Addr: "127.0.0.1:0",
@@ -433,8 +451,10 @@ func startFacadeSide(e *realEnv) (*facadeSide, error) {
 		d.close()
 		return nil, err
 	}
-	s.wg.Add(1)
-	go s.canary()
+	if !watch {
+		s.wg.Add(1)
+		go s.canary()
+	}
 	return s, nil
 }
 
