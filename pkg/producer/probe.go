@@ -2,6 +2,7 @@ package producer
 
 import (
 	"context"
+	"math/rand/v2"
 	"sort"
 	"sync"
 	"time"
@@ -43,7 +44,7 @@ func (r *Runtime) stopProbe(name string) {
 
 func (r *Runtime) runProbe(policy string, pl *probeLoop) {
 	defer r.wg.Done()
-	t := time.NewTicker(pl.interval)
+	t := time.NewTimer(jittered(pl.interval))
 	defer t.Stop()
 	for {
 		select {
@@ -51,8 +52,16 @@ func (r *Runtime) runProbe(policy string, pl *probeLoop) {
 			return
 		case <-t.C:
 			r.probeRound(policy, pl)
+			t.Reset(jittered(pl.interval))
 		}
 	}
+}
+
+// jittered spreads probe rounds over interval ±25 %. A broker that stalls periodically (a GC
+// pause every second, say) would otherwise be probed at the same phase of its cycle every time
+// and, if that phase is a healthy one, never be found silent.
+func jittered(interval time.Duration) time.Duration {
+	return interval*3/4 + rand.N(interval/2+1)
 }
 
 // probeRound sends GET_MAX_OFFSET to every broker the policy's table holds out of selection, in

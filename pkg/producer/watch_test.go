@@ -99,3 +99,25 @@ func TestWatchFollowsTheRoutesOfItsPolicy(t *testing.T) {
 		t.Fatalf("policy test holds out %+v, want broker-a alone", items)
 	}
 }
+
+// TestProbeRoundsDriftAcrossAPeriodicStall proves probe rounds are spread over interval ±25 %, so
+// a stall that repeats with the probe interval's period cannot hide in the same phase: over 200
+// rounds the start phases cover the whole of one interval.
+func TestProbeRoundsDriftAcrossAPeriodicStall(t *testing.T) {
+	const interval = time.Second
+	var at time.Duration
+	covered := make([]bool, 10) // tenths of the interval
+	for range 200 {
+		d := jittered(interval)
+		if d < interval*3/4 || d > interval*5/4 {
+			t.Fatalf("round after %v, want within %v..%v", d, interval*3/4, interval*5/4)
+		}
+		at += d
+		covered[(at%interval)*10/interval] = true
+	}
+	for i, ok := range covered {
+		if !ok {
+			t.Errorf("no round started in tenth %d of the stall's period: a stall there would never be probed", i)
+		}
+	}
+}
