@@ -350,6 +350,7 @@ func readSamples(t *testing.T) []client.Object {
 		"routing_v1alpha1_faultpolicy_custom.yaml",
 		"routing_v1alpha1_topic.yaml",
 		"existing-cluster/cluster.yaml",
+		"existing-cluster/faultpolicy.yaml",
 		"existing-cluster/topic.yaml",
 	} {
 		data, err := os.ReadFile(filepath.Join("..", "config", "samples", name))
