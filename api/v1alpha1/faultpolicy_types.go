@@ -162,10 +162,11 @@ type ProbePolicy struct {
 
 	// routedBrokers also probes, every interval, each broker the policy's Topics route to that is
 	// not isolated, so a silent broker (no connection, or no answer within a send attempt's time:
-	// the per-attempt cap, else the send timeout) is isolated as ProbeFailed without any traffic
-	// through detour, until a probe succeeds. Turn it on where the name-server facade serves
-	// clients that do not send through detour. Busy or refusing answers isolate nothing. Needs
-	// probing (enabled). Unset means false.
+	// the per-attempt cap, else the send timeout) is found without any traffic through detour. It
+	// is judged as a failed send attempt, with reason ProbeFailed: isolated for the failure
+	// latency's time (grown on repeat) and readmitted as after a failed send. Turn it on where the
+	// name-server facade serves clients that do not send through detour. Busy or refusing answers
+	// isolate nothing. Needs probing (enabled). Unset means false.
 	// +optional
 	RoutedBrokers *bool `json:"routedBrokers,omitempty"`
 }

@@ -121,42 +121,51 @@ func TestConfigureTogglesProbingHolds(t *testing.T) {
 	}
 }
 
-// TestWatchFailedHoldsOutABrokerNoSendMeasured proves a watched broker that no send reached is
-// held out by one unanswered probe when probing (ProbeFailed, unreachable, changes reported), is
-// readmitted by the next good probe, and that without probing the same finding isolates nothing.
-func TestWatchFailedHoldsOutABrokerNoSendMeasured(t *testing.T) {
-	cases := []struct {
-		name    string
-		opts    Options
-		heldOut bool
-	}{
-		{"probing", Options{Probing: true}, true},
-		{"probing with growth", Options{Probing: true, GrowOnRepeat: true}, true},
-		{"no probing", Options{}, false},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			tol, _, rec := newTol(t, tc.opts)
-			tol.WatchFailed("A", ms(1000))
-			wantAvailable(t, tol, map[string]bool{"A": !tc.heldOut})
-			if !tc.heldOut {
-				if got := changeSummary(rec.take()); len(got) != 0 {
-					t.Errorf("changes %v, want none", got)
-				}
-				return
-			}
-			it := mustLookup(t, tol, "A")
-			if it.Reason != ReasonProbeFailed || it.Reachable {
-				t.Fatalf("after an unanswered watch: reason %q reachable %v, want ProbeFailed/false", it.Reason, it.Reachable)
-			}
-			if items := tol.Isolated(); len(items) != 1 || items[0].Broker != "A" {
-				t.Fatalf("isolated %+v, want A alone (what the recovery probes visit)", items)
-			}
-			tol.ProbeResult("A", true, ms(2))
-			wantAvailable(t, tol, map[string]bool{"A": true})
-			if got := changeSummary(rec.take()); len(got) != 2 || got[0] != "+A" || got[1] != "-A" {
-				t.Errorf("changes %v, want [+A -A]", got)
-			}
-		})
-	}
+// TestWatchFailedCountsAsAFailedAttempt proves an unanswered watch probe of a broker no send
+// measured is judged as a failed send attempt with reason ProbeFailed: isolated for the failure
+// latency's time; with probing unreachable and readmitted by a good probe as a first offender,
+// while a repeat offender (with growth) sits out its doubled isolation; without probing
+// readmitted by the clock alone.
+func TestWatchFailedCountsAsAFailedAttempt(t *testing.T) {
+	t.Run("probing: a good probe readmits a first offender", func(t *testing.T) {
+		tol, _, rec := newTol(t, Options{Probing: true})
+		tol.WatchFailed("A", ms(1000))
+		it := mustLookup(t, tol, "A")
+		if it.Reason != ReasonProbeFailed || it.Reachable || !it.Until.Equal(t0.Add(10*time.Second)) {
+			t.Fatalf("after an unanswered watch: %+v, want ProbeFailed, unreachable, until t0+10s", it)
+		}
+		if items := tol.Isolated(); len(items) != 1 || items[0].Broker != "A" {
+			t.Fatalf("isolated %+v, want A alone (what the recovery probes visit)", items)
+		}
+		tol.ProbeResult("A", true, ms(2))
+		wantAvailable(t, tol, map[string]bool{"A": true})
+		if got := changeSummary(rec.take()); len(got) != 2 || got[0] != "+A" || got[1] != "-A" {
+			t.Errorf("changes %v, want [+A -A]", got)
+		}
+	})
+	t.Run("probing with growth: a repeat offender sits out its grown isolation", func(t *testing.T) {
+		tol, clk, _ := newTol(t, Options{Probing: true, GrowOnRepeat: true})
+		tol.WatchFailed("A", ms(1000))
+		tol.ProbeResult("A", true, ms(2))
+		wantAvailable(t, tol, map[string]bool{"A": true})
+		clk.Advance(time.Second)
+		tol.WatchFailed("A", ms(1000)) // the stall is back
+		tol.ProbeResult("A", true, ms(2))
+		wantAvailable(t, tol, map[string]bool{"A": false})
+		if it := mustLookup(t, tol, "A"); !it.Until.Equal(t0.Add(21 * time.Second)) {
+			t.Fatalf("second episode until %v, want t0+21s (twice the failure isolation)", it.Until)
+		}
+		clk.Advance(20 * time.Second)
+		wantAvailable(t, tol, map[string]bool{"A": true})
+	})
+	t.Run("no probing: the clock readmits", func(t *testing.T) {
+		tol, clk, _ := newTol(t, Options{})
+		tol.WatchFailed("A", ms(1000))
+		wantAvailable(t, tol, map[string]bool{"A": false})
+		if it := mustLookup(t, tol, "A"); it.Reason != ReasonProbeFailed || !it.Reachable {
+			t.Fatalf("after an unanswered watch: %+v, want ProbeFailed and reachable (no probing)", it)
+		}
+		clk.Advance(10 * time.Second)
+		wantAvailable(t, tol, map[string]bool{"A": true})
+	})
 }

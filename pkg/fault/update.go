@@ -203,22 +203,18 @@ func (t *Tolerance) ProbeResult(broker string, ok bool, latency time.Duration) {
 	t.unlock(&ev)
 }
 
-// WatchFailed records that a probe of a broker the table does not hold out went unanswered: as a
-// failed recovery probe (unreachable, reason ProbeFailed, held for proof when probing), on a
-// broker the table may not know yet because no send has reached it. It is how brokers that no
-// traffic measures are found silent; without probing it isolates nothing, as a failed probe.
+// WatchFailed records that a probe of a broker the table does not hold out went unanswered for
+// as long as a send attempt may wait: a failed attempt (the failure latency's isolation, grown
+// on repeat, unreachable when probing) with reason ProbeFailed, on a broker the table may not know
+// yet because no send has reached it. It is how brokers that no traffic measures are found
+// silent; as after a failed send, a good probe readmits a first offender at once and a repeat
+// offender after its grown isolation.
 func (t *Tolerance) WatchFailed(broker string, latency time.Duration) {
-	ev := t.lock()
-	if t.opts.Semantics != SemanticsDisabled {
-		now := t.tick()
-		e := t.obtain(broker, now)
-		was := blocked(e, now)
-		t.order.insert(e)
-		e.latency.Store(int64(latency))
-		t.probeFailed(e, latency, now)
-		t.settle(e, now, was, 0, &ev)
+	reach := reachSet
+	if t.probing.Load() {
+		reach = reachClear
 	}
-	t.unlock(&ev)
+	t.apply(broker, latency, effect{isolation: true, reach: reach, reason: ReasonProbeFailed})
 }
 
 // probeFailed marks e unreachable after a probe without answer. Callers hold mu and settle e.

@@ -168,9 +168,8 @@ type ProbePolicy struct {
 	// Routed also probes, every round, each broker the policy's routes use that the table does
 	// not hold out, so a silent broker is found without traffic through detour (what the
 	// name-server facade publishes to other clients). Such a probe waits as long as a send
-	// attempt would (the per-attempt cap, else the send timeout); one left unanswered holds the
-	// broker out as a failed recovery probe does (ProbeFailed) until a probe succeeds. An answer
-	// proves nothing more than a send's would. Needs Enabled.
+	// attempt would (the per-attempt cap, else the send timeout); one left unanswered counts as a
+	// failed attempt (fault.Tolerance.WatchFailed: reason ProbeFailed). Needs Enabled.
 	Routed bool
 }
 
