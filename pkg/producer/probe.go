@@ -51,17 +51,21 @@ func (r *Runtime) runProbe(policy string, pl *probeLoop) {
 		case <-pl.stop:
 			return
 		case <-t.C:
+			start := time.Now()
 			r.probeRound(policy, pl)
-			t.Reset(jittered(pl.interval))
+			// The next round is timed from this one's start: timed from its end, it would start
+			// in step with a stalling broker, whose answer ends the round when its stall ends.
+			t.Reset(max(0, time.Until(start.Add(jittered(pl.interval)))))
 		}
 	}
 }
 
-// jittered spreads probe rounds over interval ±25 %. A broker that stalls periodically (a GC
-// pause every second, say) would otherwise be probed at the same phase of its cycle every time
-// and, if that phase is a healthy one, never be found silent.
+// jittered draws the time between two probe rounds from interval ±50 %. A broker that stalls
+// periodically (a GC pause every second, say) would otherwise be probed at the same phase of its
+// cycle every time and, if that phase is a healthy one, never be found silent; with a spread of a
+// whole interval, a stall whose period is the interval is probed at independent phases.
 func jittered(interval time.Duration) time.Duration {
-	return interval*3/4 + rand.N(interval/2+1)
+	return interval/2 + rand.N(interval+1)
 }
 
 // probeRound sends GET_MAX_OFFSET to every broker the policy's table holds out of selection, in
