@@ -69,7 +69,8 @@ func init() {
 		"stops writing there at its next route poll", facadeJavaPoll, facadeCanaryRate)
 	strategyDescriptions[facadeWatchStrategy] = "the facade strategy with no canary: nothing is sent through detour, whose runtime " +
 		"learns only by watching the routed brokers (the detour policy with probe.routedBrokers: GET_MAX_OFFSET to every " +
-		"broker each probe interval, a broker silent for a send attempt's time isolated until a probe succeeds) and from pod state"
+		"broker each probe interval, spread ±50 %; a broker silent for a send attempt's time counts as a failed attempt, ProbeFailed) " +
+		"and from pod state"
 }
 
 func isJava(strategy string) bool { _, ok := javaStrategies[strategy]; return ok }
