@@ -96,6 +96,7 @@ func (r *Runtime) probeRound(policy string, pl *probeLoop) {
 		}
 	}()
 	var wg sync.WaitGroup
+	var topics map[string]string // what each broker's probe asks about, set before any probe starts
 	// probe reports whether the broker answered at all (silent: a transport error or no answer in
 	// time) and whether the answer was a success.
 	probe := func(b Broker, timeout time.Duration, verdict func(silent, good bool, latency time.Duration)) {
@@ -104,7 +105,7 @@ func (r *Runtime) probeRound(policy string, pl *probeLoop) {
 			defer wg.Done()
 			pctx, done := context.WithTimeout(ctx, timeout)
 			defer done()
-			req := remoting.NewGetMaxOffsetRequest(st.probeTopic(b.Name), 0)
+			req := remoting.NewGetMaxOffsetRequest(topics[b.Name], 0)
 			start := time.Now()
 			resp, err := r.client.Invoke(pctx, b.Addr, req)
 			latency := time.Since(start)
@@ -120,11 +121,14 @@ func (r *Runtime) probeRound(policy string, pl *probeLoop) {
 			verdict(err != nil, good, latency)
 		}()
 	}
+	held := make([]Broker, 0, len(items))
 	for _, it := range items {
-		b := Broker{Name: it.Broker, Addr: st.sendAddr(it.Broker)}
-		if b.Addr == "" {
-			continue // nothing to probe: no address, or the pod is gone
+		if b := (Broker{Name: it.Broker, Addr: st.sendAddr(it.Broker)}); b.Addr != "" {
+			held = append(held, b) // no address: nothing to probe, or the pod is gone
 		}
+	}
+	topics = st.probeTopics(append(held, watched...))
+	for _, b := range held {
 		probe(b, pl.timeout, func(_, good bool, latency time.Duration) { ps.tol.ProbeResult(b.Name, good, latency) })
 	}
 	// A watched broker is given as long to answer as a send attempt. Only silence counts (no
@@ -157,7 +161,8 @@ func (s *snapshot) routedBrokers(policy string, held []fault.Item) []Broker {
 			continue
 		}
 		for i := range rt.queues {
-			if b := rt.queues[i].b; !seen[b.name] && b.addr != "" {
+			// Queues are grouped by broker: look a broker up once per group.
+			if b := rt.queues[i].b; (i == 0 || rt.queues[i-1].b.name != b.name) && !seen[b.name] && b.addr != "" {
 				seen[b.name] = true
 				out = append(out, Broker{Name: b.name, Addr: b.addr})
 			}
@@ -181,20 +186,28 @@ func (s *snapshot) sendAddr(broker string) string {
 	return s.brokers[broker].Addr
 }
 
-// probeTopic picks the topic a probe asks about: the first (by name) routed to the broker, as
-// RocketMQ's detector asks about a topic it publishes to; the broker answers for unknown topics too.
-func (s *snapshot) probeTopic(broker string) string {
-	var topics []string
+// probeTopics picks, for each broker, the topic its probes ask about: the first (by name) routed
+// to it, as RocketMQ's detector asks about a topic it publishes to; the broker answers for unknown
+// topics too, which is what a broker no route uses gets. One pass over the routes serves a whole
+// round.
+func (s *snapshot) probeTopics(brokers []Broker) map[string]string {
+	topics := make(map[string]string, len(brokers))
+	for _, b := range brokers {
+		topics[b.Name] = ""
+	}
 	for _, spec := range s.specs.All() {
-		if routeUsesBroker(broker)(spec) {
-			topics = append(topics, spec.Topic)
+		for _, bq := range spec.Brokers {
+			if cur, ok := topics[bq.Broker]; ok && (cur == "" || spec.Topic < cur) {
+				topics[bq.Broker] = spec.Topic
+			}
 		}
 	}
-	if len(topics) == 0 {
-		return defaultTopicKey
+	for name, topic := range topics {
+		if topic == "" {
+			topics[name] = defaultTopicKey
+		}
 	}
-	sort.Strings(topics)
-	return topics[0]
+	return topics
 }
 
 // every runs fn every interval until the runtime closes; the caller has added to r.wg.
