@@ -145,7 +145,8 @@ type ProbePolicy struct {
 	// +optional
 	Enabled *bool `json:"enabled,omitempty"`
 
-	// intervalMillis is the time between two probes of one isolated broker (RocketMQ's own
+	// intervalMillis is the mean time between two probe rounds, each drawn within ±50 % so a
+	// broker that stalls periodically is not always probed in the same phase (RocketMQ's own
 	// detector, which detour does not run, probes every broker every 3000 ms).
 	// +optional
 	// +kubebuilder:default=2000

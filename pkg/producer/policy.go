@@ -161,7 +161,8 @@ type RetryPolicy struct {
 type ProbePolicy struct {
 	// Enabled turns the probe loop on; the fault table then ends isolations only on a good probe.
 	Enabled bool
-	// Interval between probe rounds; 0 means DefaultProbeInterval.
+	// Interval is the mean time between probe rounds, each drawn within ±50 %; 0 means
+	// DefaultProbeInterval.
 	Interval time.Duration
 	// Timeout of one probe; 0 means DefaultProbeTimeout.
 	Timeout time.Duration
