@@ -13,7 +13,7 @@ import (
 const (
 	DefaultAttempts    = 3
 	DefaultSendTimeout = 3000 * time.Millisecond
-	// DefaultProbeInterval is the time between two probes of one isolated broker. RocketMQ 5.x's
+	// DefaultProbeInterval is the mean time between two probe rounds. RocketMQ 5.x's
 	// detector has the same detectInterval but runs every 3 s, so it probes each item every 3 s.
 	DefaultProbeInterval = 2000 * time.Millisecond
 	// DefaultProbeTimeout is RocketMQ 5.x's detectTimeout.
