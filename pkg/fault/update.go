@@ -196,7 +196,17 @@ func (t *Tolerance) ProbeResult(broker string, ok bool, latency time.Duration) {
 				}
 			}
 		} else {
-			t.probeFailed(e, latency, now)
+			e.reachable.Store(false)
+			e.reason = ReasonProbeFailed
+			switch {
+			case !t.opts.GrowOnRepeat:
+				e.failures++
+			case t.opts.Probing:
+				// The broker is now held for proof: an episode, unless it was in one already.
+				t.countFailure(e, now)
+			}
+			// Without probing a failed probe isolates nothing, so it starts no episode.
+			e.severity = max(latency, t.opts.Table.FailureLatency())
 		}
 		t.settle(e, now, was, 0, &ev)
 	}
@@ -210,26 +220,9 @@ func (t *Tolerance) ProbeResult(broker string, ok bool, latency time.Duration) {
 // silent; as after a failed send, a good probe readmits a first offender at once and a repeat
 // offender after its grown isolation.
 func (t *Tolerance) WatchFailed(broker string, latency time.Duration) {
-	reach := reachSet
-	if t.probing.Load() {
-		reach = reachClear
-	}
-	t.apply(broker, latency, effect{isolation: true, reach: reach, reason: ReasonProbeFailed})
-}
-
-// probeFailed marks e unreachable after a probe without answer. Callers hold mu and settle e.
-func (t *Tolerance) probeFailed(e *Entry, latency time.Duration, now int64) {
-	e.reachable.Store(false)
-	e.reason = ReasonProbeFailed
-	switch {
-	case !t.opts.GrowOnRepeat:
-		e.failures++
-	case t.opts.Probing:
-		// The broker is now held for proof: an episode, unless it was in one already.
-		t.countFailure(e, now)
-	}
-	// Without probing a failed probe isolates nothing, so it starts no episode.
-	e.severity = max(latency, t.opts.Table.FailureLatency())
+	ef := effectOf(Semantics(t.sem.Load()), TransportError, t.probing.Load())
+	ef.reason = ReasonProbeFailed
+	t.apply(broker, latency, ef)
 }
 
 // SetPodState records what Kubernetes says about the broker's pod. With RespectPodHealth,
