@@ -5,10 +5,11 @@
 //	    --broker broker-a=127.0.0.1:10911 --broker broker-b=127.0.0.1:10921 \
 //	    --topic TopicTest:4 --fault broker-b=delay:800ms
 //
-// Faults: delay:D, delay:D1-D2, blackhole, refuse, close, code:N, flap:UP/DOWN (down is a black
-// hole; flap:UP/DOWN:refuse refuses instead), none; several join with commas. It prints one
-// line starting "brokersim ready" once everything listens, and stops cleanly on SIGINT or
-// SIGTERM. Bad flags exit with status 2, -h prints the flags and exits 0.
+// Faults: delay:D, delay:D1-D2, blackhole, refuse, close, code:N, illegal (every send refused as
+// MESSAGE_ILLEGAL), flap:UP/DOWN (down is a black hole; flap:UP/DOWN:refuse refuses instead),
+// none; several join with commas. It prints one line starting "brokersim ready" once everything
+// listens, and stops cleanly on SIGINT or SIGTERM. Bad flags exit with status 2, -h prints the
+// flags and exits 0.
 //
 // Like Java brokers and name servers, it closes connections that stay idle for two minutes;
 // --idle-timeout changes that (0 keeps them open).
@@ -76,7 +77,7 @@ func parseArgs(args []string, stderr io.Writer) (*config, error) {
 	fs.DurationVar(&cfg.idleTimeout, "idle-timeout", brokersim.DefaultIdleTimeout, "close connections without traffic for this long, as Java servers do (0: never)")
 	fs.Var(&brokers, "broker", "broker as name=ip:port (repeatable, at least one)")
 	fs.Var(&topics, "topic", "topic created on every broker, as name:queues (repeatable)")
-	fs.Var(&faults, "fault", "fault of a broker, as name=spec; spec is delay:D, delay:D1-D2, blackhole, refuse, close, code:N, flap:UP/DOWN[:refuse] or none, comma-joined (repeatable)")
+	fs.Var(&faults, "fault", "fault of a broker, as name=spec; spec is delay:D, delay:D1-D2, blackhole, refuse, close, code:N, illegal, flap:UP/DOWN[:refuse] or none, comma-joined (repeatable)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: brokersim --broker name=ip:port [--broker ...] [--namesrv-addr ip:port] [--topic name:queues] [--fault name=spec]")
 		fs.PrintDefaults()
@@ -167,6 +168,8 @@ func parseFault(f brokersim.Fault, spec string) (brokersim.Fault, error) {
 				return f, fmt.Errorf("code %q: want a non-zero response code", arg)
 			}
 			f.Code = int16(n)
+		case "illegal":
+			f.IllegalMessages = true
 		case "flap":
 			times, mode, _ := strings.Cut(arg, ":")
 			up, down, ok := strings.Cut(times, "/")
@@ -184,7 +187,7 @@ func parseFault(f brokersim.Fault, spec string) (brokersim.Fault, error) {
 				return f, fmt.Errorf("flap mode %q: want blackhole or refuse", mode)
 			}
 		default:
-			return f, fmt.Errorf("unknown fault %q (want delay, blackhole, refuse, close, code, flap or none)", part)
+			return f, fmt.Errorf("unknown fault %q (want delay, blackhole, refuse, close, code, illegal, flap or none)", part)
 		}
 	}
 	return f, nil

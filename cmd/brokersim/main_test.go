@@ -28,6 +28,7 @@ func TestParseFault(t *testing.T) {
 		{"refuse", brokersim.Fault{Refuse: true}},
 		{"close", brokersim.Fault{CloseMidRequest: true}},
 		{"code:14", brokersim.Fault{Code: 14}},
+		{"illegal", brokersim.Fault{IllegalMessages: true}},
 		{"flap:2s/500ms", brokersim.Fault{FlapUp: 2 * time.Second, FlapDown: 500 * time.Millisecond}},
 		{"flap:2s/500ms:refuse", brokersim.Fault{FlapUp: 2 * time.Second, FlapDown: 500 * time.Millisecond, Refuse: true}},
 		{"delay:5ms,code:2", brokersim.Fault{Delay: 5 * time.Millisecond, Code: 2}},

@@ -29,9 +29,14 @@ type Fault struct {
 	CloseMidRequest bool
 	// Code, when not zero, answers every request with this response code and stores nothing.
 	Code int16
+	// IllegalMessages refuses every send as MESSAGE_ILLEGAL with the Java store's remark, however
+	// well-formed the message, and stores nothing; every other request is served. It is a broker
+	// whose store refuses what the others store, which only the sends can see: it answers probes
+	// and heartbeats as a healthy one does.
+	IllegalMessages bool
 	// FlapUp and FlapDown, both > 0, make the broker alternate between up (FlapUp long; only
-	// Delay and Code apply) and down (FlapDown long). Down means Refuse when Refuse is set and
-	// black hole otherwise. The broker starts up.
+	// Delay, Code and IllegalMessages apply) and down (FlapDown long). Down means Refuse when
+	// Refuse is set and black hole otherwise. The broker starts up.
 	FlapUp, FlapDown time.Duration
 }
 
@@ -75,6 +80,9 @@ func (f Fault) String() string {
 	}
 	if f.Code != 0 {
 		parts = append(parts, "code:"+strconv.Itoa(int(f.Code)))
+	}
+	if f.IllegalMessages {
+		parts = append(parts, "illegal")
 	}
 	if len(parts) == 0 {
 		return "none"
@@ -563,6 +571,10 @@ func (b *Broker) handle(sc *serverConn, req *remoting.Command) {
 		switch {
 		case fs.Code != 0:
 			resp = remoting.NewResponse(req, fs.Code, "brokersim: injected fault on "+b.name)
+		case fs.IllegalMessages && isSend:
+			// As SendMessageProcessor answers a put its store refused (PutMessageStatus
+			// MESSAGE_ILLEGAL): the code and the remark naming the store's limits.
+			resp = remoting.NewResponse(req, remoting.MessageIllegal, remarkMessageIllegal)
 		case isSend:
 			resp = b.send(sc, req, send, sendErr, batch)
 		default:

@@ -184,6 +184,37 @@ func TestCodeFaultAnswersEveryRequestWithTheCode(t *testing.T) {
 	}
 }
 
+// A broker told to refuse messages answers every send, single or batch, as a Java broker answers
+// a put its store refused (MESSAGE_ILLEGAL with the store's remark, the one the conformance suite
+// holds against a real broker) and stores nothing, while it serves every other request, probes
+// and heartbeats included: only a send can tell it from a healthy broker.
+func TestIllegalMessagesFaultRefusesEverySendAndServesTheRest(t *testing.T) {
+	b := startBroker(t, "broker-a", Options{})
+	b.CreateTopic("T", 4)
+	c := newClient(t)
+	b.SetFault(Fault{IllegalMessages: true})
+	single, _ := sendReq("T", 0, "x", true)
+	v1, _ := sendReq("T", 1, "x", false)
+	batch := sendWithProps("T", 2, batchBody(t, 3), nil, func(h *remoting.SendHeader) { h.Batch = true })
+	for name, req := range map[string]*remoting.Command{"single": single, "v1": v1, "batch": batch} {
+		if resp := invoke(t, c, b.Addr(), req); resp.Code != remoting.MessageIllegal || resp.Remark != remarkMessageIllegal {
+			t.Errorf("%s send answered %d %q, want MESSAGE_ILLEGAL %q", name, resp.Code, resp.Remark, remarkMessageIllegal)
+		}
+	}
+	if s := b.Stats(); s.MessagesStored != 0 {
+		t.Fatalf("stored %d messages", s.MessagesStored)
+	}
+	for _, req := range []*remoting.Command{remoting.NewHeartbeatRequest("c"), remoting.NewGetMaxOffsetRequest("T", 0)} {
+		if resp := invoke(t, c, b.Addr(), req); resp.Code != remoting.Success {
+			t.Errorf("%v answered %d %q, want it served", req, resp.Code, resp.Remark)
+		}
+	}
+	b.SetFault(Fault{})
+	if resp := invoke(t, c, b.Addr(), single); resp.Code != remoting.Success {
+		t.Fatalf("healed broker answered %d %q", resp.Code, resp.Remark)
+	}
+}
+
 // TestFlapAlternatesBetweenUpAndDown watches a flapping broker through its observable phase and
 // through requests: during down phases requests are swallowed, during up phases answered.
 func TestFlapAlternatesBetweenUpAndDown(t *testing.T) {
@@ -239,6 +270,7 @@ func TestFaultString(t *testing.T) {
 		{Fault{Refuse: true, Code: 14}, "refuse,code:14"},
 		{Fault{FlapUp: time.Second, FlapDown: 2 * time.Second}, "flap:1s/2s"},
 		{Fault{FlapUp: time.Second, FlapDown: 2 * time.Second, Refuse: true, CloseMidRequest: true}, "flap:1s/2s:refuse,close"},
+		{Fault{IllegalMessages: true, Delay: time.Second}, "delay:1s,illegal"},
 	}
 	for _, tt := range tests {
 		if got := tt.f.String(); got != tt.want {
