@@ -82,6 +82,11 @@
 //     is going away does not come back because other brokers are slow. PodGone removes the
 //     broker whatever the options say.
 //
+// RefusedValidMessage, which no RocketMQ call site has, records a broker that refused as
+// MESSAGE_ILLEGAL a message another broker stored: a failed attempt with reason
+// RefusesValidMessages, grown on repeat like any other, that a good probe does not end (the
+// broker answers probes; it is its store that refuses).
+//
 // Under RocketMQ 5.x's rules an isolation therefore ends early in exactly two ways, both beyond
 // RocketMQ: a successful probe when probing (of a first offender, when GrowOnRepeat is on), and a
 // release by the cap. Everything else only extends it, apart from Remove, which forgets the

@@ -104,7 +104,8 @@ func (t *Tolerance) Restore(items []Item) {
 		}
 		e.latency.Store(int64(it.Latency))
 		e.severity = it.Latency
-		if it.Reason == ReasonSendFailed || it.Reason == ReasonBrokerError || it.Reason == ReasonProbeFailed {
+		if it.Reason == ReasonSendFailed || it.Reason == ReasonBrokerError || it.Reason == ReasonProbeFailed ||
+			it.Reason == ReasonRefusesValidMessages {
 			e.severity = max(it.Latency, tab.FailureLatency())
 		}
 		since := int64(0)

@@ -62,6 +62,9 @@ const (
 	ReasonPodNotReady    Reason = "PodNotReady"
 	ReasonPodTerminating Reason = "PodTerminating"
 	ReasonProbeFailed    Reason = "ProbeFailed"
+	// ReasonRefusesValidMessages: the broker refused a message as MESSAGE_ILLEGAL that another
+	// broker then stored (see Tolerance.RefusedValidMessage).
+	ReasonRefusesValidMessages Reason = "RefusesValidMessages"
 )
 
 // PodState is what Kubernetes says about a broker's pod.

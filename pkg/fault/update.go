@@ -168,9 +168,10 @@ func (t *Tolerance) settle(e *Entry, now int64, was bool, since int64, ev *event
 // ProbeResult records the outcome of a reachability probe of a known broker (unknown brokers
 // are ignored, so a probe that races with Remove does not bring the broker back). A successful
 // probe marks the broker reachable and, when probing, ends its isolation, unless GrowOnRepeat
-// is on and the broker is a repeat offender (two or more episodes), which sits out its timer. A
-// failed one marks it unreachable with reason ProbeFailed and counts as a consecutive failure
-// (with GrowOnRepeat: as a new episode if probing and the broker was not isolated by a failure
+// is on and the broker is a repeat offender (two or more episodes), which sits out its timer, or
+// the broker is isolated for refusing valid messages (see RefusedValidMessage). A failed one
+// marks it unreachable with reason ProbeFailed and counts as a consecutive failure (with
+// GrowOnRepeat: as a new episode if probing and the broker was not isolated by a failure
 // already).
 func (t *Tolerance) ProbeResult(broker string, ok bool, latency time.Duration) {
 	ev := t.lock()
@@ -188,8 +189,9 @@ func (t *Tolerance) ProbeResult(broker string, ok bool, latency time.Duration) {
 			}
 			e.reachable.Store(true)
 			// A repeat offender has to sit out its grown isolation even though it answers now:
-			// a broker that flaps would otherwise be readmitted in every up phase.
-			if t.opts.Probing && e.until > now && (!grow || e.failures <= 1) {
+			// a broker that flaps would otherwise be readmitted in every up phase. An answer is
+			// no proof either for a broker isolated for refusing messages others store.
+			if t.opts.Probing && e.until > now && (!grow || e.failures <= 1) && e.reason != ReasonRefusesValidMessages {
 				e.until = now
 				if grow && e.failures > 0 {
 					e.calm = now
@@ -223,6 +225,17 @@ func (t *Tolerance) WatchFailed(broker string, latency time.Duration) {
 	ef := effectOf(Semantics(t.sem.Load()), TransportError, t.probing.Load())
 	ef.reason = ReasonProbeFailed
 	t.apply(broker, latency, ef)
+}
+
+// RefusedValidMessage records that broker refused a message as MESSAGE_ILLEGAL that another
+// broker then stored, latency being the refused attempt's: the message was fine, so the broker is
+// at fault. It counts as a failed attempt (the failure latency's isolation, grown on repeat) with
+// reason RefusesValidMessages, and leaves the broker reachable, since it answered. A good probe
+// does not end this isolation, even for a first offender: a probe proves that a broker answers,
+// not that it stores what it refused, so only the timer readmits it (or the cap releases it).
+// Nothing is recorded under SemanticsDisabled.
+func (t *Tolerance) RefusedValidMessage(broker string, latency time.Duration) {
+	t.apply(broker, latency, effect{isolation: true, reach: reachSet, reason: ReasonRefusesValidMessages})
 }
 
 // SetPodState records what Kubernetes says about the broker's pod. With RespectPodHealth,
