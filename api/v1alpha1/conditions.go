@@ -48,7 +48,7 @@ const (
 )
 
 // IsolationReason says why a broker is isolated.
-// +kubebuilder:validation:Enum=SlowSend;SendFailed;BrokerError;PodNotReady;PodTerminating;ProbeFailed
+// +kubebuilder:validation:Enum=SlowSend;SendFailed;BrokerError;PodNotReady;PodTerminating;ProbeFailed;RefusesValidMessages
 type IsolationReason string
 
 // Isolation reasons, as written into FaultPolicy status.
@@ -66,4 +66,7 @@ const (
 	// IsolationProbeFailed means the isolation ran out but a probe has not yet proved the broker
 	// reachable.
 	IsolationProbeFailed IsolationReason = "ProbeFailed"
+	// IsolationRefusesValidMessages means the broker refused a message as MESSAGE_ILLEGAL that
+	// another broker then stored (Detour preset): its store, not the message, is at fault.
+	IsolationRefusesValidMessages IsolationReason = "RefusesValidMessages"
 )
