@@ -33,9 +33,9 @@ func NewFrameReader(r io.Reader, bufSize, maxFrameSize int) *FrameReader {
 
 // ReadCommand reads and decodes the next frame. Errors from the stream are returned as they
 // are (io.EOF at a frame boundary, io.ErrUnexpectedEOF inside a frame); a frame that is
-// oversized, too short or undecodable gives an error wrapping ErrFrame, after which the stream
-// is out of step and must be closed. The exception is a *FieldRangeError: that frame was read
-// whole and the next one can be read.
+// oversized (a *LimitError), too short or undecodable gives an error wrapping ErrFrame, after
+// which the stream is out of step and must be closed. The exception is a *FieldRangeError: that
+// frame was read whole and the next one can be read.
 func (fr *FrameReader) ReadCommand() (*Command, error) {
 	head, err := fr.br.Peek(4)
 	if err != nil {
@@ -49,7 +49,8 @@ func (fr *FrameReader) ReadCommand() (*Command, error) {
 		return nil, frameError("frame length %d is smaller than the header length word", length)
 	}
 	if length+4 > int64(fr.max) {
-		return nil, frameError("frame of %d bytes exceeds the limit of %d bytes", length+4, fr.max)
+		// Refused on its length word alone, before a byte of it is buffered.
+		return nil, overLimit(ErrFrame, "%v: frame of %d bytes exceeds the limit of %d bytes", ErrFrame, length+4, fr.max)
 	}
 	n := int(length) + 4
 	if n <= fr.br.Size() {

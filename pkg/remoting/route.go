@@ -61,13 +61,23 @@ func (b *BrokerData) MasterAddr() string { return b.BrokerAddrs[MasterID] }
 
 // DecodeTopicRouteData parses route JSON in either form a name server writes: standard JSON, or
 // the legacy fastjson form whose integer map keys are unquoted ({0:"127.0.0.1:10911"}).
+//
+// An answer beyond the bounds (MaxNameServerBody, MaxRouteBrokers, MaxQueueNums, MaxNameLength,
+// MaxAddrLength) gives a *LimitError; lists longer than MaxRouteBrokers are refused while the body
+// is scanned, before anything is decoded from it.
 func DecodeTopicRouteData(b []byte) (*TopicRouteData, error) {
-	fixed, err := QuoteIntegerKeys(b)
+	if err := checkBody("route", b); err != nil {
+		return nil, fmt.Errorf("route data: %w", err)
+	}
+	fixed, err := quoteIntegerKeys(b, MaxRouteBrokers)
 	if err != nil {
 		return nil, fmt.Errorf("route data: %w", err)
 	}
 	var r TopicRouteData
 	if err := json.Unmarshal(fixed, &r); err != nil {
+		return nil, fmt.Errorf("route data: %w", err)
+	}
+	if err := r.checkBounds(); err != nil {
 		return nil, fmt.Errorf("route data: %w", err)
 	}
 	return &r, nil
@@ -158,10 +168,20 @@ func appendStdJSONString(dst []byte, s string) []byte {
 // integer keys) into quoted strings, so the result is standard JSON. Everything else is copied
 // unchanged; input that is already standard JSON comes back equal. Malformed input gives an
 // error; the function never panics.
-func QuoteIntegerKeys(b []byte) ([]byte, error) {
+func QuoteIntegerKeys(b []byte) ([]byte, error) { return quoteIntegerKeys(b, 0) }
+
+// quoteIntegerKeys is QuoteIntegerKeys that also refuses, with a *LimitError, any object or
+// array with more than maxMembers members (0: no bound), so a body listing too much is refused
+// before it is decoded.
+func quoteIntegerKeys(b []byte, maxMembers int) ([]byte, error) {
 	out := make([]byte, 0, len(b)+16)
-	// stack records, per open container, whether it is an object and whether a key comes next.
-	type frame struct{ object, wantKey bool }
+	// stack records, per open container, whether it is an object and whether a key comes next,
+	// how many commas separate its members so far, and the key it is the value of (for errors).
+	type frame struct {
+		object, wantKey bool
+		commas          int
+		key, lastKey    []byte
+	}
 	stack := make([]frame, 0, 8)
 	for i := 0; i < len(b); {
 		c := b[i]
@@ -181,6 +201,7 @@ func QuoteIntegerKeys(b []byte) ([]byte, error) {
 			out = append(out, b[i:j+1]...)
 			if top >= 0 && stack[top].object && stack[top].wantKey {
 				stack[top].wantKey = false
+				stack[top].lastKey = b[i+1 : j]
 			}
 			i = j + 1
 			continue
@@ -188,13 +209,23 @@ func QuoteIntegerKeys(b []byte) ([]byte, error) {
 			if len(stack) >= maxJSONDepth {
 				return nil, fmt.Errorf("nesting deeper than %d at offset %d", maxJSONDepth, i)
 			}
-			stack = append(stack, frame{object: c == '{', wantKey: c == '{'})
+			f := frame{object: c == '{', wantKey: c == '{'}
+			if top >= 0 && stack[top].object {
+				f.key = stack[top].lastKey
+			}
+			stack = append(stack, f)
 		case c == '}' || c == ']':
 			if top < 0 || stack[top].object != (c == '}') {
 				return nil, fmt.Errorf("unbalanced %q at offset %d", c, i)
 			}
 			stack = stack[:top]
 		case c == ',':
+			if top >= 0 {
+				stack[top].commas++
+				if maxMembers > 0 && stack[top].commas >= maxMembers {
+					return nil, overLimit(nil, "%.64q lists more than %d entries, beyond the bound of %d", stack[top].key, maxMembers, maxMembers)
+				}
+			}
 			if top >= 0 && stack[top].object {
 				stack[top].wantKey = true
 			}
@@ -228,13 +259,23 @@ type ClusterInfo struct {
 
 // DecodeClusterInfo parses a GET_BROKER_CLUSTER_INFO body in either JSON form (fastjson writes
 // brokerAddrs with bare integer keys).
+//
+// An answer beyond the bounds (MaxNameServerBody, MaxClusterBrokers, MaxNameLength, MaxAddrLength)
+// gives a *LimitError; lists longer than MaxClusterBrokers are refused while the body is scanned,
+// before anything is decoded from it.
 func DecodeClusterInfo(b []byte) (*ClusterInfo, error) {
-	std, err := QuoteIntegerKeys(b)
+	if err := checkBody("cluster info", b); err != nil {
+		return nil, fmt.Errorf("cluster info: %w", err)
+	}
+	std, err := quoteIntegerKeys(b, MaxClusterBrokers)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("cluster info: %w", err)
 	}
 	var info ClusterInfo
 	if err := json.Unmarshal(std, &info); err != nil {
+		return nil, fmt.Errorf("cluster info: %w", err)
+	}
+	if err := info.checkBounds(); err != nil {
 		return nil, fmt.Errorf("cluster info: %w", err)
 	}
 	return &info, nil
