@@ -51,7 +51,10 @@ const (
 	// Its selection differs from RocketMQ 5.x's in two documented ways: a retry never returns to
 	// the previous broker while any other healthy-pod broker exists, and retries start from a
 	// random queue without disturbing the index other senders share. Async sends retry like sync
-	// ones (broker retry codes included), and oneway sends retry a failed write.
+	// ones (broker retry codes included), and oneway sends retry a failed write. A message a
+	// broker refuses as MESSAGE_ILLEGAL isolates nothing by itself and is tried on a broker that
+	// has not refused it; if one stores it, the brokers that refused it are isolated (reason
+	// RefusesValidMessages), and if every broker tried refuses it the send fails as refused.
 	PresetDetour Preset = "Detour"
 	// PresetRocketMQ5 is RocketMQ 5.3.x's producer with sendLatencyFaultEnable=true, exactly:
 	// its table and update rules (isolation only extends, a reachable flag), its selection

@@ -322,27 +322,3 @@ func TestRocketMQ4DoesNotRetrySystemBusyOrGoAway(t *testing.T) {
 		})
 	}
 }
-
-// MESSAGE_ILLEGAL condemns the message, not the broker: under Detour the refusing broker stays
-// available (and the send is not retried), while RocketMQ's presets isolate it as RocketMQ does.
-func TestMessageIllegalIsolatesOnlyUnderRocketMQPresets(t *testing.T) {
-	for _, tc := range []struct {
-		preset   Preset
-		isolated bool
-	}{
-		{PresetDetour, false}, {PresetRocketMQ5, true}, {PresetRocketMQ4, true},
-	} {
-		t.Run(string(tc.preset), func(t *testing.T) {
-			c := startCluster(t, 1, []string{"broker-a", "broker-b"}, withPreset(t, tc.preset, nil))
-			c.brokers["broker-a"].SetFault(brokersim.Fault{Code: remoting.MessageIllegal})
-			_, err := sendUntilFirstAttemptOn(t, c, "broker-a")
-			var se *SendError
-			if !errors.As(err, &se) || se.Attempts != 1 {
-				t.Fatalf("send refused with MESSAGE_ILLEGAL: %v, want one attempt", err)
-			}
-			if got := !c.r.tolerance("test").Available("broker-a"); got != tc.isolated {
-				t.Errorf("broker-a isolated after MESSAGE_ILLEGAL: %v, want %v", got, tc.isolated)
-			}
-		})
-	}
-}

@@ -298,6 +298,45 @@ func (r *route) pickSlow(last string, random bool, i uint32) *queueEntry {
 	return nil
 }
 
+// pickAvoiding is PresetDetour's selection for a retry after brokers refused the message as
+// MESSAGE_ILLEGAL: pick's passes from a random position over the brokers none of which refused
+// it, so that a refusal is answered by another broker's store and never by the same refusal
+// again. It returns nil when every broker of the route refused the message. The path is rare, so
+// it walks the queues plainly.
+func (r *route) pickAvoiding(last string, refusals []messageRefusal) *queueEntry {
+	qs := r.queues
+	n := uint32(len(qs))
+	if n == 0 {
+		return nil
+	}
+	for pass := passAvailable; pass <= passAny; pass++ {
+		i := rand.Uint32() % n
+		// A random start may fall inside a block; a jump from there ends at the block's end, so
+		// the walk still visits every broker once.
+		for k := uint32(0); k < n; {
+			q := &qs[i]
+			if !refusedBy(refusals, q.b.name) && q.accept(pass, last) {
+				return q
+			}
+			k += q.rest
+			if i += q.rest; i == n {
+				i = 0
+			}
+		}
+	}
+	return nil
+}
+
+// hasBrokerBesides reports whether the route has a broker that refused none of refusals.
+func (r *route) hasBrokerBesides(refusals []messageRefusal) bool {
+	for i := 0; i < len(r.queues); i += int(r.queues[i].rest) {
+		if !refusedBy(refusals, r.queues[i].b.name) {
+			return true
+		}
+	}
+	return false
+}
+
 // smallRouteIndex is the most topics the route index scans linearly. Up to this size comparing
 // strings (length first) beats hashing the topic for a map lookup, which costs about as much as a
 // whole selection.

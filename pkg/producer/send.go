@@ -76,6 +76,52 @@ func (e *BrokerError) Error() string {
 	return fmt.Sprintf("CODE: %d  DESC: %s BROKER: %s", e.Code, e.Remark, e.Addr)
 }
 
+// MessageRefusedError is the last cause of a send that several brokers refused as
+// MESSAGE_ILLEGAL (under PresetDetour, which tries another broker after such a refusal) and none
+// stored: every refusal, in the order of the attempts. errors.As reaches each *BrokerError.
+type MessageRefusedError struct {
+	Refusals []*BrokerError
+}
+
+// Error names each refusal with its attempt and broker.
+func (e *MessageRefusedError) Error() string {
+	var b strings.Builder
+	b.WriteString("every broker tried refused the message as MESSAGE_ILLEGAL: ")
+	for i, be := range e.Refusals {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		fmt.Fprintf(&b, "attempt %d on %s: %s", i+1, be.Broker, be.Error())
+	}
+	return b.String()
+}
+
+// Unwrap returns the refusals.
+func (e *MessageRefusedError) Unwrap() []error {
+	out := make([]error, len(e.Refusals))
+	for i, be := range e.Refusals {
+		out[i] = be
+	}
+	return out
+}
+
+// messageRefusal is one broker's refusal of the message itself (MESSAGE_ILLEGAL), kept until the
+// send ends: if another broker then stores the message, the refusing broker is at fault.
+type messageRefusal struct {
+	err     *BrokerError
+	latency time.Duration
+}
+
+// refusedBy reports whether broker is among the refusals.
+func refusedBy(refusals []messageRefusal, broker string) bool {
+	for _, rf := range refusals {
+		if rf.err.Broker == broker {
+			return true
+		}
+	}
+	return false
+}
+
 // ErrSendTimeout is matched (errors.Is) by a SendError whose time budget ran out.
 var ErrSendTimeout = errors.New("send timeout")
 
@@ -93,6 +139,11 @@ type SendError struct {
 	BrokersTried []string
 	// Timeout is set when the send's time budget (policy send timeout or context deadline) ran out.
 	Timeout bool
+	// MessageRefused is set when every attempt was refused by its broker as MESSAGE_ILLEGAL and
+	// the send ended for that (not for its budget or its caller): no broker tried would store
+	// the message, so it is the message that must change. Under PresetDetour each broker of the
+	// route is tried once at most before that is concluded, within the attempts allowed.
+	MessageRefused bool
 	// Err is the last attempt's error (or the context's error, or ErrSendTimeout when the budget
 	// ran out before any attempt).
 	Err error
@@ -318,10 +369,11 @@ func (r *Runtime) send(ctx context.Context, key string, m *Message, mode SendMod
 	}
 	tried := make([]string, 0, attempts)
 	var (
-		last    string
-		lastErr error
-		stored  *SendResult
-		timeout bool
+		last     string
+		lastErr  error
+		stored   *SendResult
+		timeout  bool
+		refusals []messageRefusal
 	)
 	for i := 0; i < attempts; i++ {
 		if err := ctx.Err(); err != nil {
@@ -347,7 +399,10 @@ func (r *Runtime) send(ctx context.Context, key string, m *Message, mode SendMod
 				rt = cur
 			}
 		}
-		q := rt.pick(last, i > 0 && rules.resetOnRetry)
+		q := pickAttempt(rt, rules, last, i, refusals)
+		if q == nil {
+			break // every broker of the route refused the message
+		}
 		b := q.b
 		tried = append(tried, b.name)
 		last = b.name
@@ -414,7 +469,11 @@ func (r *Runtime) send(ctx context.Context, key string, m *Message, mode SendMod
 		}
 		status, ok := sendStatus(resp.Code)
 		if !ok {
-			lastErr = &BrokerError{Code: resp.Code, Remark: resp.Remark, Broker: b.name, Addr: b.addr}
+			be := &BrokerError{Code: resp.Code, Remark: resp.Remark, Broker: b.name, Addr: b.addr}
+			lastErr = be
+			if resp.Code == remoting.MessageIllegal {
+				refusals = append(refusals, messageRefusal{err: be, latency: latency})
+			}
 			if resp.Code == remoting.TopicNotExist || resp.Code == remoting.InvalidParameter {
 				// The broker lacks the topic or the queue: a route from name servers is stale (a
 				// topic deleted or shrunk with mqadmin); ask for it now rather than at the next
@@ -427,7 +486,19 @@ func (r *Runtime) send(ctx context.Context, key string, m *Message, mode SendMod
 				r.recordAttempt(rt, b, latency, fault.BrokerError, true, true)
 				break
 			}
-			r.updateFault(rt, b, latency, refusalOutcome(rt.policy.Preset, resp.Code))
+			if rules.retryRefusedMessage && resp.Code == remoting.MessageIllegal {
+				// The message or this broker's store is at fault, and only another broker can
+				// tell which: until one stores the message, the refusal isolates nothing.
+				r.updateFault(rt, b, latency, fault.ClientError)
+				if !rt.hasBrokerBesides(refusals) {
+					break
+				}
+				if i+1 < attempts {
+					r.metrics.Retried(m.Topic, b.name)
+				}
+				continue
+			}
+			r.updateFault(rt, b, latency, fault.BrokerError)
 			if pol.retries(resp.Code) {
 				if i+1 < attempts {
 					r.metrics.Retried(m.Topic, b.name)
@@ -467,14 +538,24 @@ func (r *Runtime) send(ctx context.Context, key string, m *Message, mode SendMod
 		}
 	}
 	if stored != nil {
+		if rules.retryRefusedMessage {
+			blameRefusals(rt, refusals)
+		}
 		r.metrics.SendDone(m.Topic, mode, stored.Attempts, stored.Latency, nil)
 		return stored, nil
 	}
 	if lastErr == nil {
 		lastErr = ErrSendTimeout
 	}
+	timeout = timeout || errors.Is(lastErr, context.DeadlineExceeded)
+	// Refusals that ended the send condemn the message; a send that ran out of time or was given
+	// up after them has not heard every broker it could have tried.
+	refused := len(tried) > 0 && len(refusals) == len(tried) && !timeout && !errors.Is(lastErr, context.Canceled)
+	if refused && len(refusals) > 1 {
+		lastErr = refusedError(refusals)
+	}
 	err := &SendError{Topic: m.Topic, Attempts: len(tried), MaxAttempts: attempts, Elapsed: time.Since(begin),
-		BrokersTried: tried, Timeout: timeout || errors.Is(lastErr, context.DeadlineExceeded), Err: lastErr}
+		BrokersTried: tried, Timeout: timeout, MessageRefused: refused, Err: lastErr}
 	r.metrics.SendDone(m.Topic, mode, len(tried), err.Elapsed, err)
 	return nil, err
 }
@@ -486,16 +567,31 @@ func (r *Runtime) updateFault(rt *route, b *brokerSlot, latency time.Duration, o
 	r.metrics.AttemptDone(rt.policy.Name, b.name, latency, o)
 }
 
-// refusalOutcome is how a broker's refusal of a synchronous send counts. RocketMQ's producer
-// isolates a broker for every refusal; under PresetDetour a refusal that condemns the message
-// itself (MESSAGE_ILLEGAL: a property or body the broker will not store) is the client's mistake,
-// says nothing about the broker, and isolates nothing, so one bad caller cannot take healthy
-// brokers out of everyone's selection. RocketMQ's presets keep RocketMQ's rule.
-func refusalOutcome(preset Preset, code int16) fault.Outcome {
-	if preset.orDefault() == PresetDetour && code == remoting.MessageIllegal {
-		return fault.ClientError
+// pickAttempt selects the queue of attempt i (0 for the first). Under PresetDetour a retry after
+// MESSAGE_ILLEGAL refusals avoids every broker that refused the message (nil when none is left).
+func pickAttempt(rt *route, rules retryRules, last string, i int, refusals []messageRefusal) *queueEntry {
+	if rules.retryRefusedMessage && len(refusals) > 0 {
+		return rt.pickAvoiding(last, refusals)
 	}
-	return fault.BrokerError
+	return rt.pick(last, i > 0 && rules.resetOnRetry)
+}
+
+// blameRefusals isolates the brokers that refused as MESSAGE_ILLEGAL a message another broker
+// has just stored (fault.Tolerance.RefusedValidMessage): the message was fine, so their stores
+// are at fault, and every message sent their way would be refused alike.
+func blameRefusals(rt *route, refusals []messageRefusal) {
+	for _, rf := range refusals {
+		rt.policy.tol.RefusedValidMessage(rf.err.Broker, rf.latency)
+	}
+}
+
+// refusedError is the cause of a send every tried broker refused as MESSAGE_ILLEGAL.
+func refusedError(refusals []messageRefusal) *MessageRefusedError {
+	e := &MessageRefusedError{Refusals: make([]*BrokerError, len(refusals))}
+	for i, rf := range refusals {
+		e.Refusals[i] = rf.err
+	}
+	return e
 }
 
 // recordAttempt records an attempt with the arguments RocketMQ passes to updateFaultItem at a call
@@ -517,6 +613,12 @@ type retryRules struct {
 	async bool
 	// retryNotStoreOK: RetryAnotherBrokerWhenNotStoreOK applies (RocketMQ: sync sends only).
 	retryNotStoreOK bool
+	// retryRefusedMessage (PresetDetour): a MESSAGE_ILLEGAL refusal isolates nothing and is
+	// retried on a broker that has not refused the message, and a broker whose refusal another
+	// broker's store then disproves is isolated (reason RefusesValidMessages). RocketMQ's
+	// producer neither retries MESSAGE_ILLEGAL nor tells the message's fault from the broker's:
+	// it isolates the broker for every refusal.
+	retryRefusedMessage bool
 	// onewayUnseen reports the oneway failures the preset's RocketMQ line never sees: RocketMQ
 	// writes a oneway request without waiting for the write, and 5.x connects without waiting
 	// either, so a oneway send to an unreachable broker returns as sent (4.x still fails when the
@@ -533,6 +635,7 @@ func retryRulesOf(pol *Policy, mode SendMode) retryRules {
 	rr := retryRules{attempts: pol.Retry.Attempts, resetOnRetry: true, retryNotStoreOK: true,
 		onewayUnseen: func(error) bool { return false }}
 	if !pol.Preset.rocketMQ() {
+		rr.retryRefusedMessage = true
 		return rr
 	}
 	switch mode {

@@ -77,7 +77,9 @@ func TestRetryCodesAreRetriedOnAnotherBrokerAndOthersAreNot(t *testing.T) {
 		{remoting.TopicNotExist, true}, {remoting.ServiceNotAvailable, true}, {remoting.SystemError, true},
 		{remoting.SystemBusy, true}, {remoting.NoPermission, true}, {remoting.NoBuyerID, true},
 		{remoting.NotInCurrentUnit, true}, {remoting.GoAway, true},
-		{remoting.MessageIllegal, false}, {remoting.InvalidParameter, false}, {remoting.FlowControl, false},
+		// Under the Detour preset a broker's MESSAGE_ILLEGAL is tried on a broker that has not
+		// refused the message (see TestMessagesOneBrokerRefusesAreStoredElsewhere).
+		{remoting.MessageIllegal, true}, {remoting.InvalidParameter, false}, {remoting.FlowControl, false},
 		{remoting.RequestCodeNotSupported, false},
 	}
 	for _, tc := range cases {
