@@ -42,6 +42,7 @@ const usage = `usage: detourctl <command> [flags]
 
 commands:
   send    send messages through the producer runtime with a static route
+  ping    check that a RocketMQ name server or broker answers (a readiness probe)
 `
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -52,6 +53,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "send":
 		return runSend(ctx, args[1:], stdout, stderr)
+	case "ping":
+		return runPing(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
