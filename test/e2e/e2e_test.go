@@ -1,0 +1,395 @@
+// Package e2e runs detour on a real single-node Kubernetes cluster (kubelet, containerd, kube-proxy,
+// scheduler, controller manager) with real Apache RocketMQ in pods: deployed as a user deploys it
+// (`kubectl apply -k config/default`), then driven through rolling restarts, a frozen broker, the
+// loss of the leader, an eviction and a certificate rotation. `make test-e2e` starts the node
+// (hack/e2e-cluster.sh), runs these tests inside its network namespace and tears it down.
+//
+// The tests run in file order and share one deployment: each leaves the cluster as it found it.
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
+)
+
+// TestOperatorRunsAsDeployed: config/default brings up two Ready replicas, exactly one of which
+// holds the leader Lease.
+func TestOperatorRunsAsDeployed(t *testing.T) {
+	k := deploy(t)
+	pods := k.managerPods(t)
+	if len(pods) != 2 {
+		t.Fatalf("want 2 manager pods, got %d", len(pods))
+	}
+	for _, p := range pods {
+		if !podReady(&p) {
+			t.Errorf("manager pod %s is not Ready", p.Name)
+		}
+	}
+	leader := k.leader(t)
+	if !slices.ContainsFunc(pods, func(p corev1.Pod) bool { return p.Name == leader }) {
+		t.Errorf("the leader Lease is held by %q, not by a manager pod", leader)
+	}
+	t.Logf("leader: %s", leader)
+}
+
+// TestMetricsNeedTheReaderRole: /metrics answers over HTTPS to a token bound to
+// detour-metrics-reader, and refuses no token (401) and a token without the role (403).
+func TestMetricsNeedTheReaderRole(t *testing.T) {
+	k := deploy(t)
+	addr, err := k.serviceAddr(operatorNamespace, "detour-controller-manager-metrics-service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name   string
+		token  string
+		status int
+	}{
+		{"reader", k.token(t, "scraper"), http.StatusOK},
+		{"no token", "", http.StatusUnauthorized},
+		{"a token without the role", k.token(t, "stranger"), http.StatusForbidden},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			req, _ := http.NewRequest(http.MethodGet, "https://"+addr+"/metrics", nil)
+			if tc.token != "" {
+				req.Header.Set("Authorization", "Bearer "+tc.token)
+			}
+			resp, err := httpsClient().Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tc.status {
+				t.Fatalf("HTTP %d, want %d: %.200s", resp.StatusCode, tc.status, body)
+			}
+			if tc.status == http.StatusOK && !bytes.Contains(body, []byte("detour_")) {
+				t.Errorf("metrics hold no detour_ series: %.300s", body)
+			}
+		})
+	}
+}
+
+// TestGatewaySendsForSendersOnly: the gateway stores a message for a token bound to
+// detour-topic-sender in the Topic's namespace and refuses another ServiceAccount's.
+func TestGatewaySendsForSendersOnly(t *testing.T) {
+	k := deploy(t)
+	c := httpsClient()
+	r, err := k.send(c, k.token(t, "sender"), "hello from a sender")
+	if err != nil || r.status != http.StatusOK || r.MsgID == "" {
+		t.Fatalf("sender: %+v, %v", r, err)
+	}
+	t.Logf("stored as %s on %s", r.MsgID, r.Broker)
+	r, err = k.send(c, k.token(t, "stranger"), "hello from a stranger")
+	if err != nil || r.status != http.StatusForbidden {
+		t.Fatalf("stranger: want 403, got %+v, %v", r, err)
+	}
+}
+
+// TestRollingRestartOfABrokerLosesNoSend: `kubectl rollout restart` of a broker StatefulSet while
+// senders use the gateway: no send fails and a Java consumer reads back every acknowledged
+// message.
+func TestRollingRestartOfABrokerLosesNoSend(t *testing.T) {
+	k := deploy(t)
+	tr := k.startTraffic(t, k.token(t, "sender"), 4, 100*time.Millisecond)
+	k.waitAcked(t, tr, 40)
+	start := time.Now()
+	if _, err := k.kubectl(nil, "-n", namespace, "rollout", "restart", "statefulset/broker-a"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k.kubectl(nil, "-n", namespace, "rollout", "status", "statefulset/broker-a", "--timeout=180s"); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("broker-a restarted and Ready again in %v", time.Since(start).Round(100*time.Millisecond))
+	k.waitBrokerServes(t, tr, "broker-a")
+	acked := tr.finish(t)
+	k.checkReadBack(t, acked)
+}
+
+// TestFrozenBrokerIsIsolatedAndReturns: a broker's JVM stopped (SIGSTOP from the node) fails its
+// readiness probe; detour isolates it before sends fail, `kubectl get faultpolicies` shows why, and
+// the broker returns once thawed.
+func TestFrozenBrokerIsIsolatedAndReturns(t *testing.T) {
+	k := deploy(t)
+	tr := k.startTraffic(t, k.token(t, "sender"), 4, 100*time.Millisecond)
+	k.waitAcked(t, tr, 40)
+	id := containerID(t, k.brokerPod(t, "broker-b"))
+	if err := k.ctr("tasks", "kill", "--signal", "SIGSTOP", id); err != nil {
+		t.Fatal(err)
+	}
+	thawed := false
+	thaw := func() {
+		if !thawed {
+			thawed = true
+			if err := k.ctr("tasks", "kill", "--signal", "SIGCONT", id); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	t.Cleanup(thaw)
+	frozen := time.Now()
+
+	var iso routingv1alpha1.IsolatedBroker
+	eventually(t, time.Minute, "broker-b isolated in the FaultPolicy's status", func() error {
+		fp := k.faultPolicy(t)
+		for _, b := range fp.Status.IsolatedBrokers {
+			if b.BrokerName == "broker-b" {
+				iso = b
+				return nil
+			}
+		}
+		return fmt.Errorf("isolated: %+v", fp.Status.IsolatedBrokers)
+	})
+	t.Logf("broker-b isolated %v after the freeze, reason %s", time.Since(frozen).Round(100*time.Millisecond), iso.Reason)
+	eventually(t, time.Minute, "broker-b's pod NotReady", func() error {
+		if podReady(k.brokerPod(t, "broker-b")) {
+			return fmt.Errorf("still Ready")
+		}
+		return nil
+	})
+	out, err := k.kubectl(nil, "-n", namespace, "get", "faultpolicies", "default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("kubectl get faultpolicies:\n%s", out)
+	k.waitAcked(t, tr, tr.acknowledged()+40) // sends go on while it is frozen
+
+	thaw()
+	eventually(t, 2*time.Minute, "broker-b readmitted", func() error {
+		fp := k.faultPolicy(t)
+		if len(fp.Status.IsolatedBrokers) > 0 {
+			return fmt.Errorf("isolated: %+v", fp.Status.IsolatedBrokers)
+		}
+		return nil
+	})
+	k.waitBrokerServes(t, tr, "broker-b")
+	tr.finish(t)
+}
+
+// TestUnmodifiedJavaProducerThroughTheFacade: RocketMQ's own Java producer, with its default
+// settings and the detour-namesrv Service as its name server, keeps sending through a rolling
+// restart of a broker: once it has polled the route the facade publishes, no send fails.
+func TestUnmodifiedJavaProducerThroughTheFacade(t *testing.T) {
+	k := deploy(t)
+	const poll = 30 * time.Second // RocketMQ's default pollNameServerInterval
+	name := fmt.Sprintf("produce-%d", time.Now().UnixNano())
+	k.runJava(t, name, "dev.detour.rmqdriver.Produce", "namesrv="+k.facade, "topic="+topicName,
+		"group=e2e-java", "senders=2", "rate=20", "durationMs=90000", "size=128")
+	eventually(t, 2*time.Minute, "the Java producer started", func() error {
+		logs, err := k.cs.CoreV1().Pods(namespace).GetLogs(name, &corev1.PodLogOptions{}).DoRaw(context.Background())
+		if err != nil || !bytes.Contains(logs, []byte(`{"ready":true}`)) {
+			return fmt.Errorf("not ready: %v %.200s", err, logs)
+		}
+		return nil
+	})
+	restart := time.Now()
+	if _, err := k.kubectl(nil, "-n", namespace, "rollout", "restart", "statefulset/broker-b"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k.kubectl(nil, "-n", namespace, "rollout", "status", "statefulset/broker-b", "--timeout=180s"); err != nil {
+		t.Fatal(err)
+	}
+	logs := k.waitPod(t, name, 4*time.Minute)
+
+	var total, failed, failedAfterPoll int
+	sc := bufio.NewScanner(bytes.NewReader(logs))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var l struct {
+			StartMs *int64 `json:"startMs"`
+			OK      bool   `json:"ok"`
+			Error   string `json:"error"`
+		}
+		if json.Unmarshal(sc.Bytes(), &l) != nil || l.StartMs == nil {
+			continue
+		}
+		total++
+		if !l.OK {
+			failed++
+			if time.UnixMilli(*l.StartMs).After(restart.Add(poll)) {
+				failedAfterPoll++
+				t.Logf("failed after the poll: %s", l.Error)
+			}
+		}
+	}
+	t.Logf("Java producer through the facade: %d sends, %d failed, %d of them after its first route poll", total, failed, failedAfterPoll)
+	if total == 0 {
+		t.Fatalf("the producer printed no send:\n%.2000s", logs)
+	}
+	if failedAfterPoll > 0 {
+		t.Errorf("%d sends failed after the producer polled the facade's route", failedAfterPoll)
+	}
+}
+
+// TestLeaderLossKeepsTheGatewayAnswering: deleting the leader's pod hands leadership to the other
+// replica while the gateway Service keeps answering, and nothing acknowledged is lost.
+func TestLeaderLossKeepsTheGatewayAnswering(t *testing.T) {
+	k := deploy(t)
+	tr := k.startTraffic(t, k.token(t, "sender"), 4, 100*time.Millisecond)
+	k.waitAcked(t, tr, 40)
+	old := k.leader(t)
+	if err := k.cs.CoreV1().Pods(operatorNamespace).Delete(context.Background(), old, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	eventually(t, 2*time.Minute, "another replica leads", func() error {
+		if l := k.leader(t); l == old || l == "" {
+			return fmt.Errorf("leader still %q", l)
+		}
+		return nil
+	})
+	t.Logf("%s took over from %s in %v", k.leader(t), old, time.Since(start).Round(100*time.Millisecond))
+	if _, err := k.kubectl(nil, "-n", operatorNamespace, "rollout", "status", "deployment/detour-controller-manager", "--timeout=180s"); err != nil {
+		t.Fatal(err)
+	}
+	k.waitAcked(t, tr, tr.acknowledged()+40)
+	acked := tr.finish(t)
+	k.checkReadBack(t, acked)
+}
+
+// TestEvictionRespectsThePodDisruptionBudget: as `kubectl drain` does (cordon, then evict), the
+// first manager pod may go, the second may not while the first has no Ready replacement.
+func TestEvictionRespectsThePodDisruptionBudget(t *testing.T) {
+	k := deploy(t)
+	if _, err := k.kubectl(nil, "cordon", "node0"); err != nil {
+		t.Fatal(err)
+	}
+	uncordon := func() {
+		if _, err := k.kubectl(nil, "uncordon", "node0"); err != nil {
+			t.Error(err)
+		}
+	}
+	t.Cleanup(uncordon)
+	pods := k.managerPods(t)
+	if len(pods) != 2 {
+		t.Fatalf("want 2 manager pods, got %d", len(pods))
+	}
+	evict := func(name string) error {
+		return k.cs.PolicyV1().Evictions(operatorNamespace).Evict(context.Background(), &policyv1.Eviction{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: operatorNamespace}})
+	}
+	if err := evict(pods[0].Name); err != nil {
+		t.Fatalf("evicting the first manager pod: %v", err)
+	}
+	err := evict(pods[1].Name)
+	if !apierrors.IsTooManyRequests(err) {
+		t.Fatalf("evicting the second manager pod: want 429 (the PodDisruptionBudget), got %v", err)
+	}
+	t.Logf("second eviction refused: %v", err)
+	uncordon()
+	if _, err := k.kubectl(nil, "-n", operatorNamespace, "rollout", "status", "deployment/detour-controller-manager", "--timeout=180s"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// managerPods are the operator's pods that are not being deleted.
+func (k *cluster) managerPods(t *testing.T) []corev1.Pod {
+	t.Helper()
+	list, err := k.cs.CoreV1().Pods(operatorNamespace).List(context.Background(), metav1.ListOptions{LabelSelector: "control-plane=controller-manager"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pods []corev1.Pod
+	for _, p := range list.Items {
+		if p.DeletionTimestamp == nil {
+			pods = append(pods, p)
+		}
+	}
+	return pods
+}
+
+// leader is the pod holding the leader Lease (its identity is the pod name and a suffix).
+func (k *cluster) leader(t *testing.T) string {
+	t.Helper()
+	var lease coordinationv1.Lease
+	if err := k.c.Get(context.Background(), client.ObjectKey{Namespace: operatorNamespace, Name: leaseName}, &lease); err != nil {
+		t.Fatal(err)
+	}
+	if lease.Spec.HolderIdentity == nil {
+		return ""
+	}
+	holder, _, _ := strings.Cut(*lease.Spec.HolderIdentity, "_")
+	return holder
+}
+
+func (k *cluster) faultPolicy(t *testing.T) *routingv1alpha1.FaultPolicy {
+	t.Helper()
+	var fp routingv1alpha1.FaultPolicy
+	if err := k.c.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: "default"}, &fp); err != nil {
+		t.Fatal(err)
+	}
+	return &fp
+}
+
+// waitAcked waits until traffic has n acknowledged sends.
+func (k *cluster) waitAcked(t *testing.T, tr *traffic, n int) {
+	t.Helper()
+	eventually(t, 2*time.Minute, fmt.Sprintf("%d sends acknowledged", n), func() error {
+		if got := tr.acknowledged(); got < n {
+			return fmt.Errorf("%d acknowledged", got)
+		}
+		return nil
+	})
+}
+
+// waitBrokerServes waits until traffic lands on broker again.
+func (k *cluster) waitBrokerServes(t *testing.T, tr *traffic, broker string) {
+	t.Helper()
+	tr.mu.Lock()
+	before := map[string]bool{}
+	for id := range tr.acked {
+		before[id] = true
+	}
+	tr.mu.Unlock()
+	eventually(t, 2*time.Minute, "sends reach "+broker+" again", func() error {
+		tr.mu.Lock()
+		defer tr.mu.Unlock()
+		for id, b := range tr.acked {
+			if b == broker && !before[id] {
+				return nil
+			}
+		}
+		return fmt.Errorf("no new send on %s", broker)
+	})
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// containerID is the containerd id of a pod's first container.
+func containerID(t *testing.T, p *corev1.Pod) string {
+	t.Helper()
+	if len(p.Status.ContainerStatuses) == 0 {
+		t.Fatalf("pod %s has no container status", p.Name)
+	}
+	_, id, ok := strings.Cut(p.Status.ContainerStatuses[0].ContainerID, "://")
+	if !ok {
+		t.Fatalf("pod %s: container id %q", p.Name, p.Status.ContainerStatuses[0].ContainerID)
+	}
+	return id
+}
