@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/detourmq/detour/pkg/producer"
-	"github.com/detourmq/detour/pkg/remoting"
 )
 
 // MessagesPath is the route of the send endpoint; {name} is the Topic resource's name.
@@ -251,15 +250,12 @@ func (s *Server) writeSendError(w http.ResponseWriter, r *http.Request, err erro
 		writeError(w, http.StatusServiceUnavailable, ErrorResponse{Code: CodeUnavailable, Error: err.Error()})
 		return
 	}
-	if be, ok := errors.AsType[*producer.BrokerError](err); ok && be.Code == remoting.MessageIllegal {
-		// The broker refused the message itself (properties or body it cannot store): retrying
-		// elsewhere would fail the same way, so the caller's request is what must change.
-		se, _ := errors.AsType[*producer.SendError](err)
-		resp := ErrorResponse{Code: CodeInvalidMessage, Error: err.Error()}
-		if se != nil {
-			resp.Attempts, resp.BrokersTried = se.Attempts, se.BrokersTried
-		}
-		writeError(w, http.StatusBadRequest, resp)
+	if se, ok := errors.AsType[*producer.SendError](err); ok && se.MessageRefused {
+		// Every broker tried refused the message itself (MESSAGE_ILLEGAL: properties or body
+		// they cannot store): retrying would fail the same way, so the caller's request is what
+		// must change. A refusal beside brokers that never answered is no such proof (503 below).
+		writeError(w, http.StatusBadRequest, ErrorResponse{Code: CodeInvalidMessage, Error: err.Error(),
+			Attempts: se.Attempts, BrokersTried: se.BrokersTried})
 		return
 	}
 	if se, ok := errors.AsType[*producer.SendError](err); ok {
