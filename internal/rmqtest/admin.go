@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/detourmq/detour/pkg/remoting"
 )
@@ -11,6 +12,7 @@ import (
 // Admin request codes of RocketMQ's RequestCode that only the harness sends.
 const (
 	codeUpdateBrokerConfig    int16 = 25
+	codeGetBrokerConfig       int16 = 26
 	codeWipeWritePermOfBroker int16 = 205
 	codeAddWritePermOfBroker  int16 = 327
 )
@@ -79,6 +81,22 @@ func (b *Broker) UpdateConfig(ctx context.Context, settings map[string]string) e
 	}
 	_, err := b.c.invoke(ctx, b.Addr, codeUpdateBrokerConfig, nil, body)
 	return err
+}
+
+// Config returns the settings the broker runs with (GET_BROKER_CONFIG, as `mqadmin
+// getBrokerConfig` reads them): every key of its broker, store and remoting configuration.
+func (b *Broker) Config(ctx context.Context) (map[string]string, error) {
+	resp, err := b.c.invoke(ctx, b.Addr, codeGetBrokerConfig, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, line := range strings.Split(string(resp.Body), "\n") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(line), "="); ok && !strings.HasPrefix(k, "#") {
+			out[k] = v
+		}
+	}
+	return out, nil
 }
 
 // MaxOffset is the number of messages a queue of a topic holds on the broker (GET_MAX_OFFSET).

@@ -64,6 +64,20 @@ func TestHarnessFaultsOnRealProcesses(t *testing.T) {
 				t.Errorf("TBW102 on %s with auto-create off: perm %d, want absent", b.Name, got)
 			}
 
+			t.Run("brokers let sends wait in their queue as long as a busy machine needs", func(t *testing.T) {
+				cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+				defer cancel()
+				for _, br := range c.Brokers() {
+					cfg, err := br.Config(cctx)
+					if err != nil {
+						t.Fatalf("config of %s: %v", br.Name, err)
+					}
+					if got, want := cfg["waitTimeMillsInSendQueue"], "10000"; got != want {
+						t.Errorf("%s runs with waitTimeMillsInSendQueue=%q, want %s", br.Name, got, want)
+					}
+				}
+			})
+
 			t.Run("wipe and add write perm on the name server", func(t *testing.T) {
 				if n, err := c.WipeWritePerm(ctx, a.Name); err != nil || n < 1 {
 					t.Fatalf("wipeWritePerm = %d, %v", n, err)
