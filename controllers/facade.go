@@ -156,9 +156,11 @@ func (e *FacadeEvents) Record(c facade.Change) {
 
 // FacadeMetrics are the facade's Prometheus collectors.
 type FacadeMetrics struct {
-	routes  *prometheus.CounterVec
-	hidden  *prometheus.GaugeVec
-	refused *prometheus.CounterVec
+	routes    *prometheus.CounterVec
+	hidden    *prometheus.GaugeVec
+	refused   *prometheus.CounterVec
+	coalesced *prometheus.CounterVec
+	panics    prometheus.Counter
 }
 
 var _ facade.Metrics = (*FacadeMetrics)(nil)
@@ -180,9 +182,15 @@ func NameServerFacadeMetrics() *FacadeMetrics {
 			hidden: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: "namesrv_facade", Name: "brokers_hidden",
 				Help: "Brokers the last route answer for a topic published read-only."}, []string{"topic"}),
 			refused: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: "namesrv_facade", Name: "refused_total",
-				Help: "Requests the facade refused to forward because they change a name server, by request code."}, []string{"code"}),
+				Help: "Requests the facade refused to forward (anything but the reads clients send a name server, and oneway requests), by request code; codes no name server serves are \"other\"."},
+				[]string{"code"}),
+			coalesced: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: "namesrv_facade", Name: "coalesced_total",
+				Help: "Requests answered by an identical request's upstream request instead of their own, by request code."}, []string{"code"}),
+			panics: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: "namesrv_facade", Name: "panics_total",
+				Help: "Panics recovered while serving a client connection; each closed that connection."}),
 		}
-		ctrlmetrics.Registry.MustRegister(facadeMetrics.routes, facadeMetrics.hidden, facadeMetrics.refused)
+		ctrlmetrics.Registry.MustRegister(facadeMetrics.routes, facadeMetrics.hidden, facadeMetrics.refused,
+			facadeMetrics.coalesced, facadeMetrics.panics)
 	})
 	return facadeMetrics
 }
@@ -198,4 +206,19 @@ func (m *FacadeMetrics) BrokersHidden(topic string, n int) {
 }
 
 // Refused implements facade.Metrics.
-func (m *FacadeMetrics) Refused(code int16) { m.refused.WithLabelValues(strconv.Itoa(int(code))).Inc() }
+func (m *FacadeMetrics) Refused(code int16) { m.refused.WithLabelValues(codeLabel(code)).Inc() }
+
+// Coalesced implements facade.Metrics.
+func (m *FacadeMetrics) Coalesced(code int16) { m.coalesced.WithLabelValues(codeLabel(code)).Inc() }
+
+// Panicked implements facade.Metrics.
+func (m *FacadeMetrics) Panicked() { m.panics.Inc() }
+
+// codeLabel is a request code's label value: its number when a name server serves it, else
+// "other", because any peer may send any of 65,536 codes and each would be a series of its own.
+func codeLabel(code int16) string {
+	if _, ok := facade.CodeName(code); ok {
+		return strconv.Itoa(int(code))
+	}
+	return "other"
+}

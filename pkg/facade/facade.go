@@ -6,8 +6,12 @@
 // RocketMQ clients build their publish info from writable queues only, so they stop sending there
 // at their next route poll; the read bit stays, so consumers keep reading every queue.
 //
-// The facade is not an admin path: requests that change a name server (broker registration,
-// write-permission changes, KV config, topic deletion, ...) are refused, never forwarded.
+// The facade is not an admin path: it forwards only the reads RocketMQ clients send to a name
+// server and refuses everything else, requests that change a name server (broker registration,
+// write-permission changes, KV config, topic deletion, ...) among them. It trusts no peer: oneway
+// requests are dropped, connections are bounded in total, per source address and in how long
+// they may stay silent or take to deliver a frame, identical reads in flight share one upstream
+// request, and a panic while serving a connection closes that connection only.
 //
 // The package knows nothing of Kubernetes: a View supplies the name servers and, per topic, the
 // brokers to hide.
@@ -21,6 +25,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"sync"
@@ -49,8 +55,13 @@ type Metrics interface {
 	RouteServed(topic string, rewritten bool)
 	// BrokersHidden reports how many brokers the last answer for topic hid.
 	BrokersHidden(topic string, n int)
-	// Refused counts a request the facade refused to forward, by request code.
+	// Refused counts a request the facade refused to forward, by request code: a code it does
+	// not forward, or a oneway request. Any code may arrive; see CodeName.
 	Refused(code int16)
+	// Coalesced counts a request answered by an identical one's upstream request.
+	Coalesced(code int16)
+	// Panicked counts a panic recovered while serving a client connection, which closed it.
+	Panicked()
 }
 
 // Change is a broker hidden from or shown again in a topic's route, compared with the previous
@@ -68,11 +79,20 @@ type Options struct {
 	View View
 	// Client forwards requests; nil means a client owned by the Server.
 	Client *remoting.Client
-	// MaxConns bounds client connections; more are closed at once. 0 means 1024.
+	// MaxConns bounds client connections; more are closed at once. 0 means DefaultMaxConns.
 	MaxConns int
-	// MaxFrameSize bounds one request frame; a larger one closes that connection. 0 means 1 MiB
-	// (client requests to a name server are small; broker registrations, which are large, are
-	// refused anyway).
+	// MaxConnsPerSource bounds the connections from one IP address, so no one peer can take every
+	// connection; more are closed at once. 0 means max(8, MaxConns/16); negative means no bound
+	// but MaxConns, for clients that all reach the facade through one address (a NAT gateway).
+	MaxConnsPerSource int
+	// IdleTimeout closes a connection on which no byte of a next frame arrives for this long.
+	// 0 means DefaultIdleTimeout.
+	IdleTimeout time.Duration
+	// FrameTimeout closes a connection that started a frame (sent its first byte) but did not
+	// finish it within this long. 0 means DefaultFrameTimeout.
+	FrameTimeout time.Duration
+	// MaxFrameSize bounds one request frame; a larger one closes that connection. 0 means
+	// DefaultMaxFrameSize.
 	MaxFrameSize int
 	// MaxInFlight bounds requests in flight per connection. 0 means 64.
 	MaxInFlight int
@@ -90,25 +110,35 @@ type Server struct {
 	ln         net.Listener
 	client     *remoting.Client
 	ownsClient bool
-	conns      atomic.Int64
 	next       atomic.Uint32 // name server to ask first
+	flights    flights
 
-	mu     sync.Mutex
-	last   map[string]map[string]string // topic -> hidden brokers of the last answer
-	open   map[net.Conn]struct{}
-	closed bool
-	wg     sync.WaitGroup
+	mu        sync.Mutex
+	last      map[string]map[string]string // topic -> hidden brokers of the last answer
+	open      map[net.Conn]struct{}
+	perSource map[string]int // source IP -> connections open
+	closed    bool
+	wg        sync.WaitGroup
 }
 
-// Refused request codes: everything that changes a name server's state. RocketMQ's RequestCode
-// values: PUT_KV_CONFIG 100, DELETE_KV_CONFIG 102, REGISTER_BROKER 103, UNREGISTER_BROKER 104,
-// WIPE_WRITE_PERM_OF_BROKER 205, DELETE_TOPIC_IN_NAMESRV 216, REGISTER_TOPIC_IN_NAMESRV 217,
-// UPDATE_NAMESRV_CONFIG 318, ADD_WRITE_PERM_OF_BROKER 327, BROKER_HEARTBEAT 904.
-var refused = map[int16]string{
-	100: "PUT_KV_CONFIG", 102: "DELETE_KV_CONFIG", 103: "REGISTER_BROKER", 104: "UNREGISTER_BROKER",
-	205: "WIPE_WRITE_PERM_OF_BROKER", 216: "DELETE_TOPIC_IN_NAMESRV", 217: "REGISTER_TOPIC_IN_NAMESRV",
-	318: "UPDATE_NAMESRV_CONFIG", 327: "ADD_WRITE_PERM_OF_BROKER", 904: "BROKER_HEARTBEAT",
-}
+// Defaults of Options.
+const (
+	// DefaultMaxConns bounds client connections.
+	DefaultMaxConns = 1024
+	// DefaultMaxFrameSize bounds one request frame: client requests to a name server are small;
+	// broker registrations, which are large, are refused anyway.
+	DefaultMaxFrameSize = 1 << 20
+	// DefaultIdleTimeout is how long a connection may stay silent between frames: a Java name
+	// server's own serverChannelMaxIdleTimeSeconds, and the Java client's
+	// clientChannelMaxIdleTimeSeconds. A client with any topic polls its routes every 30 s
+	// (pollNameServerInterval), so it is never silent that long; one without topics that is cut
+	// reconnects at its next request, as it does when a real name server closes an idle channel.
+	DefaultIdleTimeout = 120 * time.Second
+	// DefaultFrameTimeout bounds how long a started frame may take to arrive. Clients write a
+	// request to a name server (well under a kilobyte) in one piece; only a peer holding the
+	// connection open on purpose takes seconds.
+	DefaultFrameTimeout = 10 * time.Second
+)
 
 // Start listens and serves until Close.
 func Start(opts Options) (*Server, error) {
@@ -116,10 +146,19 @@ func Start(opts Options) (*Server, error) {
 		return nil, errors.New("facade: a View is required")
 	}
 	if opts.MaxConns <= 0 {
-		opts.MaxConns = 1024
+		opts.MaxConns = DefaultMaxConns
+	}
+	if opts.MaxConnsPerSource == 0 {
+		opts.MaxConnsPerSource = max(8, opts.MaxConns/16)
+	}
+	if opts.IdleTimeout <= 0 {
+		opts.IdleTimeout = DefaultIdleTimeout
+	}
+	if opts.FrameTimeout <= 0 {
+		opts.FrameTimeout = DefaultFrameTimeout
 	}
 	if opts.MaxFrameSize <= 0 {
-		opts.MaxFrameSize = 1 << 20
+		opts.MaxFrameSize = DefaultMaxFrameSize
 	}
 	if opts.MaxInFlight <= 0 {
 		opts.MaxInFlight = 64
@@ -131,7 +170,8 @@ func Start(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("facade: listening on %s: %w", opts.Addr, err)
 	}
-	s := &Server{opts: opts, ln: ln, client: opts.Client, last: map[string]map[string]string{}, open: map[net.Conn]struct{}{}}
+	s := &Server{opts: opts, ln: ln, client: opts.Client, last: map[string]map[string]string{},
+		open: map[net.Conn]struct{}{}, perSource: map[string]int{}}
 	if s.client == nil {
 		s.client = remoting.NewClient(remoting.ClientOptions{})
 		s.ownsClient = true
@@ -171,23 +211,36 @@ func (s *Server) acceptLoop() {
 		if err != nil {
 			return
 		}
-		if s.conns.Add(1) > int64(s.opts.MaxConns) {
-			s.conns.Add(-1)
-			s.opts.Logger.V(1).Info("connection refused: too many connections", "remote", c.RemoteAddr().String(), "max", s.opts.MaxConns)
+		if why := s.admit(c); why != "" {
+			s.opts.Logger.V(1).Info("connection refused", "reason", why, "remote", c.RemoteAddr().String(),
+				"max", s.opts.MaxConns, "maxPerSource", s.opts.MaxConnsPerSource)
 			_ = c.Close()
 			continue
 		}
-		s.mu.Lock()
-		if s.closed {
-			s.mu.Unlock()
-			_ = c.Close()
-			s.conns.Add(-1)
-			return
-		}
-		s.open[c] = struct{}{}
-		s.mu.Unlock()
 		s.wg.Add(1)
 		go s.serve(c)
+	}
+}
+
+// recovered handles a panic p recovered while serving c: it is logged and counted, and c is
+// closed, so one peer's request costs its own connection, never the process.
+func (s *Server) recovered(c net.Conn, p any) {
+	s.opts.Logger.Error(fmt.Errorf("panic: %v", p), "closing a client connection after a panic",
+		"remote", c.RemoteAddr().String(), "stack", string(debug.Stack()))
+	if s.opts.Metrics != nil {
+		s.opts.Metrics.Panicked()
+	}
+	_ = c.Close()
+}
+
+// dropOneway drops a oneway request unanswered and unforwarded. RocketMQ clients send oneway
+// requests only to brokers (sends, consumer offsets, transaction ends, unlocks); what reaches a
+// name server oneway comes from brokers (registrations, heartbeats), which the facade refuses
+// anyway, so nothing a client needs is lost, and nothing is forwarded that no one would read.
+func (s *Server) dropOneway(c net.Conn, req *remoting.Command) {
+	s.opts.Logger.V(1).Info("oneway request dropped", "remote", c.RemoteAddr().String(), "code", req.Code)
+	if s.opts.Metrics != nil {
+		s.opts.Metrics.Refused(req.Code)
 	}
 }
 
@@ -196,38 +249,47 @@ func (s *Server) acceptLoop() {
 func (s *Server) serve(c net.Conn) {
 	defer s.wg.Done()
 	defer func() {
-		s.mu.Lock()
-		delete(s.open, c)
-		s.mu.Unlock()
+		s.release(c)
 		_ = c.Close()
-		s.conns.Add(-1)
 	}()
-	fr := remoting.NewFrameReader(c, 0, s.opts.MaxFrameSize)
+	defer func() {
+		if p := recover(); p != nil {
+			s.recovered(c, p)
+		}
+	}()
+	dr := &deadlineReader{c: c, idle: s.opts.IdleTimeout, frame: s.opts.FrameTimeout}
+	fr := remoting.NewFrameReader(dr, 0, s.opts.MaxFrameSize)
 	fw := remoting.NewFrameWriter(c, 10*time.Second)
 	var wmu sync.Mutex
 	slots := make(chan struct{}, s.opts.MaxInFlight)
 	var reqs sync.WaitGroup
 	defer reqs.Wait()
 	for {
+		if err := dr.next(fr.Buffered()); err != nil {
+			return // closed
+		}
 		req, err := fr.ReadCommand()
 		if err != nil {
-			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
-				// A malformed frame closes this connection only.
-				s.opts.Logger.V(1).Info("closing a client connection", "remote", c.RemoteAddr().String(), "error", err.Error())
-			}
+			s.closing(c, err)
 			return
 		}
 		if req.IsResponse() {
 			continue // clients do not answer name servers; nothing to do
 		}
+		if req.IsOneway() {
+			s.dropOneway(c, req)
+			continue
+		}
 		slots <- struct{}{}
 		reqs.Add(1)
 		go func() {
 			defer func() { <-slots; reqs.Done() }()
+			defer func() {
+				if p := recover(); p != nil {
+					s.recovered(c, p)
+				}
+			}()
 			resp := s.handle(req)
-			if resp == nil || req.IsOneway() {
-				return
-			}
 			resp.Opaque, resp.Flag = req.Opaque, remoting.FlagResponse
 			wmu.Lock()
 			err := fw.WriteCommand(resp, true)
@@ -239,27 +301,43 @@ func (s *Server) serve(c net.Conn) {
 	}
 }
 
-// handle answers one request: refused, or forwarded and, for a governed topic's route, rewritten.
+// closing logs why a client connection ends, unless the client closed it.
+func (s *Server) closing(c net.Conn, err error) {
+	switch {
+	case errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed):
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		s.opts.Logger.V(1).Info("closing a client connection: no frame in time", "remote", c.RemoteAddr().String(),
+			"idleTimeout", s.opts.IdleTimeout, "frameTimeout", s.opts.FrameTimeout)
+	default:
+		// A malformed frame closes this connection only.
+		s.opts.Logger.V(1).Info("closing a client connection", "remote", c.RemoteAddr().String(), "error", err.Error())
+	}
+}
+
+// handle answers one request, always with a response of its own: refused, or forwarded (shared
+// with identical requests in flight) and, for a governed topic's route, rewritten.
 func (s *Server) handle(req *remoting.Command) *remoting.Command {
-	if name, ok := refused[req.Code]; ok {
+	if _, ok := forwarded[req.Code]; !ok {
 		if s.opts.Metrics != nil {
 			s.opts.Metrics.Refused(req.Code)
 		}
-		return remoting.NewResponse(req, remoting.NoPermission, fmt.Sprintf(
-			"detour's name-server facade forwards only reads; send %s (%d) to a name server directly", name, req.Code))
+		return remoting.NewResponse(req, remoting.NoPermission, refusal(req.Code))
 	}
-	resp, err := s.forward(req)
+	shared, err := s.forwardCoalesced(req)
 	if err != nil {
 		return remoting.NewResponse(req, remoting.SystemError, "detour's name-server facade: "+err.Error())
 	}
+	// A copy, so this client's opaque, serialisation and route rewrite touch no other's answer.
+	resp := *shared
+	resp.SerializeType = req.SerializeType
 	if req.Code != remoting.GetRouteInfoByTopic || resp.Code != remoting.Success {
-		return resp
+		return &resp
 	}
 	topic := req.ExtFields["topic"]
 	body, hidden, known, err := s.rewrite(topic, resp.Body)
 	if err != nil {
 		s.opts.Logger.Error(err, "route passed through unchanged", "topic", topic)
-		return resp
+		return &resp
 	}
 	if known {
 		s.noteHidden(topic, hidden)
@@ -274,7 +352,21 @@ func (s *Server) handle(req *remoting.Command) *remoting.Command {
 		s.opts.Metrics.RouteServed(label, len(hidden) > 0)
 	}
 	resp.Body = body
-	return resp
+	return &resp
+}
+
+// forwardCoalesced forwards req, or waits for an identical request already in flight and shares
+// its answer, which the caller must not change.
+func (s *Server) forwardCoalesced(req *remoting.Command) (*remoting.Command, error) {
+	key, ok := flightKey(req)
+	if !ok {
+		return s.forward(req)
+	}
+	return s.flights.do(key, func() (*remoting.Command, error) { return s.forward(req) }, func() {
+		if s.opts.Metrics != nil {
+			s.opts.Metrics.Coalesced(req.Code)
+		}
+	})
 }
 
 // forward sends req to the name servers in turn, starting with the one that answered last.
@@ -288,14 +380,11 @@ func (s *Server) forward(req *remoting.Command) (*remoting.Command, error) {
 	for i := range ns {
 		k := (start + i) % len(ns)
 		ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
-		var resp *remoting.Command
-		var err error
-		if req.IsOneway() {
-			err = s.client.InvokeOneway(ctx, ns[k], req)
-		} else {
-			resp, err = s.client.Invoke(ctx, ns[k], req)
-		}
+		resp, err := s.client.Invoke(ctx, ns[k], req)
 		cancel()
+		if err == nil && resp == nil {
+			err = errors.New("no answer") // every caller may read the answer's fields
+		}
 		if err == nil {
 			s.next.Store(uint32(k))
 			return resp, nil
