@@ -116,21 +116,26 @@ func TestRefusalsAsRocketMQRules(t *testing.T) {
 				}
 			})
 
-			t.Run("properties the broker's CLUSTER pushes over the limit fail after one attempt", func(t *testing.T) {
+			t.Run("properties the broker's CLUSTER pushes over the limit fail once every broker refused them", func(t *testing.T) {
 				// Under the limit as sent (with UNIQ_KEY and WAIT); over it once the broker adds
-				// CLUSTER=DetourCluster, which it does before checking.
+				// CLUSTER=DetourCluster, which it does before checking. The Detour preset tries
+				// the other broker after the first refusal; when it refuses too, the message is
+				// what is wrong.
 				const topic = "DetourTooLarge"
 				r := fresh(t, topic, 4)
 				m := &producer.Message{Topic: topic, Body: []byte("x"),
 					Properties: map[string]string{"big": strings.Repeat("p", producer.MaxPropertiesSize-len("big")-2-60)}}
 				_, err := r.Send(ctx, m)
 				var se *producer.SendError
-				if !errors.As(err, &se) || se.Attempts != 1 || brokerCode(err) != remoting.MessageIllegal {
-					t.Fatalf("send near the properties limit: %v, want MESSAGE_ILLEGAL after one attempt", err)
+				if !errors.As(err, &se) || se.Attempts != 2 || !se.MessageRefused || brokerCode(err) != remoting.MessageIllegal {
+					t.Fatalf("send near the properties limit: %v, want MESSAGE_ILLEGAL from each of the 2 brokers", err)
 				}
-				// The message was wrong, not the broker: under the Detour preset nothing is isolated.
+				// The message was wrong, not the brokers: nothing is isolated.
 				if iso := r.Isolated("refusals"); len(iso) != 0 {
 					t.Errorf("MESSAGE_ILLEGAL isolated %+v", iso)
+				}
+				if got, per := storedTotal(t, c, topic); got != 0 {
+					t.Errorf("brokers hold %d messages (%v), want none", got, per)
 				}
 			})
 
