@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"path"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -29,6 +30,7 @@ const (
 	CodeMethodNotAllowed = "MethodNotAllowed" // 405: only POST sends
 	CodeMessageTooLarge  = "MessageTooLarge"  // 413: body over 4 MiB
 	CodeTooManyRequests  = "TooManyRequests"  // 429: this client caused too many token and access reviews
+	CodeInternal         = "Internal"         // 500: handling the request failed (a bug, logged); its connection closes
 	CodeSendFailed       = "SendFailed"       // 503: every attempt failed
 	CodeNoRoute          = "NoRoute"          // 503: the topic has no writable queue (no ready broker yet)
 	CodeUnavailable      = "Unavailable"      // 503: shutting down, or authorisation or the Topic could not be looked up
@@ -83,7 +85,8 @@ func (s *Server) Handler() http.Handler {
 	}))
 }
 
-// instrument counts requests in flight and records each answer's status and duration.
+// instrument counts requests in flight and records each answer's status and duration, and
+// answers a request whose handling panicked (see recoverHandler).
 func (s *Server) instrument(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.inFlight.Add(1)
@@ -97,19 +100,70 @@ func (s *Server) instrument(next http.Handler) http.Handler {
 			gatewayMetrics.inFlight.Dec()
 			s.inFlight.Add(-1)
 		}()
+		defer s.recoverHandler(rec, r)
 		next.ServeHTTP(rec, r)
 	})
 }
 
+// recoverHandler, deferred around a request's handling, turns a panic into a 500 Internal answer
+// on a connection that then closes, counted and logged with its stack. net/http would recover
+// it too, but answer nothing, log outside the manager's log and leave the request counted as a
+// 200. A panic after part of the answer went out cuts the connection instead, the only way to
+// tell the caller the answer is incomplete.
+func (s *Server) recoverHandler(rec *statusRecorder, r *http.Request) {
+	p := recover()
+	if p == nil {
+		return
+	}
+	if p == http.ErrAbortHandler { //nolint:errorlint // net/http compares it so too
+		panic(p) // a deliberate abort, which net/http handles quietly
+	}
+	gatewayMetrics.panics.WithLabelValues(panicInHandler).Inc()
+	s.log.Error(fmt.Errorf("panic: %v", p), "Send gateway request handling panicked; closing its connection",
+		"method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "stack", string(debug.Stack()))
+	if rec.wrote {
+		panic(http.ErrAbortHandler)
+	}
+	rec.Header().Set("Connection", "close")
+	writeError(rec, http.StatusInternalServerError, ErrorResponse{Code: CodeInternal,
+		Error: "the gateway failed while handling this request (logged as its bug); whether the message was stored is unknown"})
+}
+
+// panicError is a recovered panic passed on as an error, with the stack where it happened.
+type panicError struct {
+	value any
+	stack []byte
+}
+
+func (e *panicError) Error() string { return fmt.Sprintf("panic: %v", e.value) }
+
+// panicStack returns log key/values with the stack of a recovered panic err carries, if any.
+func panicStack(err error) []any {
+	if pe, ok := errors.AsType[*panicError](err); ok {
+		return []any{"stack", string(pe.stack)}
+	}
+	return nil
+}
+
+// statusRecorder remembers the status of the answer and whether any of it was written.
 type statusRecorder struct {
 	http.ResponseWriter
 	status int
+	wrote  bool
 }
 
 func (r *statusRecorder) WriteHeader(code int) {
-	r.status = code
+	r.status, r.wrote = code, true
 	r.ResponseWriter.WriteHeader(code)
 }
+
+func (r *statusRecorder) Write(p []byte) (int, error) {
+	r.wrote = true
+	return r.ResponseWriter.Write(p)
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
 func (s *Server) serveMessages(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
@@ -215,7 +269,7 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request, ns, name stri
 		return false
 	}
 	if err != nil {
-		s.log.Error(err, "Authorizing a send gateway request failed", "namespace", ns, "name", name)
+		s.log.Error(err, "Authorizing a send gateway request failed", append([]any{"namespace", ns, "name", name}, panicStack(err)...)...)
 		writeError(w, http.StatusServiceUnavailable, ErrorResponse{Code: CodeUnavailable,
 			Error: errAuthUnavailable.Error() + "; retry"})
 		return false

@@ -11,6 +11,7 @@ var gatewayMetrics = struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
 	inFlight prometheus.Gauge
+	panics   *prometheus.CounterVec
 }{
 	requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "detour", Subsystem: "gateway", Name: "requests_total",
@@ -25,7 +26,17 @@ var gatewayMetrics = struct {
 		Namespace: "detour", Subsystem: "gateway", Name: "requests_in_flight",
 		Help: "Send gateway requests being handled now.",
 	}),
+	panics: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "detour", Subsystem: "gateway", Name: "panics_total",
+		Help: "Panics recovered in the send gateway, by where: handler (the request's connection was closed) or review (the callers waiting for a token or access review got an error).",
+	}, []string{"where"}),
 }
+
+// Where a recovered panic happened, the label values of detour_gateway_panics_total.
+const (
+	panicInHandler = "handler"
+	panicInReview  = "review"
+)
 
 var registerOnce sync.Once
 
@@ -33,6 +44,6 @@ var registerOnce sync.Once
 // nothing, so every manager in a process may call it.
 func RegisterMetrics(reg prometheus.Registerer) {
 	registerOnce.Do(func() {
-		reg.MustRegister(gatewayMetrics.requests, gatewayMetrics.duration, gatewayMetrics.inFlight)
+		reg.MustRegister(gatewayMetrics.requests, gatewayMetrics.duration, gatewayMetrics.inFlight, gatewayMetrics.panics)
 	})
 }
