@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/detourmq/detour/internal/gateway"
+	"github.com/detourmq/detour/pkg/facade"
 )
 
 func main() {
@@ -50,6 +51,8 @@ type options struct {
 	gatewayCertDir          string
 	facadeAddr              string
 	facadeCluster           string
+	facadePerSource         int
+	facadeIdleTimeout       time.Duration
 	enableHTTP2             bool
 	shutdownTimeout         time.Duration
 	shutdownDelay           time.Duration
@@ -121,6 +124,10 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		"The address RocketMQ's name-server protocol is served on, in front of a Cluster's name servers, so unmodified clients avoid the brokers detour would avoid; 0 disables it.")
 	fs.StringVar(&o.facadeCluster, "namesrv-facade-cluster", "",
 		"The Cluster (namespace/name) the name-server facade fronts; empty means the only Cluster there is.")
+	fs.IntVar(&o.facadePerSource, "namesrv-facade-max-conns-per-source", 0,
+		"Connections one IP address may hold to the name-server facade; 0 means a sixteenth of its 1024 (64), negative no share (clients behind one NAT address).")
+	fs.DurationVar(&o.facadeIdleTimeout, "namesrv-facade-idle-timeout", facade.DefaultIdleTimeout,
+		"How long a name-server facade connection may stay silent between requests (RocketMQ clients poll routes every 30 s).")
 	fs.BoolVar(&o.enableHTTP2, "enable-http2", false, "Allow HTTP/2 on the HTTPS endpoints (off by default as a mitigation for HTTP/2 stream floods).")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 25*time.Second,
 		"How long shutdown waits for gateway sends in flight and for the controllers to stop.")
@@ -155,6 +162,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	}
 	o.set = map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { o.set[f.Name] = true })
+	if o.facadeIdleTimeout <= 0 {
+		return nil, errors.New("--namesrv-facade-idle-timeout must be positive")
+	}
 	if o.shutdownTimeout <= 0 || o.shutdownDelay < 0 {
 		return nil, errors.New("--shutdown-timeout must be positive and --shutdown-delay not negative")
 	}

@@ -41,6 +41,7 @@ func TestFlagsAreValidated(t *testing.T) {
 	}{
 		{[]string{"--shutdown-timeout=0s"}, "--shutdown-timeout must be positive"},
 		{[]string{"--shutdown-delay=-1s"}, "--shutdown-delay not negative"},
+		{[]string{"--namesrv-facade-idle-timeout=0s"}, "--namesrv-facade-idle-timeout must be positive"},
 		{[]string{"--local", "--demo-rate=0"}, "--demo-rate and --demo-senders must be positive"},
 		{[]string{"--local", "--demo-phase=100ms"}, "--demo-phase at least 1s"},
 		{[]string{"--no-such-flag"}, "flag provided but not defined"},

@@ -218,6 +218,7 @@ func newOperator(cfg *rest.Config, o *options, log logr.Logger, hooks ...operato
 		events := &controllers.FacadeEvents{View: view, Recorder: mgr.GetEventRecorder("detour-namesrv-facade")}
 		if err := mgr.Add(&facadeRunnable{opts: facade.Options{
 			Addr: o.facadeAddr, View: view, Metrics: controllers.NameServerFacadeMetrics(),
+			MaxConnsPerSource: o.facadePerSource, IdleTimeout: o.facadeIdleTimeout,
 			OnChange: events.Record, Logger: log.WithName("namesrv-facade"),
 		}}); err != nil {
 			return nil, err
