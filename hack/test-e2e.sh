@@ -13,7 +13,8 @@ DETOUR_ROCKETMQ=$(hack/setup-rocketmq.sh)
 export KUBEBUILDER_ASSETS DETOUR_E2E_ASSETS DETOUR_ROCKETMQ
 export DETOUR_E2E_STATE=${DETOUR_E2E_STATE:-${TMPDIR:-/tmp}/detour-e2e}
 
-trap 'hack/e2e-cluster.sh down' EXIT
+# DETOUR_E2E_KEEP=1 leaves the node running for a look (hack/e2e-cluster.sh down stops it).
+[[ ${DETOUR_E2E_KEEP:-} == 1 ]] || trap 'hack/e2e-cluster.sh down' EXIT
 hack/e2e-cluster.sh down
 mkdir -p "$DETOUR_E2E_STATE"
 rm -rf "$DETOUR_E2E_STATE/images"

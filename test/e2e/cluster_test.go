@@ -62,7 +62,12 @@ var (
 // tears it down.
 func deploy(t *testing.T) *cluster {
 	t.Helper()
-	deployOnce.Do(func() { deployed, deployErr = deployAll(t) })
+	deployOnce.Do(func() {
+		deployed, deployErr = deployAll(t)
+		if deployErr != nil && deployed != nil {
+			deployed.describe(t)
+		}
+	})
 	if deployErr != nil {
 		t.Fatalf("deploying: %v", deployErr)
 	}
@@ -92,19 +97,20 @@ func deployAll(t *testing.T) (*cluster, error) {
 		return nil, err
 	}
 
+	deployed = k // for describe, should a step fail
 	start := time.Now()
 	if err := k.deployOperator(t); err != nil {
-		return nil, err
+		return k, err
 	}
 	t.Logf("operator deployed and both replicas Ready in %v", time.Since(start).Round(100*time.Millisecond))
 	start = time.Now()
 	if err := k.deployRocketMQ(t); err != nil {
-		return nil, err
+		return k, err
 	}
 	t.Logf("RocketMQ (name server, %d brokers) Ready in %v", len(brokers), time.Since(start).Round(100*time.Millisecond))
 	start = time.Now()
 	if err := k.deployResources(t); err != nil {
-		return nil, err
+		return k, err
 	}
 	t.Logf("Cluster, FaultPolicy and Topic Ready in %v", time.Since(start).Round(100*time.Millisecond))
 	return k, nil
@@ -178,6 +184,33 @@ func (k *cluster) deployResources(t *testing.T) error {
 	}
 	_, err = k.kubectl(nil, "-n", namespace, "wait", "--for=condition=Ready", "topics.routing.detour.dev/orders", "--timeout=180s")
 	return err
+}
+
+// describe logs what a user would look at when something does not come up: every pod, the
+// events, and the logs of pods that are not Ready.
+func (k *cluster) describe(t *testing.T) {
+	t.Helper()
+	out, _ := k.kubectl(nil, "get", "pods,statefulsets,deployments,topics,clusters,faultpolicies", "-A", "-o", "wide")
+	t.Logf("state:\n%s", out)
+	out, _ = k.kubectl(nil, "get", "events", "-A", "--sort-by=.lastTimestamp")
+	t.Logf("events:\n%s", tail(out, 60))
+	pods, err := k.cs.CoreV1().Pods("").List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		return
+	}
+	for _, p := range pods.Items {
+		if podReady(&p) || p.Namespace == "kube-system" {
+			continue
+		}
+		out, _ := k.kubectl(nil, "-n", p.Namespace, "logs", p.Name, "--all-containers", "--tail=40")
+		t.Logf("logs of %s/%s:\n%s", p.Namespace, p.Name, out)
+	}
+}
+
+// tail is the last n lines of out.
+func tail(out []byte, n int) string {
+	lines := strings.Split(strings.TrimRight(string(out), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
 // render executes a testdata template.
