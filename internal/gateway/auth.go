@@ -6,12 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
+	"golang.org/x/sync/singleflight"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -61,16 +63,28 @@ const (
 	// DefaultClientReviewsPerSecond bounds the TokenReviews and SubjectAccessReviews one client
 	// (one remote address) causes, with bursts of twice as many.
 	DefaultClientReviewsPerSecond = 10
+	// DefaultReviewTimeout bounds one review, as controller-runtime's metrics filter bounds its
+	// TokenReviews.
+	DefaultReviewTimeout = 10 * time.Second
 )
 
-// Bounds of KubeAuth's memory. A full cache keeps what it holds and stops remembering new
-// answers (they are asked again), so no caller can push out the answers of others; one user's
-// many decisions only ever push out that user's own.
+// Bounds of KubeAuth's memory. Accepted tokens are charged to the user they belong to, rejected
+// ones to the client address that presented them, and authorisation answers to their user; an
+// owner beyond its share pushes out only its own answers, and a full cache makes room at the
+// expense of the owner holding the most (see fairCache). So however many tokens one identity
+// mints, or one address forges, a new sender's answers are remembered and it pays one review
+// per lifetime, not one per request.
 const (
-	maxTokens          = 4096
-	maxUsers           = 4096
-	maxDecisionsByUser = 256
-	maxClients         = 16384
+	maxTokens                  = 8192
+	maxTokensPerUser           = 1024 // a service account's pods each hold a token of their own
+	maxRejectedTokensPerClient = 64
+	maxDecisions               = 8192
+	maxDecisionsPerUser        = 1024
+	// maxDecisionKey: longer questions are answered but not remembered, as kube-apiserver's
+	// webhook authorizer does not cache requests whose caller-controlled attributes pass 10000
+	// bytes.
+	maxDecisionKey = 8 << 10
+	maxClients     = 16384
 )
 
 // ErrTooManyReviews is the error of a decision that would have taken the caller over its bound
@@ -87,6 +101,8 @@ type AuthOptions struct {
 	AllowedTTL, DeniedTTL time.Duration
 	// ClientReviewsPerSecond bounds the reviews one client causes (bursts of twice as many).
 	ClientReviewsPerSecond float64
+	// ReviewTimeout bounds one TokenReview or SubjectAccessReview; 0 means DefaultReviewTimeout.
+	ReviewTimeout time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -101,6 +117,7 @@ func (o AuthOptions) withDefaults() AuthOptions {
 	def(&o.RejectedTokenTTL, DefaultRejectedTokenTTL)
 	def(&o.AllowedTTL, DefaultAllowedTTL)
 	def(&o.DeniedTTL, DefaultDeniedTTL)
+	def(&o.ReviewTimeout, DefaultReviewTimeout)
 	if o.ClientReviewsPerSecond <= 0 {
 		o.ClientReviewsPerSecond = DefaultClientReviewsPerSecond
 	}
@@ -114,27 +131,42 @@ func (o AuthOptions) withDefaults() AuthOptions {
 // with SubjectAccessReview on topics/messages, remembering answers for a while so a busy
 // sender costs the API server a few requests every few minutes, not two per message, and bounding
 // the reviews each client can cause.
+//
+// Why not k8s.io/apiserver's delegating authenticator and authorizer (authenticatorfactory and
+// authorizerfactory, on which kube-apiserver extensions and controller-runtime's metrics filter
+// build), whose lifetimes, one review per token however many requests wait for it, and detached
+// review with its own timeout KubeAuth follows:
+//   - their token cache (authentication/token/cache) keeps every token it reviewed for its
+//     lifetime, with no bound on how many and no notion of whose: no answer is pushed out, but
+//     one identity's minted tokens or one address's forged ones grow memory with every review.
+//     It reviews on a context detached from the request and does not tell its caller whether it
+//     answered from memory, so a per-client bound could only count requests, not reviews, and
+//     would refuse busy senders whose answers are remembered;
+//   - their authorizer (the webhook authorizer) keeps answers in one least-recently-used list of
+//     8192 shared by everyone, so one identity asking about many Topics pushes out the answers
+//     of others;
+//   - the authorizer brings a CEL interpreter, OpenTelemetry and gRPC into the manager (233
+//     packages) for match conditions and tracing the gateway does not use.
+//
+// What detour adds is bounds per owner: reviews per client address, remembered tokens per user
+// and per client address, remembered decisions per user (see the bounds above).
 type KubeAuth struct {
 	tokens authnclient.TokenReviewInterface
 	access authzclient.SubjectAccessReviewInterface
 	opts   AuthOptions
 
+	tokenFlights, accessFlights singleflight.Group
+
 	mu        sync.Mutex
-	users     map[[sha256.Size]byte]cached[authenticationv1.UserInfo]
-	rejected  map[[sha256.Size]byte]time.Time
-	decisions map[string]map[string]cached[bool] // user -> question -> answer
-	clients   map[string]*bucket
+	known     *fairCache[[sha256.Size]byte, tokenAnswer]
+	decisions *fairCache[string, bool]
+	budgets   *reviewBudgets
 }
 
-type cached[T any] struct {
-	value   T
-	expires time.Time
-}
-
-// bucket is a token bucket of reviews for one client.
-type bucket struct {
-	tokens float64
-	at     time.Time
+// tokenAnswer is what a TokenReview said of a token.
+type tokenAnswer struct {
+	user          authenticationv1.UserInfo
+	authenticated bool
 }
 
 // ClientKey is the context key under which callers put the identity (e.g. the remote address)
@@ -144,6 +176,11 @@ type ClientKey struct{}
 // WithClient returns ctx carrying the client's identity for KubeAuth's per-client bound.
 func WithClient(ctx context.Context, client string) context.Context {
 	return context.WithValue(ctx, ClientKey{}, client)
+}
+
+func clientFrom(ctx context.Context) string {
+	client, _ := ctx.Value(ClientKey{}).(string)
+	return client
 }
 
 // NewKubeAuth builds a KubeAuth that talks to the API server of cfg. The identity of cfg needs
@@ -162,14 +199,14 @@ func NewKubeAuth(cfg *rest.Config, httpClient *http.Client, opts AuthOptions) (*
 
 // NewKubeAuthFromClients builds a KubeAuth on given clients.
 func NewKubeAuthFromClients(tokens authnclient.TokenReviewInterface, access authzclient.SubjectAccessReviewInterface, opts AuthOptions) *KubeAuth {
+	opts = opts.withDefaults()
 	return &KubeAuth{
 		tokens:    tokens,
 		access:    access,
-		opts:      opts.withDefaults(),
-		users:     make(map[[sha256.Size]byte]cached[authenticationv1.UserInfo]),
-		rejected:  make(map[[sha256.Size]byte]time.Time),
-		decisions: make(map[string]map[string]cached[bool]),
-		clients:   make(map[string]*bucket),
+		opts:      opts,
+		known:     newFairCache[[sha256.Size]byte, tokenAnswer](maxTokens),
+		decisions: newFairCache[string, bool](maxDecisions),
+		budgets:   newReviewBudgets(opts.ClientReviewsPerSecond, maxClients),
 	}
 }
 
@@ -223,119 +260,139 @@ func (a *KubeAuth) decide(ctx context.Context, token string, attrs authorization
 
 func (a *KubeAuth) authenticate(ctx context.Context, token string) (authenticationv1.UserInfo, bool, error) {
 	key := sha256.Sum256([]byte(token))
+	if ans, hit := a.rememberedToken(key); hit {
+		return ans.user, ans.authenticated, nil
+	}
+	client := clientFrom(ctx)
+	v, err := a.shared(ctx, &a.tokenFlights, string(key[:]), func(rctx context.Context) (any, error) {
+		// A review that ended since the lookup above may have answered already.
+		if ans, hit := a.rememberedToken(key); hit {
+			return ans, nil
+		}
+		if !a.spend(client) {
+			return nil, ErrTooManyReviews
+		}
+		review, err := a.tokens.Create(rctx, &authenticationv1.TokenReview{
+			Spec: authenticationv1.TokenReviewSpec{Token: token},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("token review: %w", err)
+		}
+		ans := tokenAnswer{user: review.Status.User, authenticated: review.Status.Authenticated}
+		a.rememberToken(key, client, ans)
+		return ans, nil
+	})
+	if err != nil {
+		return authenticationv1.UserInfo{}, false, err
+	}
+	ans := v.(tokenAnswer)
+	return ans.user, ans.authenticated, nil
+}
+
+func (a *KubeAuth) rememberedToken(key [sha256.Size]byte) (tokenAnswer, bool) {
 	now := a.opts.Now()
 	a.mu.Lock()
-	c, hit := a.users[key]
-	until, rejected := a.rejected[key]
-	a.mu.Unlock()
-	if hit && now.Before(c.expires) {
-		return c.value, true, nil
-	}
-	if rejected && now.Before(until) {
-		return authenticationv1.UserInfo{}, false, nil
-	}
-	if !a.spend(ctx, now) {
-		return authenticationv1.UserInfo{}, false, ErrTooManyReviews
-	}
-	review, err := a.tokens.Create(ctx, &authenticationv1.TokenReview{
-		Spec: authenticationv1.TokenReviewSpec{Token: token},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		return authenticationv1.UserInfo{}, false, fmt.Errorf("token review: %w", err)
+	defer a.mu.Unlock()
+	return a.known.get(key, now)
+}
+
+// rememberToken charges an accepted token to its user and a rejected one to the client that
+// presented it: only they can have many.
+func (a *KubeAuth) rememberToken(key [sha256.Size]byte, client string, ans tokenAnswer) {
+	now := a.opts.Now()
+	owner, ownerCap, ttl := "client\x00"+client, maxRejectedTokensPerClient, a.opts.RejectedTokenTTL
+	if ans.authenticated {
+		owner, ownerCap, ttl = "user\x00"+userKey(ans.user), maxTokensPerUser, a.opts.TokenTTL
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if !review.Status.Authenticated {
-		if roomFor(a.rejected, func(t time.Time) bool { return !now.Before(t) }, maxTokens) {
-			a.rejected[key] = now.Add(a.opts.RejectedTokenTTL)
-		}
-		return authenticationv1.UserInfo{}, false, nil
-	}
-	if roomFor(a.users, func(c cached[authenticationv1.UserInfo]) bool { return !now.Before(c.expires) }, maxTokens) {
-		a.users[key] = cached[authenticationv1.UserInfo]{value: review.Status.User, expires: now.Add(a.opts.TokenTTL)}
-	}
-	return review.Status.User, true, nil
+	a.known.put(key, owner, ownerCap, ans, now.Add(ttl), now)
 }
 
 func (a *KubeAuth) authorize(ctx context.Context, user authenticationv1.UserInfo, attrs authorizationv1.SubjectAccessReviewSpec) (bool, error) {
 	who, question := userKey(user), accessKey(user, attrs)
+	if allowed, hit := a.rememberedDecision(question); hit {
+		return allowed, nil
+	}
+	client := clientFrom(ctx)
+	v, err := a.shared(ctx, &a.accessFlights, question, func(rctx context.Context) (any, error) {
+		if allowed, hit := a.rememberedDecision(question); hit {
+			return allowed, nil
+		}
+		if !a.spend(client) {
+			return nil, ErrTooManyReviews
+		}
+		spec := attrs
+		spec.User, spec.UID, spec.Groups = user.Username, user.UID, user.Groups
+		spec.Extra = make(map[string]authorizationv1.ExtraValue, len(user.Extra))
+		for k, v := range user.Extra {
+			spec.Extra[k] = authorizationv1.ExtraValue(v)
+		}
+		review, err := a.access.Create(rctx, &authorizationv1.SubjectAccessReview{Spec: spec}, metav1.CreateOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("subject access review: %w", err)
+		}
+		allowed := review.Status.Allowed && !review.Status.Denied
+		a.rememberDecision(who, question, allowed)
+		return allowed, nil
+	})
+	if err != nil {
+		return false, err
+	}
+	return v.(bool), nil
+}
+
+func (a *KubeAuth) rememberedDecision(question string) (bool, bool) {
 	now := a.opts.Now()
 	a.mu.Lock()
-	c, hit := a.decisions[who][question]
-	a.mu.Unlock()
-	if hit && now.Before(c.expires) {
-		return c.value, nil
+	defer a.mu.Unlock()
+	return a.decisions.get(question, now)
+}
+
+func (a *KubeAuth) rememberDecision(who, question string, allowed bool) {
+	if len(question) > maxDecisionKey {
+		return
 	}
-	if !a.spend(ctx, now) {
-		return false, ErrTooManyReviews
-	}
-	spec := attrs
-	spec.User, spec.UID, spec.Groups = user.Username, user.UID, user.Groups
-	spec.Extra = make(map[string]authorizationv1.ExtraValue, len(user.Extra))
-	for k, v := range user.Extra {
-		spec.Extra[k] = authorizationv1.ExtraValue(v)
-	}
-	review, err := a.access.Create(ctx, &authorizationv1.SubjectAccessReview{Spec: spec}, metav1.CreateOptions{})
-	if err != nil {
-		return false, fmt.Errorf("subject access review: %w", err)
-	}
-	allowed := review.Status.Allowed && !review.Status.Denied
+	now := a.opts.Now()
 	ttl := a.opts.DeniedTTL
 	if allowed {
 		ttl = a.opts.AllowedTTL
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	mine := a.decisions[who]
-	if mine == nil {
-		allExpired := func(m map[string]cached[bool]) bool {
-			for _, c := range m {
-				if now.Before(c.expires) {
-					return false
-				}
-			}
-			return true
-		}
-		if !roomFor(a.decisions, allExpired, maxUsers) {
-			return allowed, nil
-		}
-		mine = make(map[string]cached[bool])
-		a.decisions[who] = mine
-	}
-	if !roomFor(mine, func(c cached[bool]) bool { return !now.Before(c.expires) }, maxDecisionsByUser) {
-		clear(mine) // the user's own answers make room for the user's new ones
-	}
-	mine[question] = cached[bool]{value: allowed, expires: now.Add(ttl)}
-	return allowed, nil
+	a.decisions.put(question, who, maxDecisionsPerUser, allowed, now.Add(ttl), now)
 }
 
-// spend takes one review from the bucket of ctx's client, and reports whether there was one.
-func (a *KubeAuth) spend(ctx context.Context, now time.Time) bool {
-	client, _ := ctx.Value(ClientKey{}).(string)
-	rate := a.opts.ClientReviewsPerSecond
-	burst := 2 * rate
+// shared runs review once for every caller asking the same question at the same time, on a
+// context of its own (the first caller may leave while others still wait) bounded by
+// ReviewTimeout, and waits for it until ctx ends. A panic in review is the callers' error: the
+// review runs outside their goroutines, where nothing else would catch it.
+func (a *KubeAuth) shared(ctx context.Context, g *singleflight.Group, key string, review func(context.Context) (any, error)) (any, error) {
+	ch := g.DoChan(key, func() (v any, err error) {
+		defer func() {
+			if p := recover(); p != nil {
+				gatewayMetrics.panics.WithLabelValues(panicInReview).Inc()
+				v, err = nil, &panicError{value: p, stack: debug.Stack()}
+			}
+		}()
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.opts.ReviewTimeout)
+		defer cancel()
+		return review(rctx)
+	})
+	select {
+	case r := <-ch:
+		return r.Val, r.Err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// spend takes one review from the client's budget, and reports whether there was one.
+func (a *KubeAuth) spend(client string) bool {
+	now := a.opts.Now()
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	b := a.clients[client]
-	if b == nil {
-		// An idle client's bucket is full again: forgetting it loses nothing.
-		full := func(b *bucket) bool { return now.Sub(b.at).Seconds()*rate+b.tokens >= burst }
-		if !roomFor(a.clients, full, maxClients) {
-			client = "" // beyond the bound, unknown clients share one bucket
-			b = a.clients[client]
-		}
-		if b == nil {
-			b = &bucket{tokens: burst, at: now}
-			a.clients[client] = b
-		}
-	}
-	b.tokens = min(burst, b.tokens+now.Sub(b.at).Seconds()*rate)
-	b.at = now
-	if b.tokens < 1 {
-		return false
-	}
-	b.tokens--
-	return true
+	return a.budgets.spend(client, now)
 }
 
 // userKey identifies a user for the decision cache.
@@ -383,20 +440,6 @@ func accessKey(user authenticationv1.UserInfo, attrs authorizationv1.SubjectAcce
 	return b.String()
 }
 
-// roomFor reports whether m may take one more entry, first deleting the entries that gone says
-// are expired when it is full. It never deletes live entries.
-func roomFor[K comparable, V any](m map[K]V, gone func(V) bool, limit int) bool {
-	if len(m) < limit {
-		return true
-	}
-	for k, v := range m {
-		if gone(v) {
-			delete(m, k)
-		}
-	}
-	return len(m) < limit
-}
-
 // bearerToken extracts the token of an "Authorization: Bearer <token>" header.
 func bearerToken(r *http.Request) string {
 	h := r.Header.Get("Authorization")
@@ -423,7 +466,7 @@ func NonResourceFilter(a *KubeAuth) func(logr.Logger, http.Handler) (http.Handle
 				w.Header().Set("Retry-After", "1")
 				http.Error(w, err.Error(), http.StatusTooManyRequests)
 			case err != nil:
-				log.Error(err, "Authorizing a metrics request failed")
+				log.Error(err, "Authorizing a metrics request failed", panicStack(err)...)
 				http.Error(w, errAuthUnavailable.Error(), http.StatusServiceUnavailable)
 			case decision == Unauthenticated:
 				w.Header().Set("WWW-Authenticate", `Bearer realm="detour"`)

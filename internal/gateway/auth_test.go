@@ -14,8 +14,10 @@ import (
 	"github.com/go-logr/logr"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	authnclient "k8s.io/client-go/kubernetes/typed/authentication/v1"
 	k8stesting "k8s.io/client-go/testing"
 )
 
@@ -307,4 +309,157 @@ func TestNonResourceFilterGuardsMetrics(t *testing.T) {
 		last.NonResourceAttributes.Verb != "get" || last.ResourceAttributes != nil {
 		t.Fatalf("access review %+v, want non-resource get /metrics", last)
 	}
+}
+
+// counts reports the TokenReviews and SubjectAccessReviews the fake API server received.
+func (api *fakeAPI) counts() (int, int) {
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	return api.reviews, len(api.accesses)
+}
+
+// serviceAccountUser is the user the API server reports for one of a service account's tokens:
+// each token carries its own credential id, as TokenRequest tokens do.
+func serviceAccountUser(name string, credential int) authenticationv1.UserInfo {
+	return authenticationv1.UserInfo{Username: "system:serviceaccount:shop:" + name, UID: "uid-" + name,
+		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:shop", "system:authenticated"},
+		Extra:  map[string]authenticationv1.ExtraValue{"authentication.kubernetes.io/credential-id": {fmt.Sprintf("JTI=%d", credential)}}}
+}
+
+// TestKubeAuthRemembersANewSendersTokenWhateverOthersPresent is the hostile-peer trial: others
+// present thousands of tokens first (one service account without the send right minting them,
+// or addresses forging them), each from an address of its own so no review bound stops them;
+// then a new sender, allowed to send, sends 40 times. Its token and grant must be remembered
+// after one review each, so none of its requests is refused for reviews it did not cause.
+func TestKubeAuthRemembersANewSendersTokenWhateverOthersPresent(t *testing.T) {
+	const flood, requests = 5000, 40
+	cases := []struct {
+		name string
+		// token and client of the flood's i-th request; minted tokens are accepted as mallory's.
+		token, client func(i int) string
+	}{
+		{"one identity's minted tokens from many addresses",
+			func(i int) string { return fmt.Sprintf("minted-%d", i) }, func(i int) string { return fmt.Sprintf("10.1.%d.%d", i/256, i%256) }},
+		{"forged tokens from many addresses",
+			func(i int) string { return fmt.Sprintf("forged-%d", i) }, func(i int) string { return fmt.Sprintf("10.2.%d.%d", i/256, i%256) }},
+		{"forged tokens from one address",
+			func(i int) string { return fmt.Sprintf("forged-%d", i) }, func(int) string { return "10.3.0.1" }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			now := time.Unix(1_800_000_000, 0) // the clock stands still: no bucket refills
+			api := &fakeAPI{users: map[string]authenticationv1.UserInfo{"alice-token": serviceAccountUser("alice", 0)},
+				grants: map[string]bool{"system:serviceaccount:shop:alice shop/orders": true}}
+			for i := range flood {
+				api.users[fmt.Sprintf("minted-%d", i)] = serviceAccountUser("mallory", i)
+			}
+			auth := newFakeAuth(api, func() time.Time { return now })
+			for i := range flood {
+				d, _, err := auth.Authorize(WithClient(context.Background(), tc.client(i)), tc.token(i), "shop", "orders")
+				if err != nil && !errors.Is(err, ErrTooManyReviews) {
+					t.Fatal(err)
+				}
+				if err == nil && d == Allowed {
+					t.Fatalf("flood request %d allowed", i)
+				}
+			}
+			reviews, accesses := api.counts()
+			alice := WithClient(context.Background(), "10.9.9.9")
+			for i := range requests {
+				if d, _, err := auth.Authorize(alice, "alice-token", "shop", "orders"); err != nil || d != Allowed {
+					t.Fatalf("the new sender's request %d: %v, %v", i, d, err)
+				}
+			}
+			r, a := api.counts()
+			if r-reviews != 1 || a-accesses != 1 {
+				t.Fatalf("the new sender's %d requests caused %d token and %d access reviews; want one each", requests, r-reviews, a-accesses)
+			}
+		})
+	}
+}
+
+// TestKubeAuthReviewsOnceForRequestsThatWaitTogether proves that requests presenting the same new
+// token at the same time wait for one TokenReview and one SubjectAccessReview and are charged one
+// review each, so a new sender's first burst is not refused for reviews it shares.
+func TestKubeAuthReviewsOnceForRequestsThatWaitTogether(t *testing.T) {
+	const requests = 40 // twice the burst of reviews
+	api := &fakeAPI{users: map[string]authenticationv1.UserInfo{"t": {Username: "bob"}},
+		grants: map[string]bool{"bob ns/topic": true}}
+	auth := newFakeAuth(api, nil)
+	release := make(chan struct{})
+	slow := auth.tokens
+	auth.tokens = blockingReviews{TokenReviewInterface: slow, release: release}
+	ctx := WithClient(context.Background(), "10.0.0.7")
+	var started, done sync.WaitGroup
+	errs := make(chan error, requests)
+	for range requests {
+		started.Add(1)
+		done.Add(1)
+		go func() {
+			defer done.Done()
+			started.Done()
+			d, _, err := auth.Authorize(ctx, "t", "ns", "topic")
+			if err == nil && d != Allowed {
+				err = fmt.Errorf("decision %v", d)
+			}
+			errs <- err
+		}()
+	}
+	started.Wait()
+	close(release)
+	done.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("a request of the burst: %v", err)
+		}
+	}
+	if r, a := api.counts(); r != 1 || a != 1 {
+		t.Fatalf("%d token and %d access reviews for %d requests at once; want one each", r, a, requests)
+	}
+}
+
+// blockingReviews holds every TokenReview until release is closed.
+type blockingReviews struct {
+	authnclient.TokenReviewInterface
+	release chan struct{}
+}
+
+func (b blockingReviews) Create(ctx context.Context, tr *authenticationv1.TokenReview, opts metav1.CreateOptions) (*authenticationv1.TokenReview, error) {
+	<-b.release
+	return b.TokenReviewInterface.Create(ctx, tr, opts)
+}
+
+// TestKubeAuthSurvivesAPanickingReview proves a panic while reviewing, which runs outside the
+// callers' goroutines, becomes their error (the gateway answers 503), is counted, and leaves
+// later reviews working.
+func TestKubeAuthSurvivesAPanickingReview(t *testing.T) {
+	api := &fakeAPI{users: map[string]authenticationv1.UserInfo{"t": {Username: "bob"}},
+		grants: map[string]bool{"bob ns/topic": true}}
+	auth := newFakeAuth(api, nil)
+	auth.tokens = panickingReviews{TokenReviewInterface: auth.tokens, token: "poison"}
+	before := counterValue(t, gatewayMetrics.panics.WithLabelValues(panicInReview))
+	_, _, err := auth.Authorize(context.Background(), "poison", "ns", "topic")
+	if pe, ok := errors.AsType[*panicError](err); !ok || !strings.Contains(string(pe.stack), "panickingReviews") {
+		t.Fatalf("err = %v, want the review's panic with its stack", err)
+	}
+	if got := counterValue(t, gatewayMetrics.panics.WithLabelValues(panicInReview)) - before; got != 1 {
+		t.Fatalf("%v review panics counted, want 1", got)
+	}
+	if d, _, err := auth.Authorize(context.Background(), "t", "ns", "topic"); err != nil || d != Allowed {
+		t.Fatalf("after the panic: %v, %v", d, err)
+	}
+}
+
+// panickingReviews panics reviewing token, as a bug in a review's client would.
+type panickingReviews struct {
+	authnclient.TokenReviewInterface
+	token string
+}
+
+func (p panickingReviews) Create(ctx context.Context, tr *authenticationv1.TokenReview, opts metav1.CreateOptions) (*authenticationv1.TokenReview, error) {
+	if tr.Spec.Token == p.token {
+		panic("review of a poisoned token")
+	}
+	return p.TokenReviewInterface.Create(ctx, tr, opts)
 }
