@@ -66,6 +66,10 @@ test: vet ## Run all tests (never from the test cache): unit, fuzz seeds, envtes
 	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" DETOUR_ROCKETMQ="$(ROCKETMQ_DIST)" $(GO) test -json -race -count=1 -timeout $(TEST_TIMEOUT) ./... \
 		| $(GO) run ./hack/testreport
 
+.PHONY: test-e2e
+test-e2e: ## Run test/e2e on a real single-node cluster in a network namespace (root; the first run installs and builds what the node needs).
+	hack/test-e2e.sh
+
 .PHONY: fuzz
 fuzz: ## Run each fuzz target for FUZZ_TIME.
 	@for pkg in $$($(GO) list ./...); do \

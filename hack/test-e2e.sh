@@ -19,7 +19,7 @@ hack/e2e-cluster.sh down
 mkdir -p "$DETOUR_E2E_STATE"
 rm -rf "$DETOUR_E2E_STATE/images"
 hack/e2e-images.sh "$DETOUR_E2E_STATE/images" >/dev/null
-go test -c -o bin/e2e.test ./test/e2e
+go test -c -tags e2e -o bin/e2e.test ./test/e2e
 start=$SECONDS
 kubeconfig=$(hack/e2e-cluster.sh up)
 echo "test-e2e: node Ready in $((SECONDS - start)) s" >&2

@@ -1,3 +1,5 @@
+//go:build e2e
+
 // Package e2e runs detour on a real single-node Kubernetes cluster (kubelet, containerd, kube-proxy,
 // scheduler, controller manager) with real Apache RocketMQ in pods: deployed as a user deploys it
 // (`kubectl apply -k config/default`), then driven through rolling restarts, a frozen broker, the
