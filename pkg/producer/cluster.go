@@ -2,10 +2,9 @@ package producer
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"maps"
 	"slices"
-	"strings"
 
 	"github.com/detourmq/detour/pkg/remoting"
 )
@@ -30,11 +29,19 @@ type ClusterView struct {
 	Brokers []ClusterBroker
 }
 
+// maxWritabilityProbes bounds the route queries one look at a name server makes to learn
+// writability (one per cluster, then one per broker its cluster's topic did not cover), so a name
+// server that lists thousands of clusters or brokers costs a bounded number of round trips.
+// Brokers beyond it are reported as brokers published in no such topic are.
+const maxWritabilityProbes = 64
+
 // DescribeCluster asks the name servers, in turn until one answers, which broker groups they
 // know and whether each takes writes. Writability comes from the route of the cluster's own topic
 // (every broker publishes a topic named after its cluster, and one named after itself, with
 // read-write perm that wipeWritePerm and brokerPermission mask); a broker published in neither is
-// reported writable.
+// reported writable. Each request waits at most 3 s, as RocketMQ's clients wait for a name server,
+// and ctx bounds the whole look. An answer beyond the bounds (remoting.MaxNameServerBody,
+// MaxClusterBrokers, name and address lengths) is refused with an error wrapping ErrAnswerRefused.
 func (r *Runtime) DescribeCluster(ctx context.Context, nameServers []string) (ClusterView, error) {
 	var errs []error
 	for _, ns := range nameServers {
@@ -42,16 +49,23 @@ func (r *Runtime) DescribeCluster(ctx context.Context, nameServers []string) (Cl
 		if err == nil {
 			return v, nil
 		}
-		errs = append(errs, fmt.Errorf("%s: %w", ns, err))
+		errs = append(errs, fmt.Errorf("%s: %w", ns, refusal(err)))
 		if ctx.Err() != nil {
 			break
 		}
 	}
-	return ClusterView{}, fmt.Errorf("no name server answered: %w", errors.Join(errs...))
+	return ClusterView{}, fmt.Errorf("no name server answered: %w", nameServerErrors(errs))
+}
+
+// askNameServer sends one request to a name server, waiting at most nameServerTimeout.
+func (r *Runtime) askNameServer(ctx context.Context, ns string, req *remoting.Command) (*remoting.Command, error) {
+	ctx, cancel := context.WithTimeout(ctx, nameServerTimeout)
+	defer cancel()
+	return r.nsClient.Invoke(ctx, ns, req)
 }
 
 func (r *Runtime) describeCluster(ctx context.Context, ns string) (ClusterView, error) {
-	resp, err := r.client.Invoke(ctx, ns, remoting.NewRequest(remoting.GetBrokerClusterInfo, nil, nil))
+	resp, err := r.askNameServer(ctx, ns, remoting.NewRequest(remoting.GetBrokerClusterInfo, nil, nil))
 	if err != nil {
 		return ClusterView{}, err
 	}
@@ -64,8 +78,13 @@ func (r *Runtime) describeCluster(ctx context.Context, ns string) (ClusterView, 
 	}
 
 	perms := map[string]int32{} // broker name -> perm of its cluster or own topic
+	probes := 0
 	probe := func(topic string) {
-		rresp, err := r.client.Invoke(ctx, ns, remoting.NewGetRouteInfoRequest(topic))
+		if probes >= maxWritabilityProbes || ctx.Err() != nil {
+			return
+		}
+		probes++
+		rresp, err := r.askNameServer(ctx, ns, remoting.NewGetRouteInfoRequest(topic))
 		if err != nil || rresp.Code != remoting.Success {
 			return
 		}
@@ -79,11 +98,12 @@ func (r *Runtime) describeCluster(ctx context.Context, ns string) (ClusterView, 
 			}
 		}
 	}
-	for cluster := range info.ClusterAddrTable {
+	for _, cluster := range slices.Sorted(maps.Keys(info.ClusterAddrTable)) {
 		probe(cluster)
 	}
-	v := ClusterView{NameServer: ns}
-	for name, bd := range info.BrokerAddrTable {
+	v := ClusterView{NameServer: ns, Brokers: make([]ClusterBroker, 0, len(info.BrokerAddrTable))}
+	for _, name := range slices.Sorted(maps.Keys(info.BrokerAddrTable)) {
+		bd := info.BrokerAddrTable[name]
 		if _, ok := perms[name]; !ok {
 			probe(name)
 		}
@@ -91,6 +111,5 @@ func (r *Runtime) describeCluster(ctx context.Context, ns string) (ClusterView, 
 		v.Brokers = append(v.Brokers, ClusterBroker{Cluster: bd.Cluster, Name: name, MasterAddr: bd.MasterAddr(),
 			Writable: !known || perm&remoting.PermWrite != 0})
 	}
-	slices.SortFunc(v.Brokers, func(a, b ClusterBroker) int { return strings.Compare(a.Name, b.Name) })
 	return v, nil
 }

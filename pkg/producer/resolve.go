@@ -39,6 +39,13 @@ type NameServerRoute struct {
 	// Refresh is the interval between route queries; 0 means DefaultRouteRefresh. Shorter than
 	// MinRouteRefresh is refused.
 	Refresh time.Duration
+	// Async makes SetNameServerRoute return at once rather than after the first query, which
+	// then runs on the route's own goroutine: a caller that serves many routes (a controller) is
+	// not held by name servers that never answer.
+	Async bool
+	// OnChange, when set, is called after every refresh that changed the route's RouteStatus
+	// (LastResolved aside), on the goroutine that ran the refresh; it must not block.
+	OnChange func()
 }
 
 // PublishedBroker is one broker of a topic's route as a name server publishes it.
@@ -69,6 +76,28 @@ type RouteStatus struct {
 // does not exist.
 var ErrTopicNotPublished = errors.New("topic not published by the name servers")
 
+// nameServerErrors are the failures of one round over a cluster's name servers, each prefixed
+// with its address; errors.Is and errors.As see every one.
+type nameServerErrors []error
+
+// Error joins the failures on one line.
+func (e nameServerErrors) Error() string {
+	parts := make([]string, len(e))
+	for i, err := range e {
+		parts[i] = err.Error()
+	}
+	return strings.Join(parts, "; ")
+}
+
+// Unwrap returns the failures.
+func (e nameServerErrors) Unwrap() []error { return e }
+
+// sameStatus reports whether two statuses tell the same, LastResolved aside.
+func sameStatus(a, b RouteStatus) bool {
+	return a.Resolved == b.Resolved && a.NameServer == b.NameServer && slices.Equal(a.Brokers, b.Brokers) &&
+		(a.Err == nil) == (b.Err == nil) && (a.Err == nil || a.Err.Error() == b.Err.Error())
+}
+
 // key is the route's identity.
 func (spec NameServerRoute) key() string {
 	if spec.Key != "" {
@@ -91,8 +120,8 @@ type resolver struct {
 
 // SetNameServerRoute starts (or updates) resolving a topic's route from name servers and returns
 // once the first query finished, so a caller that sends right after finds the route in place
-// (or sees the failure in RouteStatus). Setting a static route with SetRoute or removing the route
-// stops resolving.
+// (or sees the failure in RouteStatus); with spec.Async it returns at once. Setting a static route
+// with SetRoute or removing the route stops resolving.
 func (r *Runtime) SetNameServerRoute(spec NameServerRoute) error {
 	if err := CheckTopic(spec.Topic); err != nil {
 		return fmt.Errorf("route: %w", err)
@@ -133,7 +162,11 @@ func (r *Runtime) SetNameServerRoute(spec NameServerRoute) error {
 	r.resolvers[key] = res
 	r.mu.Unlock()
 
-	r.refresh(res)
+	if spec.Async {
+		res.poke() // the loop's first turn queries at once
+	} else {
+		r.refresh(res)
+	}
 	r.wg.Add(1)
 	go r.resolveLoop(res)
 	return nil
@@ -204,54 +237,84 @@ func (r *Runtime) resolveLoop(res *resolver) {
 	}
 }
 
-// refresh queries the name servers once and installs the route when one answers.
+// refresh queries the name servers once and installs the route when one answers with a route
+// within the bounds; otherwise the last good route stays and the status says why.
 func (r *Runtime) refresh(res *resolver) {
 	res.mu.Lock()
 	spec, start := res.spec, res.next
 	res.mu.Unlock()
 
-	var errs []string
+	var errs nameServerErrors
 	for i := range spec.NameServers {
 		k := (start + i) % len(spec.NameServers)
 		addr := spec.NameServers[k]
-		data, err := r.queryRoute(addr, spec.Topic)
+		published, route, err := r.resolveFrom(spec, addr)
 		if err != nil {
-			errs = append(errs, fmt.Sprintf("%s: %v", addr, err))
+			errs = append(errs, fmt.Errorf("%s: %w", addr, err))
 			if errors.Is(err, ErrTopicNotPublished) {
 				// A definitive answer: another name server of the same cluster would say the same.
 				break
 			}
 			continue
 		}
-		published, route := routeFromNameServer(spec, data)
-		res.mu.Lock()
-		select {
-		case <-res.stop:
-			res.mu.Unlock()
+		st := RouteStatus{Resolved: true, LastResolved: time.Now(), NameServer: addr, Brokers: published}
+		if !r.setRouteStatus(res, spec, k, st) {
 			return // removed or replaced while the query ran
-		default:
 		}
-		res.next = k
-		res.status = RouteStatus{Resolved: true, LastResolved: time.Now(), NameServer: addr, Brokers: published}
-		res.mu.Unlock()
 		r.installResolved(res, route)
 		return
 	}
-	err := fmt.Errorf("route of %s from name servers: %s", spec.Topic, strings.Join(errs, "; "))
-	if len(errs) > 0 && strings.Contains(errs[len(errs)-1], ErrTopicNotPublished.Error()) {
-		err = fmt.Errorf("%w: %s", ErrTopicNotPublished, strings.Join(errs, "; "))
-	}
+	err := fmt.Errorf("route of %s from name servers: %w", spec.Topic, errs)
 	res.mu.Lock()
-	res.status.Err = err
+	st := res.status
 	res.mu.Unlock()
+	st.Err = err
+	r.setRouteStatus(res, spec, -1, st)
 	r.log.V(1).Info("route refresh failed; keeping the last route", "topic", spec.Topic, "error", err.Error())
+}
+
+// setRouteStatus records a refresh's outcome, and the name server to ask first next time (k >= 0),
+// unless the resolver was stopped meanwhile; it reports whether it did. A changed status is
+// reported to spec.OnChange.
+func (r *Runtime) setRouteStatus(res *resolver, spec NameServerRoute, k int, st RouteStatus) bool {
+	res.mu.Lock()
+	select {
+	case <-res.stop:
+		res.mu.Unlock()
+		return false
+	default:
+	}
+	if k >= 0 {
+		res.next = k
+	}
+	changed := !sameStatus(res.status, st)
+	res.status = st
+	res.mu.Unlock()
+	if changed && spec.OnChange != nil {
+		spec.OnChange()
+	}
+	return true
+}
+
+// resolveFrom asks one name server for the route and turns its answer into the runtime's; an
+// answer beyond the bounds wraps ErrAnswerRefused.
+func (r *Runtime) resolveFrom(spec NameServerRoute, addr string) ([]PublishedBroker, Route, error) {
+	data, err := r.queryRoute(addr, spec.Topic)
+	if err != nil {
+		return nil, Route{}, refusal(err)
+	}
+	published, route := routeFromNameServer(spec, data)
+	if err := route.checkBounds(); err != nil {
+		return nil, Route{}, fmt.Errorf("%w: %w", ErrAnswerRefused, err)
+	}
+	return published, route, nil
 }
 
 // queryRoute sends GET_ROUTEINFO_BY_TOPIC to one name server.
 func (r *Runtime) queryRoute(addr, topic string) (*remoting.TopicRouteData, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), nameServerTimeout)
 	defer cancel()
-	resp, err := r.client.Invoke(ctx, addr, remoting.NewGetRouteInfoRequest(topic))
+	resp, err := r.nsClient.Invoke(ctx, addr, remoting.NewGetRouteInfoRequest(topic))
 	if err != nil {
 		return nil, err
 	}
@@ -263,6 +326,7 @@ func (r *Runtime) queryRoute(addr, topic string) (*remoting.TopicRouteData, erro
 
 // routeFromNameServer turns a name server's route into the runtime's: writable queues of brokers
 // with a master, as RocketMQ's client builds its publish info (topicRouteData2TopicPublishInfo).
+// A broker listed twice counts once, as first listed.
 func routeFromNameServer(spec NameServerRoute, data *remoting.TopicRouteData) ([]PublishedBroker, Route) {
 	masters := make(map[string]string, len(data.BrokerDatas))
 	for _, bd := range data.BrokerDatas {
@@ -270,13 +334,17 @@ func routeFromNameServer(spec NameServerRoute, data *remoting.TopicRouteData) ([
 	}
 	route := Route{Key: spec.Key, Topic: spec.Topic, Policy: spec.Policy}
 	published := make([]PublishedBroker, 0, len(data.QueueDatas))
+	seen := make(map[string]bool, len(data.QueueDatas))
 	for _, q := range data.QueueDatas {
+		if seen[q.BrokerName] {
+			continue
+		}
+		seen[q.BrokerName] = true
 		pb := PublishedBroker{Name: q.BrokerName, MasterAddr: masters[q.BrokerName], ReadQueues: int(q.ReadQueueNums),
 			WriteQueues: int(q.WriteQueueNums), Perm: int(q.Perm)}
 		pb.Routed = q.Perm&remoting.PermWrite != 0 && pb.MasterAddr != "" && q.WriteQueueNums > 0
-		id := spec.BrokerPrefix + q.BrokerName
-		if pb.Routed && !slices.ContainsFunc(route.Brokers, func(b BrokerQueues) bool { return b.Broker == id }) {
-			route.Brokers = append(route.Brokers, BrokerQueues{Broker: id, WriteQueues: pb.WriteQueues, Addr: pb.MasterAddr})
+		if pb.Routed {
+			route.Brokers = append(route.Brokers, BrokerQueues{Broker: spec.BrokerPrefix + q.BrokerName, WriteQueues: pb.WriteQueues, Addr: pb.MasterAddr})
 		}
 		published = append(published, pb)
 	}

@@ -22,8 +22,10 @@ const DefaultMaxAsyncInFlight = 10000
 
 // Options configures a Runtime.
 type Options struct {
-	// Client is the remoting client used for every request; nil means a client with default
-	// options, owned (and closed) by the Runtime.
+	// Client is the remoting client used for every request to a broker; nil means a client with
+	// default options, owned (and closed) by the Runtime. Name servers are asked on a client of
+	// the Runtime's own whose frames are bounded by remoting.NameServerMaxFrameSize, so an answer
+	// beyond it is refused on its length alone.
 	Client *remoting.Client
 	// Clock drives the fault tables' isolation timers; nil means real time. Send latencies and
 	// deadlines are always measured on the monotonic wall clock.
@@ -72,6 +74,8 @@ type snapshot struct {
 type Runtime struct {
 	client     *remoting.Client
 	ownsClient bool
+	// nsClient asks name servers, with frames bounded by remoting.NameServerMaxFrameSize.
+	nsClient   *remoting.Client
 	clock      fault.Clock
 	log        logr.Logger
 	metrics    Metrics
@@ -112,6 +116,7 @@ func New(opts Options) *Runtime {
 		r.client = remoting.NewClient(remoting.ClientOptions{})
 		r.ownsClient = true
 	}
+	r.nsClient = remoting.NewClient(remoting.ClientOptions{MaxFrameSize: remoting.NameServerMaxFrameSize})
 	if r.metrics == nil {
 		r.metrics = NopMetrics{}
 	}
@@ -298,11 +303,15 @@ func (r *Runtime) RemoveBroker(name string) {
 	}
 }
 
-// SetRoute adds or replaces a route (by its key: Key, else Topic). It refuses invalid topics, duplicate brokers and
-// negative queue counts, leaving the previous route in force. A static route ends resolving the
-// topic from name servers.
+// SetRoute adds or replaces a route (by its key: Key, else Topic). It refuses invalid topics,
+// duplicate brokers, negative queue counts and queue counts beyond MaxWriteQueues or
+// MaxRouteQueues, leaving the previous route in force. A static route ends resolving the topic
+// from name servers.
 func (r *Runtime) SetRoute(rt Route) error {
 	if err := rt.validate(); err != nil {
+		return err
+	}
+	if err := rt.checkBounds(); err != nil {
 		return err
 	}
 	rt.Brokers = append([]BrokerQueues(nil), rt.Brokers...)
@@ -524,8 +533,9 @@ func (r *Runtime) Close() error {
 	close(r.stop)
 	r.wg.Wait()
 	r.events.close()
+	nsErr := r.nsClient.Close()
 	if r.ownsClient {
-		return r.client.Close()
+		return errors.Join(r.client.Close(), nsErr)
 	}
-	return nil
+	return nsErr
 }
