@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/go-logr/logr"
+
 	"github.com/detourmq/detour/pkg/remoting"
 )
 
@@ -113,6 +115,9 @@ type Options struct {
 	// meet the disconnects they would meet in production. Zero means DefaultIdleTimeout
 	// (120 s); a negative value keeps connections open forever.
 	IdleTimeout time.Duration
+	// Logger hears of every request whose handling panicked (its connection is closed, the
+	// broker serves on); the zero value discards.
+	Logger logr.Logger
 }
 
 // StoredMessage is one message as the broker stored it. Treat Body and Properties as read-only.
@@ -170,7 +175,9 @@ type Stats struct {
 	Heartbeats      int64
 	// IdleClosed counts connections the broker closed because they were idle (IdleTimeout).
 	IdleClosed int64
-	Topics     map[string]TopicStats
+	// Panics counts requests whose handling panicked; each closed its connection only.
+	Panics int64
+	Topics map[string]TopicStats
 }
 
 // maxQueues bounds the queue counts UPDATE_AND_CREATE_TOPIC takes, the same bound the producer
@@ -270,6 +277,7 @@ func StartBrokerWith(name, addr string, opts Options) (*Broker, error) {
 	b.autoCreateRuntime.Store(!opts.NoAutoCreate)
 	b.fault.Store(&faultState{})
 	b.srv = newServer(b.handle, idleTimeout(opts.IdleTimeout))
+	b.srv.log = opts.Logger
 	if err := b.srv.listen(addr); err != nil {
 		return nil, fmt.Errorf("brokersim: broker %s: %w", name, err)
 	}
@@ -461,7 +469,7 @@ func (b *Broker) Stats() Stats {
 	s := Stats{
 		Connections: b.srv.accepted.Load(), Requests: b.requests, Responses: b.srv.responses.Load(),
 		Dropped: b.dropped, SendsReceived: b.sends, MessagesReceived: b.received, MessagesStored: b.stored,
-		HalfMessages: b.half, DelayedMessages: b.delayed, IdleClosed: b.srv.idleClosed.Load(),
+		HalfMessages: b.half, DelayedMessages: b.delayed, IdleClosed: b.srv.idleClosed.Load(), Panics: b.srv.panics.Load(),
 		Heartbeats: b.heartbeats, RequestsByCode: make(map[int16]int64, len(b.byCode)),
 		Topics: make(map[string]TopicStats, len(b.topics)),
 	}
@@ -599,7 +607,7 @@ func (b *Broker) handle(sc *serverConn, req *remoting.Command) {
 			sc.respond(req, remoting.NewResponse(req, remoting.SystemBusy, remarkOverload), false)
 			return
 		}
-		sc.after(d, func() { answer(true) }, release)
+		sc.after(d, req, func() { answer(true) }, release)
 		return
 	}
 	answer(false)

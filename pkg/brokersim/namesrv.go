@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/go-logr/logr"
+
 	"github.com/detourmq/detour/pkg/remoting"
 )
 
@@ -33,6 +35,9 @@ type NameServerOptions struct {
 	// as a Java name server does after serverChannelMaxIdleTimeSeconds. Zero means
 	// DefaultIdleTimeout (120 s); a negative value keeps connections open forever.
 	IdleTimeout time.Duration
+	// Logger hears of every request whose handling panicked (its connection is closed, the
+	// name server serves on); the zero value discards.
+	Logger logr.Logger
 }
 
 // StartNameServer starts a name server on addr ("127.0.0.1:0" picks a free port) that knows the
@@ -45,6 +50,7 @@ func StartNameServer(addr string, brokers ...*Broker) (*NameServer, error) {
 func StartNameServerWith(addr string, opts NameServerOptions, brokers ...*Broker) (*NameServer, error) {
 	n := &NameServer{brokers: append([]*Broker(nil), brokers...)}
 	n.srv = newServer(n.handle, idleTimeout(opts.IdleTimeout))
+	n.srv.log = opts.Logger
 	if err := n.srv.listen(addr); err != nil {
 		return nil, fmt.Errorf("brokersim: name server: %w", err)
 	}
@@ -84,6 +90,9 @@ func (n *NameServer) IdleClosed() int64 { return n.srv.idleClosed.Load() }
 
 // RouteQueries counts the GET_ROUTEINFO_BY_TOPIC requests answered.
 func (n *NameServer) RouteQueries() int64 { return n.routeQueries.Load() }
+
+// Panics counts requests whose handling panicked; each closed its connection only.
+func (n *NameServer) Panics() int64 { return n.srv.panics.Load() }
 
 // Route returns the route of topic over the known brokers, or nil when no broker has it.
 func (n *NameServer) Route(topic string) *remoting.TopicRouteData {

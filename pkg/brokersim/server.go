@@ -2,10 +2,14 @@ package brokersim
 
 import (
 	"errors"
+	"fmt"
 	"net"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/go-logr/logr"
 
 	"github.com/detourmq/detour/pkg/remoting"
 )
@@ -21,6 +25,8 @@ type server struct {
 	// server's IdleStateHandler does on ALL_IDLE; zero keeps connections open forever.
 	idle  time.Duration
 	epoch time.Time // origin of serverConn.lastActive, so activity is a monotonic offset
+	// log hears of requests whose handling panicked.
+	log logr.Logger
 
 	mu         sync.Mutex
 	ln         net.Listener
@@ -30,6 +36,7 @@ type server struct {
 	accepted   atomic.Int64
 	responses  atomic.Int64
 	idleClosed atomic.Int64
+	panics     atomic.Int64
 }
 
 // serverConn is one accepted connection.
@@ -221,7 +228,7 @@ func (sc *serverConn) readLoop() {
 		if req.IsResponse() {
 			continue // the simulators never send requests, so there is nothing to match
 		}
-		sc.srv.handle(sc, req)
+		sc.serve(req)
 		if !sc.fr.Complete() {
 			// Everything read so far is handled: write the batch of answers before waiting.
 			if sc.fw.Flush() != nil {
@@ -229,6 +236,27 @@ func (sc *serverConn) readLoop() {
 			}
 		}
 	}
+}
+
+// serve hands req to the server's handler.
+func (sc *serverConn) serve(req *remoting.Command) {
+	defer sc.survive(req)
+	sc.srv.handle(sc, req)
+}
+
+// survive, deferred around handling req, turns a panic into the close of this connection only,
+// counted and logged with its stack: a simulator serving many tests, or the demo beside the
+// manager, outlives a request it mishandles, as a RocketMQ server closes the channel whose
+// handler threw.
+func (sc *serverConn) survive(req *remoting.Command) {
+	p := recover()
+	if p == nil {
+		return
+	}
+	sc.srv.panics.Add(1)
+	sc.srv.log.Error(fmt.Errorf("panic: %v", p), "brokersim: handling a request panicked; closing its connection",
+		"remote", sc.nc.RemoteAddr().String(), "code", req.Code, "opaque", req.Opaque, "stack", string(debug.Stack()))
+	sc.close()
 }
 
 // respond queues resp as the answer to req; inline answers are flushed by the read loop.
@@ -249,10 +277,11 @@ type pendingTimer struct {
 	release func()
 }
 
-// after runs f after d on a timer tied to the connection: closing the connection cancels it,
-// and the server waits for timers that already fired. release runs exactly once, after f or
-// when the timer is cancelled (or at once when the connection is closed already).
-func (sc *serverConn) after(d time.Duration, f, release func()) {
+// after runs f, answering req, after d on a timer tied to the connection: closing the
+// connection cancels it, and the server waits for timers that already fired. release runs
+// exactly once, after f or when the timer is cancelled (or at once when the connection is closed
+// already). A panic in f closes the connection, as one in the handler does.
+func (sc *serverConn) after(d time.Duration, req *remoting.Command, f, release func()) {
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
 	if sc.closed {
@@ -273,6 +302,7 @@ func (sc *serverConn) after(d time.Duration, f, release func()) {
 		closed := sc.closed
 		sc.mu.Unlock()
 		if !closed {
+			defer sc.survive(req)
 			f()
 		}
 	})}
