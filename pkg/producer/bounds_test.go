@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"runtime"
 	"strings"
 	"sync"
@@ -12,169 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/detourmq/detour/internal/nstest"
 	"github.com/detourmq/detour/pkg/remoting"
 )
-
-// hostileNameServer is a name server on loopback that answers GET_ROUTEINFO_BY_TOPIC and
-// GET_BROKER_CLUSTER_INFO with whatever bodies the test sets, however large or absurd.
-type hostileNameServer struct {
-	ln      net.Listener
-	route   atomic.Pointer[[]byte]
-	cluster atomic.Pointer[[]byte]
-	wg      sync.WaitGroup
-	mu      sync.Mutex
-	conns   []net.Conn
-}
-
-func startHostileNameServer(t testing.TB, route []byte) *hostileNameServer {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := &hostileNameServer{ln: ln}
-	h.route.Store(&route)
-	h.wg.Add(1)
-	go h.accept()
-	t.Cleanup(h.close)
-	return h
-}
-
-func (h *hostileNameServer) addr() string { return h.ln.Addr().String() }
-
-// answer sets the route body every later GET_ROUTEINFO_BY_TOPIC gets.
-func (h *hostileNameServer) answer(route []byte) { h.route.Store(&route) }
-
-// answerClusterInfo sets the body every later GET_BROKER_CLUSTER_INFO gets.
-func (h *hostileNameServer) answerClusterInfo(body []byte) { h.cluster.Store(&body) }
-
-func (h *hostileNameServer) accept() {
-	defer h.wg.Done()
-	for {
-		nc, err := h.ln.Accept()
-		if err != nil {
-			return
-		}
-		h.mu.Lock()
-		h.conns = append(h.conns, nc)
-		h.mu.Unlock()
-		h.wg.Add(1)
-		go h.serve(nc)
-	}
-}
-
-func (h *hostileNameServer) serve(nc net.Conn) {
-	defer h.wg.Done()
-	defer nc.Close()
-	fr := remoting.NewFrameReader(nc, 0, 0)
-	fw := remoting.NewFrameWriter(nc, 30*time.Second)
-	for {
-		req, err := fr.ReadCommand()
-		if err != nil {
-			return
-		}
-		resp := remoting.NewResponse(req, remoting.Success, "")
-		switch req.Code {
-		case remoting.GetRouteInfoByTopic:
-			resp.Body = *h.route.Load()
-		case remoting.GetBrokerClusterInfo:
-			if b := h.cluster.Load(); b != nil {
-				resp.Body = *b
-			}
-		default:
-			resp.Code = remoting.RequestCodeNotSupported
-		}
-		if fw.WriteCommand(resp, true) != nil {
-			return
-		}
-	}
-}
-
-func (h *hostileNameServer) close() {
-	_ = h.ln.Close()
-	h.mu.Lock()
-	for _, c := range h.conns {
-		_ = c.Close()
-	}
-	h.mu.Unlock()
-	h.wg.Wait()
-}
-
-// silentNameServer accepts connections and never answers, until released.
-type silentNameServer struct {
-	ln       net.Listener
-	accepted atomic.Int32
-	mu       sync.Mutex
-	conns    []net.Conn
-	wg       sync.WaitGroup
-	once     sync.Once
-}
-
-func startSilentNameServer(t testing.TB) *silentNameServer {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &silentNameServer{ln: ln}
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		for {
-			nc, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			s.mu.Lock()
-			s.conns = append(s.conns, nc)
-			s.mu.Unlock()
-			s.accepted.Add(1)
-		}
-	}()
-	t.Cleanup(s.release)
-	return s
-}
-
-func (s *silentNameServer) addr() string { return s.ln.Addr().String() }
-
-// release closes the listener and every held connection.
-func (s *silentNameServer) release() {
-	s.once.Do(func() {
-		_ = s.ln.Close()
-		s.wg.Wait()
-		s.mu.Lock()
-		for _, c := range s.conns {
-			_ = c.Close()
-		}
-		s.mu.Unlock()
-	})
-}
-
-// routeBody is a standard-JSON route of n brokers named broker-0.. with write queues each, every
-// master at addr; slaves adds that many slave addresses to each broker (to reach a body size).
-func routeBody(n int, write int32, addr string, slaves int) []byte {
-	var b strings.Builder
-	b.WriteString(`{"queueDatas":[`)
-	for i := range n {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		fmt.Fprintf(&b, `{"brokerName":"broker-%d","readQueueNums":%d,"writeQueueNums":%d,"perm":6}`, i, write, write)
-	}
-	b.WriteString(`],"brokerDatas":[`)
-	for i := range n {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		fmt.Fprintf(&b, `{"cluster":"c","brokerName":"broker-%d","brokerAddrs":{"0":%q`, i, addr)
-		for s := 1; s <= slaves; s++ {
-			fmt.Fprintf(&b, `,"%d":"10.0.%d.%d:10911"`, s, s/256, s%256)
-		}
-		b.WriteString(`}}`)
-	}
-	b.WriteString(`]}`)
-	return []byte(b.String())
-}
 
 // waitStatus polls a route's status until cond holds.
 func waitStatus(t *testing.T, r *Runtime, key, what string, cond func(RouteStatus) bool) RouteStatus {
@@ -193,29 +32,29 @@ func TestRoutesBeyondABoundAreRefusedAndTheLastGoodRouteStays(t *testing.T) {
 		body      func() []byte
 		wantBound string
 	}{
-		{"2^31-1 write queues on a broker", func() []byte { return routeBody(1, 1<<31-1, "127.0.0.1:10911", 0) },
+		{"2^31-1 write queues on a broker", func() []byte { return nstest.RouteBody(1, 1<<31-1, "127.0.0.1:10911", 0) },
 			"write queues of broker \"broker-0\": 2147483647, outside the bound 0..1024"},
-		{"a 15 MiB route", func() []byte { return routeBody(98000, 64, "127.0.0.1:10911", 0) },
+		{"a 15 MiB route", func() []byte { return nstest.RouteBody(98000, 64, "127.0.0.1:10911", 0) },
 			fmt.Sprintf("exceeds the limit of %d bytes", remoting.NameServerMaxFrameSize)},
-		{"more brokers than the bound", func() []byte { return routeBody(remoting.MaxRouteBrokers+1, 1, "127.0.0.1:10911", 0) },
+		{"more brokers than the bound", func() []byte { return nstest.RouteBody(remoting.MaxRouteBrokers+1, 1, "127.0.0.1:10911", 0) },
 			"lists more than 1024 entries, beyond the bound of 1024"},
-		{"more write queues over the route than the bound", func() []byte { return routeBody(65, 1024, "127.0.0.1:10911", 0) },
+		{"more write queues over the route than the bound", func() []byte { return nstest.RouteBody(65, 1024, "127.0.0.1:10911", 0) },
 			"66560 write queues over its brokers, beyond the bound of 65536"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			good := routeBody(2, 4, "127.0.0.1:10911", 0)
-			ns := startHostileNameServer(t, good)
+			good := nstest.RouteBody(2, 4, "127.0.0.1:10911", 0)
+			ns := nstest.StartScripted(t, good)
 			r := New(Options{HeartbeatInterval: -1})
 			t.Cleanup(func() { r.Close() })
-			if err := r.SetNameServerRoute(NameServerRoute{Topic: testTopic, NameServers: []string{ns.addr()}}); err != nil {
+			if err := r.SetNameServerRoute(NameServerRoute{Topic: testTopic, NameServers: []string{ns.Addr()}}); err != nil {
 				t.Fatal(err)
 			}
 			if st, _ := r.RouteStatus(testTopic); !st.Resolved || st.Err != nil {
 				t.Fatalf("the good route was not taken: %+v", st)
 			}
 
-			ns.answer(tt.body())
+			ns.AnswerRoute(tt.body())
 			r.RefreshRoute(testTopic)
 			st := waitStatus(t, r, testTopic, "the refusal", func(st RouteStatus) bool { return st.Err != nil })
 			if !errors.Is(st.Err, ErrAnswerRefused) || !strings.Contains(st.Err.Error(), tt.wantBound) {
@@ -262,49 +101,40 @@ func TestAStaticRouteBeyondTheQueueBoundsIsRefused(t *testing.T) {
 }
 
 func TestClusterInfoBeyondTheBoundIsRefused(t *testing.T) {
-	var b strings.Builder
-	b.WriteString(`{"brokerAddrTable":{`)
-	for i := range 10000 {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		fmt.Fprintf(&b, `"broker-%d":{"cluster":"c","brokerName":"broker-%d","brokerAddrs":{0:"127.0.0.1:10911"}}`, i, i)
-	}
-	b.WriteString(`},"clusterAddrTable":{}}`)
-	ns := startHostileNameServer(t, nil)
-	ns.answerClusterInfo([]byte(b.String()))
+	ns := nstest.StartScripted(t, nil)
+	ns.AnswerClusterInfo(nstest.ClusterInfoBody(10000, "127.0.0.1:10911"))
 	r := New(Options{HeartbeatInterval: -1})
 	t.Cleanup(func() { r.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	_, err := r.DescribeCluster(ctx, []string{ns.addr()})
+	_, err := r.DescribeCluster(ctx, []string{ns.Addr()})
 	if !errors.Is(err, ErrAnswerRefused) || !strings.Contains(err.Error(), "beyond the bound of 4096") {
 		t.Fatalf("err = %v, want ErrAnswerRefused naming the bound of 4096 brokers", err)
 	}
 }
 
 func TestASilentNameServerDoesNotKeepDescribeClusterFromTheNext(t *testing.T) {
-	silent := startSilentNameServer(t)
-	good := startHostileNameServer(t, nil)
-	good.answerClusterInfo([]byte(`{"brokerAddrTable":{"broker-a":{"cluster":"c","brokerName":"broker-a","brokerAddrs":{"0":"127.0.0.1:10911"}}},"clusterAddrTable":{"c":["broker-a"]}}`))
+	silent := nstest.StartSilent(t)
+	good := nstest.StartScripted(t, nil)
+	good.AnswerClusterInfo([]byte(`{"brokerAddrTable":{"broker-a":{"cluster":"c","brokerName":"broker-a","brokerAddrs":{"0":"127.0.0.1:10911"}}},"clusterAddrTable":{"c":["broker-a"]}}`))
 	r := New(Options{HeartbeatInterval: -1})
 	t.Cleanup(func() { r.Close() })
 	// A generous whole-look deadline: the silent name server must cost one request's wait, not
 	// all of it.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	v, err := r.DescribeCluster(ctx, []string{silent.addr(), good.addr()})
-	if err != nil || v.NameServer != good.addr() || len(v.Brokers) != 1 {
-		t.Fatalf("DescribeCluster = %+v, %v; want broker-a from %s", v, err, good.addr())
+	v, err := r.DescribeCluster(ctx, []string{silent.Addr(), good.Addr()})
+	if err != nil || v.NameServer != good.Addr() || len(v.Brokers) != 1 {
+		t.Fatalf("DescribeCluster = %+v, %v; want broker-a from %s", v, err, good.Addr())
 	}
 }
 
 func TestAnAsyncNameServerRouteDoesNotWaitForASilentNameServer(t *testing.T) {
-	silent := startSilentNameServer(t)
+	silent := nstest.StartSilent(t)
 	r := New(Options{HeartbeatInterval: -1})
 	t.Cleanup(func() { r.Close() })
 	changed := make(chan struct{}, 16)
-	spec := NameServerRoute{Topic: testTopic, NameServers: []string{silent.addr()}, Async: true,
+	spec := NameServerRoute{Topic: testTopic, NameServers: []string{silent.Addr()}, Async: true,
 		OnChange: func() { changed <- struct{}{} }}
 	if err := r.SetNameServerRoute(spec); err != nil {
 		t.Fatal(err)
@@ -313,8 +143,8 @@ func TestAnAsyncNameServerRouteDoesNotWaitForASilentNameServer(t *testing.T) {
 	if st, _ := r.RouteStatus(testTopic); st.Resolved || st.Err != nil {
 		t.Fatalf("status %+v before the silent name server answered", st)
 	}
-	waitFor(t, "the query to reach the silent name server", func() bool { return silent.accepted.Load() > 0 })
-	silent.release()
+	waitFor(t, "the query to reach the silent name server", func() bool { return silent.Accepted() > 0 })
+	silent.Release()
 	select {
 	case <-changed:
 	case <-time.After(30 * time.Second):
@@ -342,17 +172,17 @@ func TestSixHostileNameServersKeepTheHeapBounded(t *testing.T) {
 	}{
 		// What the hostile-peer trial sent: routes of about 15 MiB, here 10,000 brokers of 1000
 		// write queues each, padded with slave addresses.
-		{"routes of 15 MiB", routeBody(10000, 1000, "127.0.0.1:10911", 58)},
+		{"routes of 15 MiB", nstest.RouteBody(10000, 1000, "127.0.0.1:10911", 58)},
 		// The largest routes the bounds admit: 1024 brokers of 64 queues (65536 queues), padded
 		// with slave addresses to just under the 2 MiB body bound.
-		{"routes at every bound", routeBody(remoting.MaxRouteBrokers, 64, "127.0.0.1:10911", 82)},
+		{"routes at every bound", nstest.RouteBody(remoting.MaxRouteBrokers, 64, "127.0.0.1:10911", 82)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Logf("route body %d bytes", len(tt.body))
-			var servers []*hostileNameServer
+			var servers []*nstest.Scripted
 			for range clusters {
-				servers = append(servers, startHostileNameServer(t, tt.body))
+				servers = append(servers, nstest.StartScripted(t, tt.body))
 			}
 			r := New(Options{HeartbeatInterval: -1})
 			t.Cleanup(func() { r.Close() })
@@ -363,7 +193,7 @@ func TestSixHostileNameServersKeepTheHeapBounded(t *testing.T) {
 			for i, ns := range servers {
 				wg.Go(func() {
 					key := fmt.Sprint("cluster-", i)
-					if err := r.SetNameServerRoute(NameServerRoute{Key: key, Topic: testTopic, NameServers: []string{ns.addr()}}); err != nil {
+					if err := r.SetNameServerRoute(NameServerRoute{Key: key, Topic: testTopic, NameServers: []string{ns.Addr()}}); err != nil {
 						t.Error(err)
 					}
 				})
