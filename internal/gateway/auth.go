@@ -365,8 +365,11 @@ func (a *KubeAuth) rememberDecision(who, question string, allowed bool) {
 
 // shared runs review once for every caller asking the same question at the same time, on a
 // context of its own (the first caller may leave while others still wait) bounded by
-// ReviewTimeout, and waits for it until ctx ends. A panic in review is the callers' error: the
-// review runs outside their goroutines, where nothing else would catch it.
+// ReviewTimeout, and waits for it until ctx ends. Only the first caller's budget pays for the
+// review, and the callers who join share its outcome, a refusal for that budget included: they
+// present the same token, or ask the same user's question, so they are the same sender. A panic
+// in review is the callers' error: the review runs outside their goroutines, where nothing else
+// would catch it (singleflight would end the process).
 func (a *KubeAuth) shared(ctx context.Context, g *singleflight.Group, key string, review func(context.Context) (any, error)) (any, error) {
 	ch := g.DoChan(key, func() (v any, err error) {
 		defer func() {
