@@ -87,14 +87,16 @@ type ClusterStatus struct {
 	// +kubebuilder:validation:MaxLength=261
 	NameServer string `json:"nameServer,omitempty"`
 
-	// brokers are the broker groups the name servers publish, by name.
+	// brokers are the broker groups the name servers publish, by name; with more than 1024, the
+	// first 1024 by name (brokerCount has them all and the Ready condition says so).
 	// +optional
 	// +listType=map
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=1024
 	Brokers []ClusterBroker `json:"brokers,omitempty"`
 
-	// brokerCount is the number of broker groups published.
+	// brokerCount is the number of broker groups published, also those beyond the 1024 that
+	// brokers lists.
 	// +optional
 	BrokerCount int32 `json:"brokerCount,omitempty"`
 

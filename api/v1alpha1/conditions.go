@@ -45,6 +45,17 @@ const (
 	ReasonTopicNotPublished = "TopicNotPublished"
 	// ReasonInvalidSpec surfaces when the runtime refused a spec that the schema accepted.
 	ReasonInvalidSpec = "InvalidSpec"
+	// ReasonRouteRefused surfaces when a Cluster's name servers answered a Topic's route beyond a
+	// bound (body size, brokers, queue counts, name lengths); the message names the bound, and
+	// the last good route, if any, stays in use.
+	ReasonRouteRefused = "RouteRefused"
+	// ReasonClusterInfoRefused surfaces when a Cluster's name servers described the cluster
+	// beyond a bound (body size, brokers, name lengths); the message names the bound, and the
+	// brokers last published stay in status.
+	ReasonClusterInfoRefused = "ClusterInfoRefused"
+	// ReasonRouteResolving surfaces while the first route query to a Cluster's name servers is
+	// under way.
+	ReasonRouteResolving = "RouteResolving"
 )
 
 // IsolationReason says why a broker is isolated.

@@ -102,7 +102,7 @@ type TopicBroker struct {
 	// address is the broker's host:port: from the name servers with clusterRef, else from the pod
 	// IP and its container port named "main".
 	// +optional
-	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:MaxLength=261
 	Address string `json:"address,omitempty"`
 
 	// ready is whether the pod is Ready and not terminating.
@@ -141,7 +141,9 @@ type TopicStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// brokers are the master brokers serving the topic, by name.
+	// brokers are the master brokers serving the topic, by name; with more than 1024, the first
+	// 1024 by name (brokerCount counts every broker of the route, and the Ready condition says
+	// the list was cut).
 	// +optional
 	// +listType=map
 	// +listMapKey=name
