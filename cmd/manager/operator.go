@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -25,7 +24,6 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/config"
@@ -416,28 +414,14 @@ func (op *operator) topicsRouted() healthz.Checker {
 	}
 }
 
-// gatewayTLS serves tls.crt and tls.key from certDir, reloaded when they change, or a
-// self-signed certificate when certDir has none (encryption without a verifiable identity, as
-// the metrics endpoint does by default).
+// gatewayTLS serves tls.crt and tls.key from certDir whenever they are there, read again every
+// second (a Secret created or rotated after start is served without a restart), and a
+// self-signed certificate until then (encryption without a verifiable identity, as the metrics
+// endpoint does by default).
 func (op *operator) gatewayTLS(certDir string, opts []func(*tls.Config)) (*tls.Config, error) {
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12, NextProtos: []string{"h2", "http/1.1"}}
 	for _, f := range opts {
 		f(cfg)
-	}
-	if certDir != "" {
-		certPath, keyPath := filepath.Join(certDir, "tls.crt"), filepath.Join(certDir, "tls.key")
-		if fileExists(certPath) && fileExists(keyPath) {
-			w, err := certwatcher.New(certPath, keyPath)
-			if err != nil {
-				return nil, fmt.Errorf("loading the gateway certificate: %w", err)
-			}
-			if err := op.mgr.Add(everyReplica{w}); err != nil {
-				return nil, err
-			}
-			cfg.GetCertificate = w.GetCertificate
-			return cfg, nil
-		}
-		op.log.Info("No tls.crt and tls.key in the gateway certificate folder; using a self-signed certificate", "dir", certDir)
 	}
 	certPEM, keyPEM, err := certutil.GenerateSelfSignedCertKey("detour-gateway", []net.IP{net.IPv4(127, 0, 0, 1)}, []string{"localhost"})
 	if err != nil {
@@ -447,7 +431,18 @@ func (op *operator) gatewayTLS(certDir string, opts []func(*tls.Config)) (*tls.C
 	if err != nil {
 		return nil, err
 	}
-	cfg.Certificates = []tls.Certificate{pair}
+	if certDir == "" {
+		cfg.Certificates = []tls.Certificate{pair}
+		return cfg, nil
+	}
+	g := newGatewayCert(certDir, &pair, op.log.WithName("gateway-tls"))
+	if g.current == nil {
+		op.log.Info("No tls.crt and tls.key in the gateway certificate folder yet; serving a self-signed certificate until they appear", "dir", certDir)
+	}
+	if err := op.mgr.Add(g); err != nil {
+		return nil, err
+	}
+	cfg.GetCertificate = g.GetCertificate
 	return cfg, nil
 }
 
@@ -476,11 +471,6 @@ type everyReplica struct{ manager.Runnable }
 
 // NeedLeaderElection implements manager.LeaderElectionRunnable.
 func (everyReplica) NeedLeaderElection() bool { return false }
-
-func fileExists(p string) bool {
-	_, err := os.Stat(p)
-	return err == nil
-}
 
 // knownKindsFirst maps the kinds the operator watches (Pods and its own) without asking the API
 // server, and everything else as the dynamic mapper does. Building the pod cache needs to know

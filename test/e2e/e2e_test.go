@@ -133,7 +133,16 @@ func TestRollingRestartOfABrokerLosesNoSend(t *testing.T) {
 func TestFrozenBrokerIsIsolatedAndReturns(t *testing.T) {
 	k := deploy(t)
 	tr := k.startTraffic(t, k.token(t, "sender"), 4, 100*time.Millisecond)
-	k.waitAcked(t, tr, 40)
+	// Start from a healthy cluster: no broker isolated, sends landing on both.
+	eventually(t, 2*time.Minute, "no broker isolated before the freeze", func() error {
+		if iso := k.faultPolicy(t).Status.IsolatedBrokers; len(iso) > 0 {
+			return fmt.Errorf("isolated: %+v", iso)
+		}
+		return nil
+	})
+	for _, b := range brokers {
+		k.waitBrokerServes(t, tr, b)
+	}
 	id := containerID(t, k.brokerPod(t, "broker-b"))
 	if err := k.ctr("tasks", "kill", "--signal", "SIGSTOP", id); err != nil {
 		t.Fatal(err)
