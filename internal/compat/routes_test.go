@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/detourmq/detour/internal/rmqtest"
+	"github.com/detourmq/detour/pkg/fault"
 	"github.com/detourmq/detour/pkg/producer"
 	"github.com/detourmq/detour/pkg/remoting"
 )
@@ -66,8 +67,13 @@ func TestIdleConnectionsCostNoAttempt(t *testing.T) {
 						}
 					}
 					send()
-					if iso := r.Isolated(""); len(iso) != 0 {
-						t.Errorf("isolated after idle connections: %+v", iso)
+					// What an idle connection could cost is a failed attempt; a send that was merely
+					// slow (a loaded machine makes a real broker answer in over 550 ms now and then)
+					// isolates by latency, which is not what this test is about.
+					for _, it := range r.Isolated("") {
+						if it.Reason != fault.ReasonSlowSend {
+							t.Errorf("isolated after idle connections: %+v", it)
+						}
 					}
 				})
 			}
