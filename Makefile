@@ -12,9 +12,12 @@ ENVTEST_ASSETS = $(shell hack/setup-envtest.sh)
 # ROCKETMQ_DIST is where hack/setup-rocketmq.sh puts real Apache RocketMQ (name server, broker,
 # client, from Maven Central) and the Java test driver; it needs Java and Maven.
 ROCKETMQ_DIST = $(shell hack/setup-rocketmq.sh)
+# HELM is the Helm client hack/setup-helm.sh builds from its Go module (hack/helm) and caches.
+HELM = $(shell hack/setup-helm.sh)
 TEST_TIMEOUT ?= 40m
 # GENERATED are the files `make manifests generate` writes; `make verify` checks them.
-GENERATED = config/crd/bases config/rbac/role.yaml api/v1alpha1/zz_generated.deepcopy.go
+GENERATED = config/crd/bases config/rbac/role.yaml api/v1alpha1/zz_generated.deepcopy.go \
+	charts/detour/crds charts/detour/files/manager-role.yaml
 FUZZ_TIME ?= 10s
 
 .PHONY: all
@@ -33,9 +36,13 @@ generate: ## Generate deepcopy code for the API types.
 	$(CONTROLLER_GEN) object:headerFile="hack/boilerplate.go.txt" paths="./api/..."
 
 .PHONY: manifests
-manifests: ## Generate CRDs into config/crd/bases and RBAC into config/rbac.
+manifests: ## Generate CRDs into config/crd/bases and RBAC into config/rbac, and copy them into the Helm chart.
 	$(CONTROLLER_GEN) rbac:roleName=manager-role crd paths="./api/..." paths="./controllers/..." \
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
+	@# Helm reads no file outside the chart's folder, so the chart carries copies.
+	rm -f charts/detour/crds/*.yaml
+	cp config/crd/bases/*.yaml charts/detour/crds/
+	cp config/rbac/role.yaml charts/detour/files/manager-role.yaml
 
 .PHONY: verify
 verify: manifests generate ## Fail when generated files are out of date.
@@ -55,15 +62,20 @@ vet: ## Run go vet.
 rocketmq: ## Resolve (first time) and print the real RocketMQ folder for the real-RocketMQ tests.
 	@hack/setup-rocketmq.sh
 
+.PHONY: helm
+helm: ## Build (first time) and print the Helm client that lints and renders charts/detour.
+	@hack/setup-helm.sh
+
 .PHONY: envtest
 envtest: ## Build (first time) and print the envtest control plane folder.
 	@hack/setup-envtest.sh
 
 .PHONY: test
-test: vet ## Run all tests (never from the test cache): unit, fuzz seeds, envtest, kubectl, real RocketMQ.
+test: vet ## Run all tests (never from the test cache): unit, fuzz seeds, envtest, kubectl, helm, real RocketMQ.
 	@dist="$(ROCKETMQ_DIST)"; [[ -n "$$dist" ]] || { echo "make test: hack/setup-rocketmq.sh failed (see above)" >&2; exit 1; }
 	@# -json through hack/testreport: every top-level test is named with its result, failures in full.
-	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" DETOUR_ROCKETMQ="$(ROCKETMQ_DIST)" $(GO) test -json -race -count=1 -timeout $(TEST_TIMEOUT) ./... \
+	@helm="$(HELM)"; [[ -n "$$helm" ]] || { echo "make test: hack/setup-helm.sh failed (see above)" >&2; exit 1; }
+	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" DETOUR_ROCKETMQ="$(ROCKETMQ_DIST)" DETOUR_HELM="$(HELM)" $(GO) test -json -race -count=1 -timeout $(TEST_TIMEOUT) ./... \
 		| $(GO) run ./hack/testreport
 
 .PHONY: test-e2e
