@@ -63,6 +63,10 @@ type Options struct {
 	// Leadership decides when this replica writes status, creates topics and records Events;
 	// nil means always (no leader election). Setup adds it to the manager.
 	Leadership *Leadership
+	// Namespace is the one namespace the manager's caches watch (--namespace), or empty for all.
+	// The FaultPolicies restored at start are read there only: a manager bound by a Role in that
+	// namespace may not list them cluster-wide, and would never turn ready.
+	Namespace string
 }
 
 // Controllers is what Setup registered, for the process's health checks.
@@ -87,7 +91,7 @@ func Setup(mgr ctrl.Manager, rt *producer.Runtime, opts Options) (*Controllers, 
 		lead = AlwaysLeading()
 	}
 	out := &Controllers{}
-	restorer := &isolationRestorer{reader: mgr.GetAPIReader(), rt: rt, done: &out.restored}
+	restorer := &isolationRestorer{reader: mgr.GetAPIReader(), namespace: opts.Namespace, rt: rt, done: &out.restored}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	err := restorer.restore(ctx)
 	cancel()
@@ -139,9 +143,10 @@ func Setup(mgr ctrl.Manager, rt *producer.Runtime, opts Options) (*Controllers, 
 // isolationRestorer restores isolations from FaultPolicy status, retrying until the API server
 // answers.
 type isolationRestorer struct {
-	reader client.Reader
-	rt     *producer.Runtime
-	done   *atomic.Bool
+	reader    client.Reader
+	namespace string // "" means all
+	rt        *producer.Runtime
+	done      *atomic.Bool
 }
 
 // NeedLeaderElection implements manager.LeaderElectionRunnable: every replica restores.
@@ -168,18 +173,18 @@ func (r *isolationRestorer) Start(ctx context.Context) error {
 }
 
 func (r *isolationRestorer) restore(ctx context.Context) error {
-	if err := restoreIsolations(ctx, r.reader, r.rt); err != nil {
+	if err := restoreIsolations(ctx, r.reader, r.namespace, r.rt); err != nil {
 		return err
 	}
 	r.done.Store(true)
 	return nil
 }
 
-// restoreIsolations pushes every FaultPolicy into rt with the isolations its status records;
-// the runtime keeps only the unexpired ones.
-func restoreIsolations(ctx context.Context, c client.Reader, rt *producer.Runtime) error {
+// restoreIsolations pushes every FaultPolicy of namespace ("" means all) into rt with the
+// isolations its status records; the runtime keeps only the unexpired ones.
+func restoreIsolations(ctx context.Context, c client.Reader, namespace string, rt *producer.Runtime) error {
 	var list routingv1alpha1.FaultPolicyList
-	if err := c.List(ctx, &list); err != nil {
+	if err := c.List(ctx, &list, client.InNamespace(namespace)); err != nil {
 		return err
 	}
 	log := ctrl.LoggerFrom(ctx)

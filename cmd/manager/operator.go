@@ -176,7 +176,7 @@ func newOperator(cfg *rest.Config, o *options, log logr.Logger, hooks ...operato
 			op.closeRuntime()
 		}
 	}()
-	if op.ctrls, err = controllers.Setup(mgr, op.rt, controllers.Options{Leadership: lead}); err != nil {
+	if op.ctrls, err = controllers.Setup(mgr, op.rt, controllers.Options{Leadership: lead, Namespace: o.namespace}); err != nil {
 		return nil, fmt.Errorf("setting up the controllers: %w", err)
 	}
 
