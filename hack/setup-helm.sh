@@ -9,7 +9,8 @@ set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # The version hack/helm/go.mod requires; the cache folder is named for it, so a bump rebuilds.
-helm_version=$(cd "$here/helm" && go list -m -f '{{.Version}}' helm.sh/helm/v4)
+helm_version=$(awk '$1 == "require" && $2 == "helm.sh/helm/v4" { print $3 }' "$here/helm/go.mod")
+[[ -n "$helm_version" ]] || { echo "setup-helm: hack/helm/go.mod requires no helm.sh/helm/v4" >&2; exit 1; }
 cache_root=${DETOUR_HELM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/detour/helm}
 dest="$cache_root/$helm_version"
 
