@@ -39,8 +39,8 @@ const maxWritabilityProbes = 64
 // know and whether each takes writes. Writability comes from the route of the cluster's own topic
 // (every broker publishes a topic named after its cluster, and one named after itself, with
 // read-write perm that wipeWritePerm and brokerPermission mask); a broker published in neither is
-// reported writable. Each request waits at most 3 s, as RocketMQ's clients wait for a name server,
-// and ctx bounds the whole look. An answer beyond the bounds (remoting.MaxNameServerBody,
+// reported writable. Each request waits at most Options.NameServerTimeout (3 s, as RocketMQ's
+// clients wait for a name server), and ctx bounds the whole look. An answer beyond the bounds (remoting.MaxNameServerBody,
 // MaxClusterBrokers, name and address lengths) is refused with an error wrapping ErrAnswerRefused.
 func (r *Runtime) DescribeCluster(ctx context.Context, nameServers []string) (ClusterView, error) {
 	var errs []error
@@ -57,9 +57,9 @@ func (r *Runtime) DescribeCluster(ctx context.Context, nameServers []string) (Cl
 	return ClusterView{}, fmt.Errorf("no name server answered: %w", nameServerErrors(errs))
 }
 
-// askNameServer sends one request to a name server, waiting at most nameServerTimeout.
+// askNameServer sends one request to a name server, waiting at most Options.NameServerTimeout.
 func (r *Runtime) askNameServer(ctx context.Context, ns string, req *remoting.Command) (*remoting.Command, error) {
-	ctx, cancel := context.WithTimeout(ctx, nameServerTimeout)
+	ctx, cancel := context.WithTimeout(ctx, r.nsTimeout)
 	defer cancel()
 	return r.nsClient.Invoke(ctx, ns, req)
 }

@@ -17,8 +17,9 @@ import (
 const (
 	DefaultRouteRefresh = 30 * time.Second
 	MinRouteRefresh     = time.Second
-	// nameServerTimeout bounds one GET_ROUTEINFO_BY_TOPIC, as RocketMQ's client does (3 s).
-	nameServerTimeout = 3 * time.Second
+	// DefaultNameServerTimeout bounds one request to a name server, as RocketMQ's client waits
+	// for GET_ROUTEINFO_BY_TOPIC.
+	DefaultNameServerTimeout = 3 * time.Second
 )
 
 // NameServerRoute asks the runtime to keep a topic's route as RocketMQ's name servers publish it,
@@ -312,7 +313,7 @@ func (r *Runtime) resolveFrom(spec NameServerRoute, addr string) ([]PublishedBro
 
 // queryRoute sends GET_ROUTEINFO_BY_TOPIC to one name server.
 func (r *Runtime) queryRoute(addr, topic string) (*remoting.TopicRouteData, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), nameServerTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), r.nsTimeout)
 	defer cancel()
 	resp, err := r.nsClient.Invoke(ctx, addr, remoting.NewGetRouteInfoRequest(topic))
 	if err != nil {

@@ -46,6 +46,9 @@ type Options struct {
 	// time ran out, so that "left isolation" events are emitted without a send touching the broker;
 	// 0 means 100ms.
 	ExpiryInterval time.Duration
+	// NameServerTimeout bounds one request to a name server (a route query, a look at the
+	// cluster); 0 means DefaultNameServerTimeout.
+	NameServerTimeout time.Duration
 	// CompressThreshold is the body size in bytes from which a message body is sent
 	// zlib-compressed, as RocketMQ's compressMsgBodyOverHowmuch; 0 means
 	// DefaultCompressThreshold (4 KiB) and a negative value never compresses.
@@ -74,8 +77,10 @@ type snapshot struct {
 type Runtime struct {
 	client     *remoting.Client
 	ownsClient bool
-	// nsClient asks name servers, with frames bounded by remoting.NameServerMaxFrameSize.
+	// nsClient asks name servers, with frames bounded by remoting.NameServerMaxFrameSize, each
+	// request waiting at most nsTimeout.
 	nsClient   *remoting.Client
+	nsTimeout  time.Duration
 	clock      fault.Clock
 	log        logr.Logger
 	metrics    Metrics
@@ -117,6 +122,10 @@ func New(opts Options) *Runtime {
 		r.ownsClient = true
 	}
 	r.nsClient = remoting.NewClient(remoting.ClientOptions{MaxFrameSize: remoting.NameServerMaxFrameSize})
+	r.nsTimeout = opts.NameServerTimeout
+	if r.nsTimeout <= 0 {
+		r.nsTimeout = DefaultNameServerTimeout
+	}
 	if r.metrics == nil {
 		r.metrics = NopMetrics{}
 	}
