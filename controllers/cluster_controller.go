@@ -2,8 +2,10 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -21,17 +23,27 @@ import (
 	"github.com/detourmq/detour/pkg/producer"
 )
 
-// nameServerTimeout bounds one look at a cluster's name servers.
-const nameServerTimeout = 10 * time.Second
+// maxStatusBrokers is the most brokers a Cluster's or Topic's status lists: the schema's
+// MaxItems. A status with more would be refused whole by the API server.
+const maxStatusBrokers = 1024
+
+// maxConditionMessage bounds a condition message built from what name servers said (remarks,
+// errors): the schema allows 32768 bytes, and a longer message would have the whole status
+// refused.
+const maxConditionMessage = 4096
 
 // ClusterReconciler writes what a Cluster's name servers publish into its status: the broker
 // groups, their masters, whether each takes writes, and the pod health of brokers its selector
-// matches. Name servers cannot be watched, so it looks again every route refresh interval. Only
-// the leader writes status; routing itself is the Topic reconciler's.
+// matches. Name servers cannot be watched, so they are looked at again every route refresh
+// interval, by the describer on goroutines of its own: a Cluster whose name servers never answer
+// delays no other Cluster's status. Only the leader writes status; routing itself is the Topic
+// reconciler's.
 type ClusterReconciler struct {
 	client.Client
 	Runtime *producer.Runtime
 	*shared
+	// looked carries Clusters whose look at the name servers finished.
+	looked requestQueue
 }
 
 var _ reconcile.Reconciler = (*ClusterReconciler)(nil)
@@ -42,24 +54,26 @@ func (r *ClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if err := r.Get(ctx, req.NamespacedName, &cl); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.clusterWrites.forget(req.NamespacedName)
+			r.describer.forget(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, err
 	}
-	again := ctrl.Result{RequeueAfter: refreshInterval(&cl)}
 	if !r.leading() {
-		return again, nil
+		return ctrl.Result{RequeueAfter: refreshInterval(&cl)}, nil
 	}
-	nctx, cancel := context.WithTimeout(ctx, nameServerTimeout)
-	view, askErr := r.Runtime.DescribeCluster(nctx, cl.Spec.NameServers)
-	cancel()
+	look, next := r.describer.latest(req.NamespacedName, cl.Spec.NameServers, refreshInterval(&cl))
+	again := ctrl.Result{RequeueAfter: next}
+	if !look.done {
+		return again, nil // the look's end asks for this reconcile
+	}
 	pods, err := selectedBrokerPods(ctx, r.Client, cl.Namespace, cl.Spec.BrokerSelector)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 
 	orig := cl.DeepCopy()
-	computeClusterStatus(&cl, view, pods, askErr)
+	computeClusterStatus(&cl, look.view, pods, look.err)
 	result, err := r.clusterWrites.patchStatus(ctx, r.Client, &cl, orig,
 		!equality.Semantic.DeepEqual(cl.Status, orig.Status), r.metrics, "Cluster")
 	if err != nil || result.RequeueAfter > 0 {
@@ -77,13 +91,18 @@ func refreshInterval(cl *routingv1alpha1.Cluster) time.Duration {
 }
 
 // computeClusterStatus fills status from the name servers' view (when askErr is nil; otherwise the
-// last published brokers stay, marked by a False Ready condition) and the matched pods.
+// last published brokers stay, marked by a False Ready condition) and the matched pods. The
+// brokers listed stop at maxStatusBrokers; brokerCount and writableBrokers count them all.
 func computeClusterStatus(cl *routingv1alpha1.Cluster, view producer.ClusterView, pods map[string]selectedBroker, askErr error) {
 	st := &cl.Status
 	st.ObservedGeneration = cl.Generation
 	cond := metav1.Condition{Type: routingv1alpha1.ConditionReady, ObservedGeneration: cl.Generation}
 	if askErr != nil {
-		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, routingv1alpha1.ReasonNameServersUnreachable, askErr.Error()
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, routingv1alpha1.ReasonNameServersUnreachable, conditionMessage(askErr.Error())
+		if errors.Is(askErr, producer.ErrAnswerRefused) {
+			cond.Reason = routingv1alpha1.ReasonClusterInfoRefused
+			cond.Message = conditionMessage(askErr.Error() + "; the brokers last published stay in status")
+		}
 		meta.SetStatusCondition(&st.Conditions, cond)
 		return
 	}
@@ -97,12 +116,38 @@ func computeClusterStatus(cl *routingv1alpha1.Cluster, view producer.ClusterView
 		if cb.Writable && cb.MasterAddress != "" {
 			st.WritableBrokers++
 		}
-		st.Brokers = append(st.Brokers, cb)
+		if len(st.Brokers) < maxStatusBrokers {
+			st.Brokers = append(st.Brokers, cb)
+		}
 	}
-	st.BrokerCount = int32(len(st.Brokers))
+	st.BrokerCount = int32(len(view.Brokers))
 	cond.Status, cond.Reason = metav1.ConditionTrue, routingv1alpha1.ReasonReconciled
 	cond.Message = fmt.Sprintf("Name server %s publishes %d brokers, %d writable", view.NameServer, st.BrokerCount, st.WritableBrokers)
+	cond.Message += listCut(len(view.Brokers))
 	meta.SetStatusCondition(&st.Conditions, cond)
+}
+
+// listCut is what a Ready message adds when a status lists only the first maxStatusBrokers of n
+// brokers; "" when it lists them all.
+func listCut(n int) string {
+	if n <= maxStatusBrokers {
+		return ""
+	}
+	return fmt.Sprintf("; status lists the first %d of the %d brokers by name (the schema's bound)", maxStatusBrokers, n)
+}
+
+// conditionMessage cuts a message built from what peers said to maxConditionMessage bytes, at a
+// rune boundary.
+func conditionMessage(s string) string {
+	if len(s) <= maxConditionMessage {
+		return s
+	}
+	const more = " …(cut)"
+	cut := maxConditionMessage - len(more)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + more
 }
 
 // clustersOfPod maps a pod to the Clusters in its namespace whose selector matches it.
@@ -121,12 +166,17 @@ func (r *ClusterReconciler) clustersOfPod(ctx context.Context, obj client.Object
 	return reqs
 }
 
-// SetupWithManager registers the reconciler with its watches: Clusters and broker pods.
+// SetupWithManager registers the reconciler with its watches: Clusters, broker pods and finished
+// looks at name servers.
 func (r *ClusterReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	r.describer.subscribe(r.looked.add)
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("cluster").
 		For(&routingv1alpha1.Cluster{}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.clustersOfPod)).
-		WithOptions(controller.Options{NeedLeaderElection: ptr.To(false)}).
+		WatchesRawSource(r.looked.source()).
+		// Reconciles do not wait for name servers (the describer does); two workers keep one
+		// Cluster's pod listing or status write from holding another's.
+		WithOptions(controller.Options{NeedLeaderElection: ptr.To(false), MaxConcurrentReconciles: 2}).
 		Complete(r)
 }

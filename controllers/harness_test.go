@@ -38,7 +38,15 @@ func startManager(t *testing.T) *producer.Runtime {
 // until the manager and its runtime are down and may be called more than once.
 func startStoppableManager(t *testing.T) (*producer.Runtime, func()) {
 	t.Helper()
-	rt := producer.New(producer.Options{Metrics: RuntimeMetrics(), ExpiryInterval: 50 * time.Millisecond})
+	return startManagerWith(t, producer.Options{}, Options{})
+}
+
+// startManagerWith is startStoppableManager with runtime and controller options; the runtime's
+// metrics and expiry interval are the suite's.
+func startManagerWith(t *testing.T, ropts producer.Options, copts Options) (*producer.Runtime, func()) {
+	t.Helper()
+	ropts.Metrics, ropts.ExpiryInterval = RuntimeMetrics(), 50*time.Millisecond
+	rt := producer.New(ropts)
 	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
 		Scheme:                 testScheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
@@ -51,7 +59,7 @@ func startStoppableManager(t *testing.T) (*producer.Runtime, func()) {
 	if err != nil {
 		t.Fatalf("creating a manager: %v", err)
 	}
-	if _, err := Setup(mgr, rt, Options{}); err != nil {
+	if _, err := Setup(mgr, rt, copts); err != nil {
 		t.Fatalf("setting up the controllers: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())

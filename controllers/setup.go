@@ -47,6 +47,8 @@ type shared struct {
 	metrics          *Metrics
 	recorder         recorder.EventRecorder
 	lead             *Leadership
+	// describer looks at Clusters' name servers off the reconcilers' workers.
+	describer *clusterDescriber
 	// policyIsolations and topicIsolations carry FaultPolicy objects (stubs with namespace and
 	// name) whose isolations changed, or which the new leader must write; topicResync carries
 	// Topics the new leader must write.
@@ -67,6 +69,9 @@ type Options struct {
 	// The FaultPolicies restored at start are read there only: a manager bound by a Role in that
 	// namespace may not list them cluster-wide, and would never turn ready.
 	Namespace string
+	// DescribeTimeout bounds one look at a Cluster's name servers; 0 means
+	// DefaultDescribeTimeout.
+	DescribeTimeout time.Duration
 }
 
 // Controllers is what Setup registered, for the process's health checks.
@@ -111,6 +116,7 @@ func Setup(mgr ctrl.Manager, rt *producer.Runtime, opts Options) (*Controllers, 
 		metrics:          RuntimeMetrics(),
 		recorder:         mgr.GetEventRecorder("detour"),
 		lead:             lead,
+		describer:        newClusterDescriber(rt, opts.DescribeTimeout),
 		policyIsolations: make(chan event.GenericEvent),
 		topicIsolations:  make(chan event.GenericEvent),
 		topicResync:      make(chan event.GenericEvent),
@@ -127,6 +133,9 @@ func Setup(mgr ctrl.Manager, rt *producer.Runtime, opts Options) (*Controllers, 
 	}
 	if err := (&FaultPolicyReconciler{Client: c, Runtime: rt, shared: s}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("fault policy controller: %w", err)
+	}
+	if err := mgr.Add(s.describer); err != nil {
+		return nil, err
 	}
 	if err := mgr.Add(&isolationPump{Client: c, Runtime: rt, shared: s}); err != nil {
 		return nil, err

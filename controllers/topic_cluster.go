@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -24,7 +25,10 @@ import (
 // reconcileOnCluster routes a Topic that references a Cluster: when asked, it creates the topic
 // on every master the name servers publish (never lowering queue counts a broker has), then has
 // the runtime resolve the route from the name servers, and writes what they publish into status.
-// Status follows the route refresh, so the reconcile is repeated every refresh interval.
+// Nothing here waits for a name server: the runtime resolves on the route's own goroutine and the
+// describer looks at the cluster on its own, and both ask for this reconcile when they have news,
+// so name servers that never answer hold no worker that other Topics need. The reconcile is also
+// repeated every refresh interval.
 func (r *TopicReconciler) reconcileOnCluster(ctx context.Context, topic *routingv1alpha1.Topic) (ctrl.Result, error) {
 	key := client.ObjectKeyFromObject(topic)
 	var cl routingv1alpha1.Cluster
@@ -48,7 +52,8 @@ func (r *TopicReconciler) reconcileOnCluster(ctx context.Context, topic *routing
 		createErr = r.createOnCluster(ctx, topic, &cl)
 	}
 	spec := producer.NameServerRoute{Key: RouteKey(topic.Namespace, topic.Name), Topic: topic.Spec.TopicName,
-		BrokerPrefix: ClusterBrokerPrefix(topic.Namespace, cl.Name), NameServers: cl.Spec.NameServers, Policy: policyKey, Refresh: refreshInterval(&cl)}
+		BrokerPrefix: ClusterBrokerPrefix(topic.Namespace, cl.Name), NameServers: cl.Spec.NameServers, Policy: policyKey, Refresh: refreshInterval(&cl),
+		Async: true, OnChange: func() { r.routeChanged.add(key) }}
 	if err := r.Runtime.SetNameServerRoute(spec); err != nil {
 		return ctrl.Result{}, fmt.Errorf("the runtime refused the route: %w", err)
 	}
@@ -66,14 +71,18 @@ func (r *TopicReconciler) reconcileOnCluster(ctx context.Context, topic *routing
 
 // createOnCluster sends UPDATE_AND_CREATE_TOPIC to every master the name servers publish, once per
 // generation and master, with the spec's perm and queue counts raised to what the broker already
-// publishes for the topic, so a create never shrinks a topic.
+// publishes for the topic, so a create never shrinks a topic. The masters come from the
+// describer's last look at the Cluster; before the first look finished it creates nothing (the
+// look's end asks for this reconcile again).
 func (r *TopicReconciler) createOnCluster(ctx context.Context, topic *routingv1alpha1.Topic, cl *routingv1alpha1.Cluster) error {
-	nctx, cancel := context.WithTimeout(ctx, nameServerTimeout)
-	view, err := r.Runtime.DescribeCluster(nctx, cl.Spec.NameServers)
-	cancel()
-	if err != nil {
-		return err
+	look, _ := r.describer.latest(client.ObjectKeyFromObject(cl), cl.Spec.NameServers, refreshInterval(cl))
+	if !look.done {
+		return nil
 	}
+	if look.err != nil {
+		return look.err
+	}
+	view := look.view
 	published := map[string]producer.PublishedBroker{}
 	if st, ok := r.Runtime.RouteStatus(RouteKey(topic.Namespace, topic.Name)); ok {
 		for _, b := range st.Brokers {
@@ -178,7 +187,9 @@ func computeClusterTopicStatus(topic *routingv1alpha1.Topic, st *producer.RouteS
 	s.ObservedGeneration = topic.Generation
 	s.Brokers, s.WritableQueues, s.AvailableQueues, s.BrokerCount = nil, 0, 0, 0
 	var mismatch []string
+	published := 0
 	if st != nil {
+		published = len(st.Brokers)
 		for _, b := range st.Brokers {
 			tb := routingv1alpha1.TopicBroker{Name: b.Name, Address: b.MasterAddr, Ready: true,
 				ReadQueues: int32(b.ReadQueues), Perm: int32(b.Perm), Isolated: isolated[b.Name]}
@@ -192,7 +203,9 @@ func computeClusterTopicStatus(topic *routingv1alpha1.Topic, st *producer.RouteS
 			if int32(b.ReadQueues) != topic.Spec.ReadQueueNums || int32(b.WriteQueues) != topic.Spec.WriteQueueNums || int32(b.Perm)&6 != topic.Spec.Perm {
 				mismatch = append(mismatch, fmt.Sprintf("%s publishes read %d write %d perm %d", b.Name, b.ReadQueues, b.WriteQueues, b.Perm))
 			}
-			s.Brokers = append(s.Brokers, tb)
+			if len(s.Brokers) < maxStatusBrokers {
+				s.Brokers = append(s.Brokers, tb)
+			}
 		}
 		s.BrokerCount = int32(len(routed))
 	}
@@ -203,7 +216,7 @@ func computeClusterTopicStatus(topic *routingv1alpha1.Topic, st *producer.RouteS
 			Message: fmt.Sprintf("Every broker publishes read %d write %d perm %d", topic.Spec.ReadQueueNums, topic.Spec.WriteQueueNums, topic.Spec.Perm)}
 		if len(mismatch) > 0 {
 			qc.Status, qc.Reason = metav1.ConditionFalse, "QueuesDiffer"
-			qc.Message = strings.Join(mismatch, "; ") + " (a create never lowers queue counts a broker has)"
+			qc.Message = conditionMessage(strings.Join(mismatch, "; ") + " (a create never lowers queue counts a broker has)")
 		}
 		meta.SetStatusCondition(&s.Conditions, qc)
 	} else {
@@ -215,13 +228,23 @@ func computeClusterTopicStatus(topic *routingv1alpha1.Topic, st *producer.RouteS
 	case override != nil:
 		override(&cond)
 	case createErr != nil:
-		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, routingv1alpha1.ReasonTopicCreateFailed, createErr.Error()
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, routingv1alpha1.ReasonTopicCreateFailed, conditionMessage(createErr.Error())
+	case st != nil && errors.Is(st.Err, producer.ErrAnswerRefused):
+		cond.Status, cond.Reason = metav1.ConditionFalse, routingv1alpha1.ReasonRouteRefused
+		kept := "no route was received before, so the topic has none"
+		if st.Resolved {
+			kept = fmt.Sprintf("the last good route, from name server %s at %s, stays in use", st.NameServer, st.LastResolved.UTC().Format(time.RFC3339))
+		}
+		cond.Message = conditionMessage(fmt.Sprintf("%v; %s", st.Err, kept))
+	case st != nil && !st.Resolved && st.Err == nil:
+		cond.Status, cond.Reason = metav1.ConditionUnknown, routingv1alpha1.ReasonRouteResolving
+		cond.Message = "Asking the name servers for the route"
 	case st == nil || (!st.Resolved && errors.Is(st.Err, producer.ErrTopicNotPublished)):
 		cond.Status, cond.Reason = metav1.ConditionFalse, routingv1alpha1.ReasonTopicNotPublished
 		cond.Message = fmt.Sprintf("The name servers do not publish topic %s; set create: true to have it created", topic.Spec.TopicName)
 	case !st.Resolved:
 		cond.Status, cond.Reason = metav1.ConditionFalse, routingv1alpha1.ReasonNameServersUnreachable
-		cond.Message = fmt.Sprintf("No name server answered: %v", st.Err)
+		cond.Message = conditionMessage(fmt.Sprintf("No name server answered: %v", st.Err))
 	case !policyFound:
 		cond.Status, cond.Reason = metav1.ConditionFalse, routingv1alpha1.ReasonFaultPolicyNotFound
 		cond.Message = fmt.Sprintf("FaultPolicy %q does not exist; routing with the default policy", topic.Spec.FaultPolicyRef.Name)
@@ -235,6 +258,7 @@ func computeClusterTopicStatus(topic *routingv1alpha1.Topic, st *producer.RouteS
 		if st.Err != nil {
 			cond.Message += fmt.Sprintf(" (last refresh failed, keeping the last route: %v)", st.Err)
 		}
+		cond.Message = conditionMessage(cond.Message + listCut(published))
 	}
 	meta.SetStatusCondition(&s.Conditions, cond)
 }
@@ -244,4 +268,15 @@ func (r *TopicReconciler) topicsOfCluster(ctx context.Context, obj client.Object
 	return r.topicsWhere(ctx, obj.GetNamespace(), func(t *routingv1alpha1.Topic) bool {
 		return t.Spec.ClusterRef != nil && t.Spec.ClusterRef.Name == obj.GetName()
 	})
+}
+
+// clusterLooked asks for a reconcile of the Topics that create themselves on a Cluster whose
+// look at the name servers just finished: the masters to create on may have changed.
+func (r *TopicReconciler) clusterLooked(cluster types.NamespacedName) {
+	reqs := r.topicsWhere(context.Background(), cluster.Namespace, func(t *routingv1alpha1.Topic) bool {
+		return t.Spec.ClusterRef != nil && t.Spec.ClusterRef.Name == cluster.Name && ptr.Deref(t.Spec.Create, false)
+	})
+	for _, req := range reqs {
+		r.routeChanged.add(req.NamespacedName)
+	}
 }

@@ -45,6 +45,9 @@ type TopicReconciler struct {
 	// created records the generation last created on each broker address, so
 	// UPDATE_AND_CREATE_TOPIC is sent once per spec change and broker, not on every reconcile.
 	created map[topicOnBroker]int64
+	// routeChanged carries Topics on a Cluster whose route status changed, or whose Cluster's
+	// look at the name servers finished.
+	routeChanged requestQueue
 }
 
 type topicOnBroker struct {
@@ -247,9 +250,11 @@ func (r *TopicReconciler) computeStatus(topic *routingv1alpha1.Topic, brokers []
 	st := &topic.Status
 	st.Brokers, st.WritableQueues, st.AvailableQueues = nil, 0, 0
 	for _, b := range brokers {
-		st.Brokers = append(st.Brokers, routingv1alpha1.TopicBroker{
-			Name: b.Name, Pod: b.pod, Address: b.Addr, Ready: b.Ready, WriteQueues: writeQueues, Isolated: isolated[b.Name],
-		})
+		if len(st.Brokers) < maxStatusBrokers {
+			st.Brokers = append(st.Brokers, routingv1alpha1.TopicBroker{
+				Name: b.Name, Pod: b.pod, Address: b.Addr, Ready: b.Ready, WriteQueues: writeQueues, Isolated: isolated[b.Name],
+			})
+		}
 		st.WritableQueues += writeQueues
 		if b.Ready && !isolated[b.Name] {
 			st.AvailableQueues += writeQueues
@@ -261,7 +266,7 @@ func (r *TopicReconciler) computeStatus(topic *routingv1alpha1.Topic, brokers []
 	cond := metav1.Condition{Type: routingv1alpha1.ConditionReady, ObservedGeneration: topic.Generation}
 	switch {
 	case err != nil:
-		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, routingv1alpha1.ReasonTopicCreateFailed, err.Error()
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, routingv1alpha1.ReasonTopicCreateFailed, conditionMessage(err.Error())
 	case !policyFound:
 		cond.Status, cond.Reason = metav1.ConditionFalse, routingv1alpha1.ReasonFaultPolicyNotFound
 		cond.Message = fmt.Sprintf("FaultPolicy %q does not exist; routing with the default policy, the Detour preset's", topic.Spec.FaultPolicyRef.Name)
@@ -271,6 +276,7 @@ func (r *TopicReconciler) computeStatus(topic *routingv1alpha1.Topic, brokers []
 	default:
 		cond.Status, cond.Reason = metav1.ConditionTrue, routingv1alpha1.ReasonReconciled
 		cond.Message = fmt.Sprintf("Routed to %d brokers; %d of %d write queues available", len(brokers), st.AvailableQueues, st.WritableQueues)
+		cond.Message += listCut(len(brokers))
 	}
 	meta.SetStatusCondition(&st.Conditions, cond)
 }
@@ -308,6 +314,7 @@ func (r *TopicReconciler) topicsWhere(ctx context.Context, namespace string, mat
 // runtime's isolation events and the leader's resync.
 func (r *TopicReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.created = map[topicOnBroker]int64{}
+	r.describer.subscribe(r.clusterLooked)
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("topic").
 		For(&routingv1alpha1.Topic{}).
@@ -317,6 +324,7 @@ func (r *TopicReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		WatchesRawSource(source.Channel(r.topicIsolations, handler.EnqueueRequestsFromMapFunc(r.topicsOfPolicy))).
 		WatchesRawSource(source.Channel(r.topicResync, &handler.EnqueueRequestForObject{})).
+		WatchesRawSource(r.routeChanged.source()).
 		WithOptions(controller.Options{NeedLeaderElection: ptr.To(false), MaxConcurrentReconciles: 2}).
 		Complete(r)
 }

@@ -22,7 +22,9 @@ type Scripted struct {
 	ln      net.Listener
 	route   atomic.Pointer[[]byte]
 	cluster atomic.Pointer[[]byte]
-	held    conns
+	// routeErr, when set, answers route queries with its code and remark instead.
+	routeErr atomic.Pointer[remoting.ResponseError]
+	held     conns
 }
 
 // StartScripted starts a scripted name server that answers route queries with route; it stops
@@ -41,7 +43,15 @@ func StartScripted(t testing.TB, route []byte) *Scripted {
 func (s *Scripted) Addr() string { return s.ln.Addr().String() }
 
 // AnswerRoute sets the body every later GET_ROUTEINFO_BY_TOPIC gets, whatever the topic.
-func (s *Scripted) AnswerRoute(body []byte) { s.route.Store(&body) }
+func (s *Scripted) AnswerRoute(body []byte) {
+	s.routeErr.Store(nil)
+	s.route.Store(&body)
+}
+
+// AnswerRouteError makes every later GET_ROUTEINFO_BY_TOPIC get code and remark, no body.
+func (s *Scripted) AnswerRouteError(code int16, remark string) {
+	s.routeErr.Store(&remoting.ResponseError{Code: code, Remark: remark})
+}
 
 // AnswerClusterInfo sets the body every later GET_BROKER_CLUSTER_INFO gets.
 func (s *Scripted) AnswerClusterInfo(body []byte) { s.cluster.Store(&body) }
@@ -69,7 +79,9 @@ func (s *Scripted) answer(req *remoting.Command) *remoting.Command {
 	resp := remoting.NewResponse(req, remoting.Success, "")
 	switch req.Code {
 	case remoting.GetRouteInfoByTopic:
-		if b := s.route.Load(); b != nil && *b != nil {
+		if e := s.routeErr.Load(); e != nil {
+			resp.Code, resp.Remark = e.Code, e.Remark
+		} else if b := s.route.Load(); b != nil && *b != nil {
 			resp.Body = *b
 		} else {
 			resp.Code, resp.Remark = remoting.TopicNotExist, "No topic route info in name server for the topic: "+req.ExtFields["topic"]
