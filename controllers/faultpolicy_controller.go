@@ -137,8 +137,8 @@ func pushPolicy(rt *producer.Runtime, fp *routingv1alpha1.FaultPolicy) error {
 	return rt.SetPolicy(p)
 }
 
-// computeStatus fills status from the runtime: brokers governed, the isolated ones and why, and
-// which Topics use the policy.
+// computeStatus fills status from the runtime: brokers governed, the isolated ones and why (the
+// first maxStatusBrokers by name; isolated counts them all), and which Topics use the policy.
 func (r *FaultPolicyReconciler) computeStatus(fp *routingv1alpha1.FaultPolicy, key string, pushErr error, users []routingv1alpha1.Topic) {
 	now := time.Now()
 	st := &fp.Status
@@ -146,19 +146,24 @@ func (r *FaultPolicyReconciler) computeStatus(fp *routingv1alpha1.FaultPolicy, k
 	governed := r.governedBrokers(users, key)
 	st.Brokers = int32(len(governed))
 	st.IsolatedBrokers = nil
+	isolated := 0
 	for _, it := range r.Runtime.Isolated(key) {
 		// Pod marks reach every policy's table; a policy reports them only for brokers it governs.
 		// Isolations learnt from sends (or restored) are always its own.
 		podMark := it.Reason == fault.ReasonPodNotReady || it.Reason == fault.ReasonPodTerminating
 		cluster, name, mine := splitBrokerID(fp.Namespace, it.Broker)
-		if mine && (!podMark || governed[it.Broker]) {
+		if !mine || (podMark && !governed[it.Broker]) {
+			continue
+		}
+		isolated++
+		if len(st.IsolatedBrokers) < maxStatusBrokers {
 			ib := r.isolatedBroker(name, it, now)
 			ib.Cluster = cluster
 			st.IsolatedBrokers = append(st.IsolatedBrokers, ib)
 		}
 	}
-	st.Isolated = int32(len(st.IsolatedBrokers))
-	r.metrics.setIsolated(key, len(st.IsolatedBrokers))
+	st.Isolated = int32(isolated)
+	r.metrics.setIsolated(key, isolated)
 
 	// What runs: the policy as last pushed, or, when no valid spec ever reached the runtime, the
 	// default policy its Topics fall back to.
@@ -175,6 +180,11 @@ func (r *FaultPolicyReconciler) computeStatus(fp *routingv1alpha1.FaultPolicy, k
 	} else {
 		cond.Status, cond.Reason = metav1.ConditionTrue, routingv1alpha1.ReasonReconciled
 		cond.Message = fmt.Sprintf("In force for %d brokers, %d isolated", st.Brokers, st.Isolated)
+		if isolated > maxStatusBrokers {
+			// Isolations beyond the list are also not restored after a restart: they are learnt
+			// again.
+			cond.Message += fmt.Sprintf("; status lists the first %d isolated brokers by name (the schema's bound)", maxStatusBrokers)
+		}
 	}
 	meta.SetStatusCondition(&st.Conditions, cond)
 	meta.SetStatusCondition(&st.Conditions, inUseCondition(fp, users))

@@ -14,6 +14,7 @@ import (
 
 	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
 	"github.com/detourmq/detour/internal/nstest"
+	"github.com/detourmq/detour/pkg/fault"
 	"github.com/detourmq/detour/pkg/producer"
 	"github.com/detourmq/detour/pkg/remoting"
 )
@@ -246,5 +247,34 @@ func TestDescribeBackoffGrowsPerFailureUpToItsBound(t *testing.T) {
 		if got := describeBackoff(tt.failures, tt.refresh); got != tt.want {
 			t.Errorf("describeBackoff(%d, %v) = %v, want %v", tt.failures, tt.refresh, got, tt.want)
 		}
+	}
+}
+
+func TestFaultPolicyStatusOfMoreIsolationsThanTheBoundIsCutAndAccepted(t *testing.T) {
+	rt := producer.New(producer.Options{HeartbeatInterval: -1})
+	t.Cleanup(func() { rt.Close() })
+	ns := newNamespace(t)
+	fp := createPolicy(t, ns, "wide", routingv1alpha1.FaultPolicySpec{Preset: routingv1alpha1.PresetRocketMQ5})
+	key := PolicyKey(ns, fp.Name)
+	if err := pushPolicy(rt, fp); err != nil {
+		t.Fatal(err)
+	}
+	var items []fault.Item
+	for i := range 1100 {
+		items = append(items, fault.Item{Broker: ClusterBrokerPrefix(ns, "prod") + fmt.Sprintf("broker-%04d", i),
+			Reason: fault.ReasonSendFailed, Since: time.Now(), Until: time.Now().Add(time.Hour)})
+	}
+	rt.Restore(key, items)
+	r := &FaultPolicyReconciler{Runtime: rt, shared: &shared{brokers: newBrokerDirectory(), metrics: RuntimeMetrics()}}
+	r.computeStatus(fp, key, nil, nil)
+	if n := len(fp.Status.IsolatedBrokers); n != maxStatusBrokers || fp.Status.Isolated != 1100 {
+		t.Fatalf("%d isolations listed, isolated %d; want %d listed of 1100", n, fp.Status.Isolated, maxStatusBrokers)
+	}
+	if err := k8sClient.Status().Update(context.Background(), fp); err != nil {
+		t.Fatalf("the API server refused the cut status: %v", err)
+	}
+	c := apimeta.FindStatusCondition(fp.Status.Conditions, routingv1alpha1.ConditionReady)
+	if c == nil || !strings.Contains(c.Message, "status lists the first 1024 isolated brokers") {
+		t.Fatalf("Ready = %+v, want it to say the list was cut", c)
 	}
 }

@@ -372,7 +372,9 @@ type FaultPolicyStatus struct {
 	// +optional
 	Effective *EffectiveFaultPolicy `json:"effective,omitempty"`
 
-	// isolatedBrokers lists the brokers isolated now, why and until when.
+	// isolatedBrokers lists the brokers isolated now, why and until when; with more than 1024,
+	// the first 1024 by name (isolated counts them all, and the Ready condition says the list was
+	// cut).
 	// +optional
 	// +listType=map
 	// +listMapKey=brokerName
