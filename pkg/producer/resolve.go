@@ -107,6 +107,10 @@ func (spec NameServerRoute) key() string {
 	return spec.Topic
 }
 
+// unresolvedRetry is the first wait before asking again for a route that has never resolved; it
+// doubles up to the route's refresh period.
+const unresolvedRetry = time.Second
+
 // resolver refreshes one route from name servers.
 type resolver struct {
 	kick chan struct{} // buffered(1): ask for a refresh now
@@ -218,9 +222,17 @@ func (r *Runtime) stopResolvingLocked(key string) {
 func (r *Runtime) resolveLoop(res *resolver) {
 	defer r.wg.Done()
 	defer close(res.done)
+	retry := unresolvedRetry
 	for {
 		res.mu.Lock()
 		every := res.spec.Refresh
+		if !res.status.Resolved && retry < every {
+			// Never routed yet: the topic may be moments from being published (another replica
+			// creating it on the brokers, a name server still starting), so ask again soon,
+			// backing off to the refresh period so a topic nobody creates costs little.
+			every = retry
+			retry *= 2
+		}
 		res.mu.Unlock()
 		t := time.NewTimer(every)
 		select {

@@ -174,6 +174,31 @@ func TestNameServerRouteOfAnUnpublishedTopicHasNoRoute(t *testing.T) {
 	}
 }
 
+// TestNameServerRouteOfATopicPublishedLaterArrivesBeforeTheNextRefresh: a route that has never
+// resolved is asked for again within seconds, not at the next refresh, so a Topic that another
+// replica creates on the brokers is routable here soon after.
+func TestNameServerRouteOfATopicPublishedLaterArrivesBeforeTheNextRefresh(t *testing.T) {
+	c := startNameServerCluster(t, "broker-a")
+	const topic = "PublishedLater"
+	if err := c.r.SetNameServerRoute(NameServerRoute{Topic: topic, NameServers: []string{c.ns.Addr()}, Refresh: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := c.r.RouteStatus(topic); st.Resolved {
+		t.Fatalf("status %+v before the topic exists", st)
+	}
+	c.brokers["broker-a"].CreateTopic(topic, 4)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if info, _ := c.r.RouteInfo(topic); len(info.Brokers) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the route of a topic published after the first query did not arrive within 30 s (the refresh period is an hour)")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 func TestNameServerRouteRespectsPodHealthOfMatchedBrokers(t *testing.T) {
 	c := startNameServerCluster(t, "broker-a", "broker-b")
 	p := DefaultPolicy("pods")
