@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -184,8 +185,44 @@ func (k *cluster) deployResources(t *testing.T) error {
 	if _, err := k.kubectl(manifest, "apply", "-f", "-"); err != nil {
 		return err
 	}
-	_, err = k.kubectl(nil, "-n", namespace, "wait", "--for=condition=Ready", "topics.routing.detour.dev/orders", "--timeout=180s")
-	return err
+	if _, err := k.kubectl(nil, "-n", namespace, "wait", "--for=condition=Ready", "topics.routing.detour.dev/orders", "--timeout=180s"); err != nil {
+		return err
+	}
+	return k.waitEveryReplicaRoutes(t)
+}
+
+// waitEveryReplicaRoutes sends through each manager pod's gateway directly (not the Service)
+// until every replica routes the Topic: Ready is written by the leader from its own runtime, and
+// the other replica resolves the route the leader's topic creation published on its own.
+func (k *cluster) waitEveryReplicaRoutes(t *testing.T) error {
+	pods, err := k.cs.CoreV1().Pods(operatorNamespace).List(context.Background(), metav1.ListOptions{LabelSelector: "control-plane=controller-manager"})
+	if err != nil {
+		return err
+	}
+	out, err := k.kubectl(nil, "-n", namespace, "create", "token", "sender", "--duration=10m")
+	if err != nil {
+		return err
+	}
+	token := strings.TrimSpace(string(out))
+	c := httpsClient()
+	start := time.Now()
+	for _, p := range pods.Items {
+		url := fmt.Sprintf("https://%s:8080", p.Status.PodIP)
+		var last string
+		for {
+			r, err := k.sendTo(c, url, token, "routed?")
+			if err == nil && r.status == http.StatusOK {
+				break
+			}
+			last = fmt.Sprintf("%+v %v", r, err)
+			if time.Since(start) > 2*time.Minute {
+				return fmt.Errorf("the gateway of %s does not route the Topic: %s", p.Name, last)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	t.Logf("every replica's gateway routed the Topic %v after Ready", time.Since(start).Round(10*time.Millisecond))
+	return nil
 }
 
 // describe logs what a user would look at when something does not come up: every pod, the

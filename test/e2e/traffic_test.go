@@ -38,9 +38,14 @@ type sendResult struct {
 	Error  string `json:"error"`
 }
 
-// send posts one message through the gateway with token.
+// send posts one message through the gateway Service with token.
 func (k *cluster) send(c *http.Client, token, body string) (sendResult, error) {
-	url := fmt.Sprintf("%s/v1/namespaces/%s/topics/orders/messages", k.gateway, namespace)
+	return k.sendTo(c, k.gateway, token, body)
+}
+
+// sendTo posts one message through the gateway at base (a Service or one pod).
+func (k *cluster) sendTo(c *http.Client, base, token, body string) (sendResult, error) {
+	url := fmt.Sprintf("%s/v1/namespaces/%s/topics/orders/messages", base, namespace)
 	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
 	if err != nil {
 		return sendResult{}, err
