@@ -173,7 +173,9 @@ func Start(opts Options) (*Server, error) {
 	s := &Server{opts: opts, ln: ln, client: opts.Client, last: map[string]map[string]string{},
 		open: map[net.Conn]struct{}{}, perSource: map[string]int{}}
 	if s.client == nil {
-		s.client = remoting.NewClient(remoting.ClientOptions{})
+		// Answers are parsed to be rewritten: a name server's answer beyond the bound the runtime
+		// holds name servers to is refused on its length, before it is read.
+		s.client = remoting.NewClient(remoting.ClientOptions{MaxFrameSize: remoting.NameServerMaxFrameSize})
 		s.ownsClient = true
 	}
 	s.wg.Add(1)

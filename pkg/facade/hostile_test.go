@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/detourmq/detour/internal/nstest"
 	"github.com/detourmq/detour/pkg/remoting"
 )
 
@@ -344,5 +345,28 @@ func TestManyClientsAskingOneRouteAtOnceCostOneUpstreamRequest(t *testing.T) {
 	t.Logf("amplification: %d upstream route requests for %d concurrent client requests", upstream, clients)
 	if upstream != 1 {
 		t.Errorf("name server saw %d route requests for %d identical ones in flight, want 1", upstream, clients)
+	}
+}
+
+// TestANameServerAnswerBeyondTheBoundIsRefusedAndTheFacadeServesOn: a name server whose route is
+// larger than the runtime's bound for name-server answers (remoting.MaxNameServerBody) gets its
+// client a SYSTEM_ERROR, not a facade holding and rewriting megabytes per request; the next answer
+// within the bound is served on the same connection.
+func TestANameServerAnswerBeyondTheBoundIsRefusedAndTheFacadeServesOn(t *testing.T) {
+	huge := nstest.RouteBody(1, 4, "127.0.0.1:10911", 200_000)
+	if len(huge) <= remoting.MaxNameServerBody {
+		t.Fatalf("the test route is %d bytes, not beyond the bound", len(huge))
+	}
+	ns := nstest.StartScripted(t, huge)
+	srv, _ := startOn(t, ns.Addr(), Options{})
+	p := dial(t, srv.Addr())
+	p.send(t, routeRequest("Huge", 1))
+	if resp := p.answer(t); resp.Opaque != 1 || resp.Code != remoting.SystemError {
+		t.Fatalf("answer %v, want SYSTEM_ERROR to opaque 1", resp)
+	}
+	ns.AnswerRoute(nstest.RouteBody(1, 4, "127.0.0.1:10911", 0))
+	p.send(t, routeRequest("Huge", 2))
+	if resp := p.answer(t); resp.Opaque != 2 || resp.Code != remoting.Success {
+		t.Fatalf("answer %v, want the route to opaque 2", resp)
 	}
 }
