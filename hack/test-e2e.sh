@@ -10,7 +10,8 @@ command -v kubectl >/dev/null || { echo "make test-e2e: kubectl is required" >&2
 KUBEBUILDER_ASSETS=$(hack/setup-envtest.sh)
 DETOUR_E2E_ASSETS=$(hack/setup-e2e.sh)
 DETOUR_ROCKETMQ=$(hack/setup-rocketmq.sh)
-export KUBEBUILDER_ASSETS DETOUR_E2E_ASSETS DETOUR_ROCKETMQ
+DETOUR_HELM=$(hack/setup-helm.sh)
+export KUBEBUILDER_ASSETS DETOUR_E2E_ASSETS DETOUR_ROCKETMQ DETOUR_HELM
 export DETOUR_E2E_STATE=${DETOUR_E2E_STATE:-${TMPDIR:-/tmp}/detour-e2e}
 
 # DETOUR_E2E_KEEP=1 leaves the node running for a look (hack/e2e-cluster.sh down stops it).

@@ -1,0 +1,54 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestHelmChartTakesOverAndSends: a user moving from config/default to the chart removes the
+// Deployment and PodDisruptionBudget (the chart's selectors add the release, which a Deployment
+// cannot change), installs charts/detour over the rest (`--take-ownership`: same names, same
+// namespace) and sends through the gateway as before.
+func TestHelmChartTakesOverAndSends(t *testing.T) {
+	k := deploy(t)
+	helm := os.Getenv("DETOUR_HELM")
+	if helm == "" {
+		t.Fatal("DETOUR_HELM is unset: run the suite with `make test-e2e`, which builds helm (hack/setup-helm.sh)")
+	}
+	if _, err := k.kubectl(nil, "-n", operatorNamespace, "delete", "deployment/detour-controller-manager",
+		"poddisruptionbudget/detour-controller-manager", "--wait=true", "--timeout=120s"); err != nil {
+		t.Fatal(err)
+	}
+	chart, err := filepath.Abs("../../charts/detour")
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo, tag, _ := strings.Cut(managerImage, ":")
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, helm, "--kubeconfig", k.kubeconfig, "install", "detour", chart,
+		"--namespace", operatorNamespace, "--take-ownership",
+		"--set", "image.repository="+repo, "--set", "image.tag="+tag,
+		"--wait", "--timeout", "4m").CombinedOutput()
+	if err != nil {
+		t.Fatalf("helm install: %v\n%s", err, out)
+	}
+	t.Logf("helm install: both replicas Ready in %v", time.Since(start).Round(100*time.Millisecond))
+	if _, err := k.kubectl(nil, "-n", operatorNamespace, "rollout", "status", "deployment/detour-controller-manager", "--timeout=180s"); err != nil {
+		t.Fatal(err)
+	}
+	if err := k.waitEveryReplicaRoutes(t); err != nil {
+		t.Fatal(err)
+	}
+	tr := k.startTraffic(t, k.token(t, "sender"), 4, 100*time.Millisecond)
+	k.waitAcked(t, tr, 80)
+	tr.finish(t)
+}
