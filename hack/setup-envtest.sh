@@ -12,7 +12,10 @@ etcd_version=v3.6.16
 cache_root=${DETOUR_ENVTEST_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/detour/envtest}
 dest="$cache_root/kube-$kube_version-etcd-$etcd_version"
 
-if [[ -x "$dest/kube-apiserver" && -x "$dest/etcd" ]]; then
+# The API server must report its release (clients such as helm check a chart's kubeVersion
+# against it); a build without the version stamp reports v0.0.0-master and is built again.
+versioned() { [[ -x "$dest/kube-apiserver" && $("$dest/kube-apiserver" --version 2>/dev/null) == "Kubernetes $kube_version" ]]; }
+if [[ -x "$dest/etcd" ]] && versioned; then
   echo "$dest"
   exit 0
 fi
@@ -21,9 +24,11 @@ mkdir -p "$dest"
 build() { # build <module dir> <binary name>
   local tmp="$dest/.$2.tmp.$$"
   echo "setup-envtest: building $2 from $1 (the first kube-apiserver build takes about 12 minutes on 2 cores)" >&2
-  (cd "$here/envtest/$1" && CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$tmp" .)
+  local minor=${kube_version#v1.}; minor=${minor%%.*}
+  (cd "$here/envtest/$1" && CGO_ENABLED=0 go build -trimpath -o "$tmp" \
+    -ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$kube_version -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor" .)
   mv -f "$tmp" "$dest/$2" # atomic, so a concurrent or interrupted run never sees half a binary
 }
 [[ -x "$dest/etcd" ]] || build etcd etcd
-[[ -x "$dest/kube-apiserver" ]] || build kube-apiserver kube-apiserver
+versioned || build kube-apiserver kube-apiserver
 echo "$dest"
