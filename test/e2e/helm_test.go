@@ -4,6 +4,8 @@ package e2e
 
 import (
 	"context"
+	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,7 +17,8 @@ import (
 // TestHelmChartTakesOverAndSends: a user moving from config/default to the chart removes the
 // Deployment and PodDisruptionBudget (the chart's selectors add the release, which a Deployment
 // cannot change), installs charts/detour over the rest (`--take-ownership`: same names, same
-// namespace) and sends through the gateway as before.
+// namespace; `--force-conflicts`: the Services' selectors were kubectl's under server-side apply)
+// and sends through the gateway as before.
 func TestHelmChartTakesOverAndSends(t *testing.T) {
 	k := deploy(t)
 	helm := os.Getenv("DETOUR_HELM")
@@ -35,7 +38,7 @@ func TestHelmChartTakesOverAndSends(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, helm, "--kubeconfig", k.kubeconfig, "install", "detour", chart,
-		"--namespace", operatorNamespace, "--take-ownership",
+		"--namespace", operatorNamespace, "--take-ownership", "--force-conflicts",
 		"--set", "image.repository="+repo, "--set", "image.tag="+tag,
 		"--wait", "--timeout", "4m").CombinedOutput()
 	if err != nil {
@@ -48,7 +51,17 @@ func TestHelmChartTakesOverAndSends(t *testing.T) {
 	if err := k.waitEveryReplicaRoutes(t); err != nil {
 		t.Fatal(err)
 	}
-	tr := k.startTraffic(t, k.token(t, "sender"), 4, 100*time.Millisecond)
+	// The gateway Service's selector changed with the chart: it answers again once kube-proxy has
+	// the new pods (the takeover itself is a gap in service, as the Deployment was replaced).
+	token := k.token(t, "sender")
+	eventually(t, time.Minute, "the gateway Service answers through the chart's pods", func() error {
+		r, err := k.send(httpsClient(), token, "after the takeover")
+		if err != nil || r.status != http.StatusOK {
+			return fmt.Errorf("%+v %v", r, err)
+		}
+		return nil
+	})
+	tr := k.startTraffic(t, token, 4, 100*time.Millisecond)
 	k.waitAcked(t, tr, 80)
 	tr.finish(t)
 }
