@@ -29,6 +29,10 @@ func TestHelmChartTakesOverAndSends(t *testing.T) {
 		"poddisruptionbudget/detour-controller-manager", "--wait=true", "--timeout=120s"); err != nil {
 		t.Fatal(err)
 	}
+	// The Deployment's pods go in the background: the chart starts from none of them.
+	if _, err := k.kubectl(nil, "-n", operatorNamespace, "wait", "--for=delete", "pod", "-l", "control-plane=controller-manager", "--timeout=120s"); err != nil {
+		t.Fatal(err)
+	}
 	chart, err := filepath.Abs("../../charts/detour")
 	if err != nil {
 		t.Fatal(err)
