@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // TestHelmChartTakesOverAndSends: a user moving from config/default to the chart removes the
@@ -30,9 +32,16 @@ func TestHelmChartTakesOverAndSends(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The Deployment's pods go in the background: the chart starts from none of them.
-	if _, err := k.kubectl(nil, "-n", operatorNamespace, "wait", "--for=delete", "pod", "-l", "control-plane=controller-manager", "--timeout=120s"); err != nil {
-		t.Fatal(err)
-	}
+	eventually(t, 2*time.Minute, "the old manager pods gone", func() error {
+		pods, err := k.cs.CoreV1().Pods(operatorNamespace).List(context.Background(), metav1.ListOptions{LabelSelector: "control-plane=controller-manager"})
+		if err != nil {
+			return err
+		}
+		if n := len(pods.Items); n > 0 {
+			return fmt.Errorf("%d left", n)
+		}
+		return nil
+	})
 	chart, err := filepath.Abs("../../charts/detour")
 	if err != nil {
 		t.Fatal(err)
