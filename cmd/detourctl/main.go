@@ -8,6 +8,12 @@
 //
 //	detourctl send --namesrv 127.0.0.1:9876 --topic TopicTest --count 100
 //
+// A body comes from --body, a file or standard input (--body-file -, up to RocketMQ's 4 MiB), and
+// user properties from --property key=value (repeatable):
+//
+//	detourctl send --namesrv 127.0.0.1:9876 --topic TopicTest --count 1 \
+//	    --body-file payload.json --property order=42
+//
 // With --output json every send prints one JSON object (msgId, broker, queueId, queueOffset,
 // attempts, brokersTried, latencyMillis, error) and a final summary object; --output text prints
 // the same as aligned text. The exit status is 1 when any send failed, 2 on bad usage.
@@ -33,7 +39,7 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 }
@@ -45,14 +51,14 @@ commands:
   ping    check that a RocketMQ name server or broker answers (a readiness probe)
 `
 
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return 2
 	}
 	switch args[0] {
 	case "send":
-		return runSend(ctx, args[1:], stdout, stderr)
+		return runSend(ctx, args[1:], stdin, stdout, stderr)
 	case "ping":
 		return runPing(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "--help":
@@ -100,6 +106,8 @@ type sendConfig struct {
 	// given holds the names of the flags set on the command line, which override the preset.
 	given             map[string]bool
 	body              string
+	bodyFile          string
+	properties        propertyFlags
 	size              int
 	tags, keys        string
 	attempts          int
@@ -215,6 +223,8 @@ func parseSend(args []string, stderr io.Writer) (*sendConfig, error) {
 	fs.StringVar(&c.preset, "preset", "RocketMQ5", "behaviour preset: Detour, RocketMQ5, RocketMQ4 or Disabled (the flags below that are given override it)")
 	fs.StringVar(&c.output, "output", "text", "output format: json or text")
 	fs.StringVar(&c.body, "body", "", "message body (default: a generated body of --size bytes)")
+	fs.StringVar(&c.bodyFile, "body-file", "", "read the message body from this `file` (- for standard input), up to 4 MiB")
+	fs.Var(&c.properties, "property", "a user property `key=value` (repeat for each)")
 	fs.IntVar(&c.size, "size", 128, "generated body size in bytes")
 	fs.StringVar(&c.tags, "tags", "", "message tags")
 	fs.StringVar(&c.keys, "keys", "", "message keys")
@@ -247,6 +257,11 @@ func parseSend(args []string, stderr io.Writer) (*sendConfig, error) {
 		return nil, fmt.Errorf("--output must be json or text, got %q", c.output)
 	case c.body == "" && c.size < 1:
 		return nil, errors.New("--size must be at least 1")
+	case c.body != "" && c.bodyFile != "":
+		return nil, errors.New("give either --body or --body-file, not both")
+	}
+	if err := producer.CheckUserProperties(c.properties); err != nil {
+		return nil, fmt.Errorf("--property: %w", err)
 	}
 	if err := producer.CheckSendTopic(c.topic); err != nil {
 		return nil, err
@@ -279,7 +294,7 @@ func sendPolicy(c *sendConfig) (producer.Policy, error) {
 	return pol, nil
 }
 
-func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+func runSend(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	c, err := parseSend(args, stderr)
 	if err != nil {
 		if !errors.Is(err, flag.ErrHelp) {
@@ -288,6 +303,12 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	pol, err := sendPolicy(c)
+	if err != nil {
+		fmt.Fprintf(stderr, "detourctl send: %v\n", err)
+		return 2
+	}
+	// The body is read before anything is sent or created, so a bad one changes nothing.
+	body, err := messageBody(c, stdin)
 	if err != nil {
 		fmt.Fprintf(stderr, "detourctl send: %v\n", err)
 		return 2
@@ -307,13 +328,6 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 
-	body := []byte(c.body)
-	if c.body == "" {
-		body = make([]byte, c.size)
-		for i := range body {
-			body[i] = 'a' + byte(i%26)
-		}
-	}
 	out := newPrinter(c.output, stdout)
 	sum := summary{PerBroker: map[string]int{}}
 	var latencies []time.Duration
@@ -326,7 +340,7 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			}
 		}
 		start := time.Now()
-		res, err := rt.Send(ctx, &producer.Message{Topic: c.topic, Tags: c.tags, Keys: c.keys, Body: body})
+		res, err := rt.Send(ctx, &producer.Message{Topic: c.topic, Tags: c.tags, Keys: c.keys, Properties: c.properties, Body: body})
 		lat := time.Since(start)
 		latencies = append(latencies, lat)
 		line := sendLine{LatencyMillis: millis(lat), BrokersTried: []string{}}

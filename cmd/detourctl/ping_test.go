@@ -55,7 +55,7 @@ func TestDetourctlPingNeedsAnAnswerNotAConnection(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
-			got := run(context.Background(), []string{"ping", "--timeout", "1s", tc.addr}, &stdout, &stderr)
+			got := run(context.Background(), []string{"ping", "--timeout", "1s", tc.addr}, nil, &stdout, &stderr)
 			if got != tc.want {
 				t.Fatalf("exit %d, want %d; stdout %q stderr %q", got, tc.want, stdout.String(), stderr.String())
 			}
@@ -70,7 +70,7 @@ func TestDetourctlPingNeedsAnAnswerNotAConnection(t *testing.T) {
 func TestDetourctlPingRefusesBadUsage(t *testing.T) {
 	for _, args := range [][]string{{"ping"}, {"ping", "a:1", "b:2"}, {"ping", "--timeout", "0s", "a:1"}} {
 		var stdout, stderr bytes.Buffer
-		if got := run(context.Background(), args, &stdout, &stderr); got != 2 {
+		if got := run(context.Background(), args, nil, &stdout, &stderr); got != 2 {
 			t.Errorf("%v: exit %d, want 2", args, got)
 		}
 	}
