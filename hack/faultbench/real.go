@@ -542,6 +542,3 @@ func javaRecords(data *runData, sends []rmqtest.JavaSend, t0 time.Time) {
 		}
 	}
 }
-
-// realStrategyOK reports whether a strategy can run on real brokers.
-func realStrategyOK(s string) bool { return slices.Contains(realStrategyNames, s) }

@@ -180,9 +180,6 @@ func (e *Env) step(format string, args ...any) {
 	fmt.Fprintf(e.progress, "demo: "+format+"\n", args...)
 }
 
-// Brokers returns the simulated brokers in start order.
-func (e *Env) Brokers() []*brokersim.Broker { return slices.Clone(e.brokers) }
-
 // Broker returns the broker with the given name, or nil.
 func (e *Env) Broker(name string) *brokersim.Broker {
 	for _, b := range e.brokers {

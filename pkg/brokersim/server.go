@@ -183,19 +183,6 @@ func (s *server) stopListening(dropConns bool) {
 	}
 }
 
-// dropConnections closes every open connection but keeps listening.
-func (s *server) dropConnections() {
-	s.mu.Lock()
-	conns := make([]*serverConn, 0, len(s.conns))
-	for sc := range s.conns {
-		conns = append(conns, sc)
-	}
-	s.mu.Unlock()
-	for _, sc := range conns {
-		sc.close()
-	}
-}
-
 // listening reports whether the server accepts connections now.
 func (s *server) listening() bool {
 	s.mu.Lock()

@@ -73,14 +73,6 @@ func waitRoute(t *testing.T, r *Runtime, what string, cond func(RouteInfo) bool)
 	}
 }
 
-func brokerNames(info RouteInfo) []string {
-	var out []string
-	for _, b := range info.Brokers {
-		out = append(out, b.Name)
-	}
-	return out
-}
-
 func TestNameServerRouteSendsToPublishedMastersWithoutPushedBrokers(t *testing.T) {
 	c := startNameServerCluster(t, "broker-a", "broker-b")
 	if err := c.r.SetNameServerRoute(NameServerRoute{Topic: testTopic, NameServers: []string{c.ns.Addr()}}); err != nil {
