@@ -43,7 +43,7 @@ func FuzzFacadeRequest(f *testing.F) {
 		}
 		frame, err := remoting.Encode(req)
 		if err != nil {
-			t.Skip("not encodable")
+			return // the codec cannot encode it, so no client can send it: nothing to try
 		}
 		// The facade reads the frame as this process would: what it cannot decode, it answers
 		// by closing the connection.
