@@ -268,14 +268,7 @@ func TestManagerRunsWithTheDeployedRBAC(t *testing.T) {
 	manifests, objs := renderKustomization(t, filepath.Join(repoRoot, "config", "default"))
 	runKubectl(t, manifests, "--kubeconfig", kubeconfigPath, "apply", "--server-side", "--force-conflicts", "-f", "-")
 	dep := typed[appsv1.Deployment](t, objs, "Deployment", "detour-controller-manager")
-	saName := dep.Spec.Template.Spec.ServiceAccountName
-	identity, err := testEnv.AddUser(envtest.User{
-		Name:   "system:serviceaccount:" + dep.Namespace + ":" + saName,
-		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + dep.Namespace, "system:authenticated"},
-	}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	identity := serviceAccountUser(t, dep.Namespace, dep.Spec.Template.Spec.ServiceAccountName)
 
 	ns := newNamespace(t)
 	b := startBroker(t, ns, "rbac-a", map[string]string{"app": "rbac"})
@@ -283,13 +276,7 @@ func TestManagerRunsWithTheDeployedRBAC(t *testing.T) {
 	appToken := serviceAccountToken(t, ns, "app")
 	promToken := serviceAccountToken(t, ns, "prometheus")
 	ctx := context.Background()
-	if err := k8sClient.Create(ctx, &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app-sends"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "detour-topic-sender"},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "app", Namespace: ns}},
-	}); err != nil {
-		t.Fatal(err)
-	}
+	bindSender(t, ns, "app", "detour-topic-sender")
 	if err := k8sClient.Create(ctx, &rbacv1.ClusterRoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: "prometheus-reads-detour-" + ns},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "detour-metrics-reader"},
@@ -309,50 +296,9 @@ func TestManagerRunsWithTheDeployedRBAC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &logCapture{}
-	// client-go (leader election, event broadcasting) reports refusals through klog; this is
-	// undone only after the operator has stopped (defers run last in, first out).
-	klogSink.set(logs)
-	defer klogSink.set(nil)
-	op, err := newOperator(identity.Config(), o, zap.New(zap.WriteTo(logs)), operatorHooks{skipNameValidation: true})
-	if err != nil {
-		t.Fatalf("building the operator as %s: %v", saName, err)
-	}
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- op.run(runCtx) }()
-	stopped := false
-	stop := func() {
-		if !stopped {
-			stopped = true
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("the operator stopped with %v", err)
-			}
-		}
-	}
-	defer stop()
-	running := &runningOperator{operator: op}
-	running.waitForRoute(t, "RbacOrders", 1)
-
-	eventually(t, "leadership through the Lease", func() error {
-		select {
-		case <-op.mgr.Elected():
-			return nil
-		default:
-			return errors.New("not elected")
-		}
-	})
-	eventually(t, "the FaultPolicy's status", func() error {
-		var fp routingv1alpha1.FaultPolicy
-		if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "orders"}, &fp); err != nil {
-			return err
-		}
-		if !apimeta.IsStatusConditionTrue(fp.Status.Conditions, "Ready") {
-			return fmt.Errorf("conditions %v", fp.Status.Conditions)
-		}
-		return nil
-	})
+	op, logs, stop := startOperatorAs(t, identity, o)
+	(&runningOperator{operator: op}).waitForRoute(t, "RbacOrders", 1)
+	waitLeadingAndWriting(t, op, ns, "orders")
 
 	c := insecureClient()
 	a := postMessage(t, c, messagesURL(op.gw.URL(), ns, "orders"), "text/plain", appToken, []byte("order"), nil)
@@ -400,6 +346,85 @@ func TestManagerRunsWithTheDeployedRBAC(t *testing.T) {
 	if refused := logs.find("forbidden"); len(refused) > 0 {
 		t.Errorf("the operator was refused by the API server:\n%s", strings.Join(refused, ""))
 	}
+}
+
+// serviceAccountUser is an envtest user authenticated as ServiceAccount sa of namespace ns, with
+// the groups the API server gives a ServiceAccount token, so RBAC bound to the ServiceAccount
+// applies to it.
+func serviceAccountUser(t *testing.T, ns, sa string) *envtest.AuthenticatedUser {
+	t.Helper()
+	user, err := testEnv.AddUser(envtest.User{
+		Name:   "system:serviceaccount:" + ns + ":" + sa,
+		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return user
+}
+
+// bindSender lets ServiceAccount sa of ns send to the namespace's Topics through ClusterRole role.
+func bindSender(t *testing.T, ns, sa, role string) {
+	t.Helper()
+	if err := k8sClient.Create(context.Background(), &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: sa + "-sends"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa, Namespace: ns}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// startOperatorAs runs the operator with options o as user, its log (and client-go's klog, where
+// leader election and event broadcasting report refusals) captured in logs. stop ends it and is
+// idempotent; it also runs when the test ends, before klog is given back.
+func startOperatorAs(t *testing.T, user *envtest.AuthenticatedUser, o *options) (op *operator, logs *logCapture, stop func()) {
+	t.Helper()
+	logs = &logCapture{}
+	klogSink.set(logs)
+	t.Cleanup(func() { klogSink.set(nil) })
+	op, err := newOperator(user.Config(), o, zap.New(zap.WriteTo(logs)), operatorHooks{skipNameValidation: true})
+	if err != nil {
+		t.Fatalf("building the operator as the ServiceAccount: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- op.run(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("the operator stopped with %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return op, logs, stop
+}
+
+// waitLeadingAndWriting waits until op holds the leader Lease and has written FaultPolicy
+// ns/policy's status Ready.
+func waitLeadingAndWriting(t *testing.T, op *operator, ns, policy string) {
+	t.Helper()
+	eventually(t, "leadership through the Lease", func() error {
+		select {
+		case <-op.mgr.Elected():
+			return nil
+		default:
+			return errors.New("not elected")
+		}
+	})
+	eventually(t, "the FaultPolicy's status", func() error {
+		var fp routingv1alpha1.FaultPolicy
+		if err := k8sClient.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: policy}, &fp); err != nil {
+			return err
+		}
+		if !apimeta.IsStatusConditionTrue(fp.Status.Conditions, "Ready") {
+			return fmt.Errorf("conditions %v", fp.Status.Conditions)
+		}
+		return nil
+	})
 }
 
 // TestDockerfileBuildsTheManager checks what can be checked without a container engine: the

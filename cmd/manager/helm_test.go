@@ -21,16 +21,12 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/diff"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
 )
@@ -555,13 +551,7 @@ func TestManagerRunsWithTheChartsNamespacedRBAC(t *testing.T) {
 	manifests, objs := renderChart(t, "scoped", release, "--set", "watchNamespace="+watched)
 	runKubectl(t, manifests, "--kubeconfig", kubeconfigPath, "apply", "--server-side", "--force-conflicts", "-f", "-")
 	dep, o := checkCoherent(t, objs, "scoped-detour")
-	identity, err := testEnv.AddUser(envtest.User{
-		Name:   "system:serviceaccount:" + release + ":" + dep.Spec.Template.Spec.ServiceAccountName,
-		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + release, "system:authenticated"},
-	}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	identity := serviceAccountUser(t, release, dep.Spec.Template.Spec.ServiceAccountName)
 	saClient, err := client.New(identity.Config(), client.Options{Scheme: k8sClient.Scheme()})
 	if err != nil {
 		t.Fatal(err)
@@ -576,13 +566,7 @@ func TestManagerRunsWithTheChartsNamespacedRBAC(t *testing.T) {
 	b := startBroker(t, watched, "scoped-a", map[string]string{"app": "scoped"})
 	createTopic(t, watched, "orders", "ScopedOrders", "scoped")
 	appToken := serviceAccountToken(t, watched, "app")
-	if err := k8sClient.Create(ctx, &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Namespace: watched, Name: "app-sends"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "scoped-detour-topic-sender"},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "app", Namespace: watched}},
-	}); err != nil {
-		t.Fatal(err)
-	}
+	bindSender(t, watched, "app", "scoped-detour-topic-sender")
 
 	healthAddr := freeAddr(t)
 	args := append(slices.Clone(dep.Spec.Template.Spec.Containers[0].Args),
@@ -598,27 +582,7 @@ func TestManagerRunsWithTheChartsNamespacedRBAC(t *testing.T) {
 	if o.namespace != watched {
 		t.Fatalf("the chart's flags watch %q, want %q", o.namespace, watched)
 	}
-	logs := &logCapture{}
-	klogSink.set(logs)
-	defer klogSink.set(nil)
-	op, err := newOperator(identity.Config(), o, zap.New(zap.WriteTo(logs)), operatorHooks{skipNameValidation: true})
-	if err != nil {
-		t.Fatalf("building the operator as the scoped ServiceAccount: %v", err)
-	}
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- op.run(runCtx) }()
-	stopped := false
-	stop := func() {
-		if !stopped {
-			stopped = true
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("the operator stopped with %v", err)
-			}
-		}
-	}
-	defer stop()
+	op, logs, stop := startOperatorAs(t, identity, o)
 	(&runningOperator{operator: op}).waitForRoute(t, "ScopedOrders", 1)
 	// What the kubelet sees: a replica that cannot read what it must restore never turns ready.
 	eventually(t, "the replica ready", func() error {
@@ -627,24 +591,7 @@ func TestManagerRunsWithTheChartsNamespacedRBAC(t *testing.T) {
 		}
 		return nil
 	})
-	eventually(t, "leadership through the Lease", func() error {
-		select {
-		case <-op.mgr.Elected():
-			return nil
-		default:
-			return errors.New("not elected")
-		}
-	})
-	eventually(t, "the FaultPolicy's status", func() error {
-		var fp routingv1alpha1.FaultPolicy
-		if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: watched, Name: "orders"}, &fp); err != nil {
-			return err
-		}
-		if !apimeta.IsStatusConditionTrue(fp.Status.Conditions, "Ready") {
-			return fmt.Errorf("conditions %v", fp.Status.Conditions)
-		}
-		return nil
-	})
+	waitLeadingAndWriting(t, op, watched, "orders")
 	a := postMessage(t, insecureClient(), messagesURL(op.gw.URL(), watched, "orders"), "text/plain", appToken, []byte("order"), nil)
 	if a.status != http.StatusOK || storedCounts(b)[a.ok.MsgID] != 1 {
 		t.Fatalf("a sender bound to scoped-detour-topic-sender: %d %+v; want 200 and stored", a.status, a.err)
