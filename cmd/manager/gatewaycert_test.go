@@ -57,6 +57,18 @@ func mountSecret(t *testing.T, dir string, crt, key []byte) {
 	}
 }
 
+// gatewayCertIn is a certificate source for dir with a self-signed fallback, and the fallback's
+// DER.
+func gatewayCertIn(t *testing.T, dir string) (*gatewayCert, []byte) {
+	t.Helper()
+	crt, key, der := testPair(t, "fallback")
+	fallback, err := tls.X509KeyPair(crt, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return newGatewayCert(dir, &fallback, logr.Discard()), der
+}
+
 func served(t *testing.T, g *gatewayCert) []byte {
 	t.Helper()
 	c, err := g.GetCertificate(nil)
@@ -71,12 +83,7 @@ func served(t *testing.T, g *gatewayCert) []byte {
 // good certificate served.
 func TestGatewayCertFollowsItsFolder(t *testing.T) {
 	dir := t.TempDir()
-	fbCrt, fbKey, fbDER := testPair(t, "fallback")
-	fallback, err := tls.X509KeyPair(fbCrt, fbKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := newGatewayCert(dir, &fallback, logr.Discard())
+	g, fbDER := gatewayCertIn(t, dir)
 	aCrt, aKey, aDER := testPair(t, "first")
 	bCrt, bKey, bDER := testPair(t, "second")
 
@@ -110,12 +117,7 @@ func TestGatewayCertFollowsItsFolder(t *testing.T) {
 // serves a pair mounted later without being told.
 func TestGatewayCertPicksUpASecretWhileRunning(t *testing.T) {
 	dir := t.TempDir()
-	fbCrt, fbKey, _ := testPair(t, "fallback")
-	fallback, err := tls.X509KeyPair(fbCrt, fbKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := newGatewayCert(dir, &fallback, logr.Discard())
+	g, _ := gatewayCertIn(t, dir)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- g.Start(ctx) }()
