@@ -16,7 +16,10 @@ var errSharedFailed = errors.New("the upstream request this one shared failed")
 
 // flights coalesces identical requests in flight: the first asks the name servers, those that
 // arrive while it waits get its answer. Nothing is kept once the answer is out, so every answer
-// is as fresh as a request of its own would have been.
+// is as fresh as a request of its own would have been. It is not x/sync's singleflight (which
+// the gateway uses behind a recover): singleflight re-panics a leader's panic in every waiter,
+// closing every waiting client's connection, and counts the leader as sharing; here waiters get
+// errSharedFailed, only the panicking connection closes, and joining counts waiters alone.
 type flights struct {
 	mu    sync.Mutex
 	calls map[string]*flight
