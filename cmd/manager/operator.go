@@ -28,7 +28,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -465,12 +464,6 @@ func (f *facadeRunnable) Start(ctx context.Context) error {
 	<-ctx.Done()
 	return srv.Close()
 }
-
-// everyReplica runs a runnable on every replica, leader or not.
-type everyReplica struct{ manager.Runnable }
-
-// NeedLeaderElection implements manager.LeaderElectionRunnable.
-func (everyReplica) NeedLeaderElection() bool { return false }
 
 // knownKindsFirst maps the kinds the operator watches (Pods and its own) without asking the API
 // server, and everything else as the dynamic mapper does. Building the pod cache needs to know
