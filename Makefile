@@ -45,7 +45,10 @@ manifests: ## Generate CRDs into config/crd/bases and RBAC into config/rbac, and
 	cp config/rbac/role.yaml charts/detour/files/manager-role.yaml
 
 .PHONY: verify
-verify: manifests generate ## Fail when generated files are out of date.
+verify: manifests generate ## Fail when generated files are out of date or a go.mod is not tidy.
+	@# go mod tidy -diff prints what tidy would change and fails without writing anything.
+	@for mod in . $$(dirname $$(git ls-files 'hack/*go.mod')); do \
+		(cd "$$mod" && $(GO) mod tidy -diff) || { echo "$$mod: go.mod or go.sum is not tidy; run 'go mod tidy' there and commit"; exit 1; }; done
 	@if [ -n "$$(git status --porcelain -- $(GENERATED))" ]; then \
 		echo "generated files are out of date; run 'make manifests generate' and commit:"; \
 		git status --porcelain -- $(GENERATED); git diff --stat -- $(GENERATED); exit 1; fi
