@@ -34,7 +34,14 @@ func benchRuntime(b *testing.B, isolate bool) *Runtime {
 }
 
 func BenchmarkSelect(b *testing.B) {
-	msg := &rmqprimitive.Message{Topic: "T"}
+	benchSelectByTopic(b)
+	benchSelectOnRoute(b)
+	benchSelectRocketMQClientGo(b)
+}
+
+// benchSelectByTopic measures SelectQueue, topic lookup included, on healthy brokers and with one
+// isolated.
+func benchSelectByTopic(b *testing.B) {
 	for _, isolate := range []bool{false, true} {
 		name := "healthy"
 		if isolate {
@@ -62,8 +69,12 @@ func BenchmarkSelect(b *testing.B) {
 			})
 		})
 	}
-	// The same selection on a route the caller already holds, as rocketmq-client-go's Select is
-	// handed its queue list: this isolates selection from the topic lookup.
+}
+
+// benchSelectOnRoute measures the same selection on a route the caller already holds, as
+// rocketmq-client-go's Select is handed its queue list: this isolates selection from the topic
+// lookup.
+func benchSelectOnRoute(b *testing.B) {
 	b.Run("detour/resolved-route/serial", func(b *testing.B) {
 		rt := benchRuntime(b, false).state.Load().index.get("T")
 		b.ReportAllocs()
@@ -94,6 +105,12 @@ func BenchmarkSelect(b *testing.B) {
 			}
 		}
 	})
+}
+
+// benchSelectRocketMQClientGo measures rocketmq-client-go's round-robin selector on the same
+// queues.
+func benchSelectRocketMQClientGo(b *testing.B) {
+	msg := &rmqprimitive.Message{Topic: "T"}
 	b.Run("rocketmq-client-go/serial", func(b *testing.B) {
 		sel := rmqproducer.NewRoundRobinQueueSelector()
 		qs := benchQueues()

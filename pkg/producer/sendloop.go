@@ -1,0 +1,504 @@
+package producer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/detourmq/detour/pkg/fault"
+	"github.com/detourmq/detour/pkg/remoting"
+)
+
+// The send loop is RocketMQ's DefaultMQProducerImpl.sendDefaultImpl (with the per-attempt cap of
+// 5.3.3) as named steps:
+//
+//	prepare    once per send: the route, the budget, the request's header and body
+//	nextQueue  per attempt: the budget check and the queue's selection
+//	attempt    the request to the queue's broker, timed
+//	classify   what came back: interrupted, transport failure, sent oneway, stored, broken, refused
+//	settle     the fault table's record of it, and whether the send goes on to another attempt
+//	finish     the result or the final error, and the send's metrics
+//
+// How sync, async and oneway sends differ is retryRules' alone (see retryRulesOf); the steps
+// consult its fields and never the mode.
+
+// sendCall is one send's state across its attempts. It lives on send's stack, and holds no
+// pointer to the message: escape analysis follows every pointer it holds out of the loop, and the
+// caller's message would be moved to the heap for it.
+type sendCall struct {
+	r     *Runtime
+	ctx   context.Context
+	key   string
+	topic string
+	mode  SendMode
+	begin time.Time
+
+	rt    *route
+	pol   *Policy
+	rules retryRules
+	// sendCtx carries the whole budget, which ends at deadline; cancel releases it.
+	sendCtx  context.Context
+	cancel   context.CancelFunc
+	deadline time.Time
+
+	header remoting.SendHeader
+	body   []byte
+	uniq   string
+
+	// now and remaining are the current attempt's start and the budget left at it.
+	now       time.Time
+	remaining time.Duration
+
+	tried    []string
+	last     string
+	lastErr  error
+	result   *SendResult
+	timeout  bool
+	refusals []messageRefusal
+}
+
+// send is the retry loop shared by all modes: RocketMQ's sendDefaultImpl with the per-attempt cap
+// of 5.3.3. Under RocketMQ's presets each mode keeps RocketMQ's rules (see retryRules); under
+// PresetDetour every mode retries as a sync send does.
+func (r *Runtime) send(ctx context.Context, key string, m *Message, mode SendMode, begin time.Time) (*SendResult, error) {
+	if err := ValidateMessage(m); err != nil {
+		return nil, err
+	}
+	if r.closed.Load() {
+		return nil, ErrClosed
+	}
+	rt := r.routeFor(key, m.Topic)
+	if rt == nil {
+		err := &NoRouteError{Topic: m.Topic}
+		r.metrics.SendDone(m.Topic, mode, 0, time.Since(begin), err)
+		return nil, err
+	}
+	c := sendCall{r: r, ctx: ctx, key: key, topic: m.Topic, mode: mode, begin: begin}
+	if err := c.prepare(rt, m); err != nil {
+		return nil, err
+	}
+	defer c.release()
+	for i := 0; i < c.rules.attempts; i++ {
+		q := c.nextQueue(i)
+		if q == nil {
+			break
+		}
+		res := c.attempt(i, q)
+		if !c.settle(i, q, &res, c.classify(&res)) {
+			break
+		}
+		if i+1 < c.rules.attempts {
+			r.metrics.Retried(m.Topic, q.b.name)
+		}
+	}
+	return c.finish()
+}
+
+// routeFor is the route a send by key uses, or nil when it has none, has no write queue, or
+// publishes to a topic other than topic: sending another topic's message by it would put the
+// message where its route's owner did not ask for it.
+func (r *Runtime) routeFor(key, topic string) *route {
+	rt := r.state.Load().index.get(key)
+	if rt == nil || rt.topic != topic || len(rt.queues) == 0 {
+		return nil
+	}
+	return rt
+}
+
+// prepare sets up what every attempt shares: the rules, the budget and the request, whose
+// properties and (compressed) body are built once, so every attempt sends the same bytes and
+// m stays as the caller gave it.
+func (c *sendCall) prepare(rt *route, m *Message) error {
+	c.rt = rt
+	c.pol = &rt.policy.Policy
+	c.rules = retryRulesOf(c.pol, c.mode)
+	props, uniq := sendProperties(m)
+	if err := checkPropertiesSize(props); err != nil {
+		return err
+	}
+	c.uniq = uniq
+	var sysFlag int32
+	c.body, sysFlag = sendBody(m.Body, c.r.compressAt)
+	c.header = remoting.SendHeader{
+		ProducerGroup:         c.r.group,
+		Topic:                 c.topic,
+		DefaultTopic:          defaultTopicKey,
+		DefaultTopicQueueNums: defaultTopicQueueNums,
+		SysFlag:               sysFlag,
+		Flag:                  m.Flag,
+		Properties:            props,
+	}
+	// One context carries the whole budget; attempts that need a tighter cap derive from it. A
+	// caller's deadline that comes first already is that budget.
+	c.deadline = c.begin.Add(c.pol.Retry.SendTimeout)
+	c.sendCtx = c.ctx
+	if d, ok := c.ctx.Deadline(); ok && !d.After(c.deadline) {
+		c.deadline = d
+	} else {
+		c.sendCtx, c.cancel = context.WithDeadline(c.ctx, c.deadline)
+	}
+	c.tried = make([]string, 0, c.rules.attempts)
+	return nil
+}
+
+// release ends the budget's context.
+func (c *sendCall) release() {
+	if c.cancel != nil {
+		c.cancel()
+	}
+}
+
+// nextQueue starts attempt i: it checks the budget, then selects the attempt's queue. It returns
+// nil when the send ends before the attempt: the budget is spent, the caller gave up, or every
+// broker of the route refused the message.
+func (c *sendCall) nextQueue(i int) *queueEntry {
+	if !c.budgetLeft() {
+		return nil
+	}
+	if i > 0 {
+		c.followRoute()
+	}
+	return c.selectQueue(i)
+}
+
+// budgetLeft reports whether the send may make another attempt, and notes why not: the caller's
+// context ended, or the budget ran out.
+func (c *sendCall) budgetLeft() bool {
+	if err := c.ctx.Err(); err != nil {
+		// Keep the attempt's own error (a remoting timeout already wraps the deadline).
+		switch {
+		case c.lastErr == nil:
+			c.lastErr = err
+		case !errors.Is(c.lastErr, err):
+			c.lastErr = fmt.Errorf("%w: %w", err, c.lastErr)
+		}
+		c.timeout = errors.Is(err, context.DeadlineExceeded)
+		return false
+	}
+	c.now = time.Now()
+	c.remaining = c.deadline.Sub(c.now)
+	if c.remaining <= 0 {
+		c.timeout = true
+		return false
+	}
+	return true
+}
+
+// followRoute lets a retry see state pushed since the send began (a pod that just turned
+// NotReady); a route that lost its queues meanwhile is not followed.
+func (c *sendCall) followRoute() {
+	if cur := c.r.routeFor(c.key, c.topic); cur != nil {
+		c.rt = cur
+	}
+}
+
+// selectQueue picks the queue of attempt i (0 for the first). Under PresetDetour a retry after
+// MESSAGE_ILLEGAL refusals avoids every broker that refused the message (nil when none is left).
+func (c *sendCall) selectQueue(i int) *queueEntry {
+	if c.rules.retryRefusedMessage && len(c.refusals) > 0 {
+		return c.rt.pickAvoiding(c.last, c.refusals)
+	}
+	return c.rt.pick(c.last, i > 0 && c.rules.resetOnRetry)
+}
+
+// attemptResult is what one attempt came back with.
+type attemptResult struct {
+	resp    *remoting.Command
+	err     error
+	latency time.Duration
+	// sent and status are the parsed response of a stored-class code; parseErr says it was
+	// unreadable.
+	sent     remoting.SendResponse
+	status   string
+	parseErr error
+}
+
+// attempt sends the request of attempt i to q and times it. The latency runs from before the
+// attempt's cap does, so a capped attempt measures at least the cap, and includes building the
+// request, as RocketMQ's does.
+func (c *sendCall) attempt(i int, q *queueEntry) attemptResult {
+	b := q.b
+	c.tried = append(c.tried, b.name)
+	c.last = b.name
+	start := time.Now()
+	attemptCtx := c.sendCtx
+	var cancel context.CancelFunc
+	if cap := c.pol.Retry.PerAttemptTimeout; cap > 0 && i+1 < c.rules.attempts && c.remaining > cap {
+		attemptCtx, cancel = context.WithTimeout(c.sendCtx, cap)
+	}
+	c.header.QueueID = q.id
+	c.header.BrokerName = b.name
+	c.header.BornTimestamp = c.now.UnixMilli()
+	req := remoting.NewSendRequest(&c.header, c.body, true)
+	var res attemptResult
+	if c.rules.oneway {
+		res.err = c.r.client.InvokeOneway(attemptCtx, b.addr, req)
+	} else {
+		res.resp, res.err = c.r.client.Invoke(attemptCtx, b.addr, req)
+	}
+	res.latency = time.Since(start)
+	if cancel != nil {
+		cancel()
+	}
+	return res
+}
+
+// attemptClass is what an attempt came to.
+type attemptClass uint8
+
+const (
+	// attemptInterrupted: the caller gave up while the attempt ran.
+	attemptInterrupted attemptClass = iota
+	// attemptTransportFailed: no answer (connection, write, read or timeout).
+	attemptTransportFailed
+	// attemptSentOneway: a oneway request was written, or failed in a way its RocketMQ line
+	// never sees.
+	attemptSentOneway
+	// attemptStored: the broker stored the message (SEND_OK or a "stored but" status).
+	attemptStored
+	// attemptBroken: a stored-class code with an unreadable header.
+	attemptBroken
+	// attemptRefused: the broker answered with a code that does not mean stored.
+	attemptRefused
+)
+
+// classify says what res came to, parsing a stored-class response into res.
+func (c *sendCall) classify(res *attemptResult) attemptClass {
+	switch {
+	case res.err != nil && errors.Is(c.ctx.Err(), context.Canceled):
+		return attemptInterrupted
+	case res.err != nil && !c.rules.unseen(res.err):
+		return attemptTransportFailed
+	case c.rules.oneway:
+		return attemptSentOneway
+	}
+	status, ok := sendStatus(res.resp.Code)
+	if !ok {
+		return attemptRefused
+	}
+	res.status = status
+	if res.sent, res.parseErr = remoting.ParseSendResponse(res.resp); res.parseErr != nil {
+		return attemptBroken
+	}
+	return attemptStored
+}
+
+// settle records attempt i's outcome in the fault table, keeps its result or error, and reports
+// whether the send goes on to another attempt.
+func (c *sendCall) settle(i int, q *queueEntry, res *attemptResult, class attemptClass) bool {
+	b := q.b
+	switch class {
+	case attemptInterrupted:
+		// RocketMQ's InterruptedException: the broker is not to blame beyond the latency it
+		// showed, and there is no retry.
+		c.r.updateFault(c.rt, b, res.latency, fault.Interrupted)
+		c.lastErr = fmt.Errorf("%w: %w", c.ctx.Err(), res.err)
+		return false
+	case attemptTransportFailed:
+		// A connection that could not be made fails RocketMQ's invokeAsync itself, which marks
+		// the broker unreachable.
+		c.recordFailure(b, res.latency, fault.TransportError, !errors.Is(res.err, remoting.ErrConnect))
+		c.lastErr = res.err
+		return true
+	case attemptSentOneway:
+		c.r.updateFault(c.rt, b, res.latency, fault.Success)
+		c.result = &SendResult{MsgID: c.uniq, Topic: c.topic, Broker: b.name, QueueID: int(q.id),
+			Attempts: i + 1, BrokersTried: c.tried, Latency: time.Since(c.begin)}
+		return false
+	case attemptStored:
+		return c.stored(i, q, res)
+	case attemptBroken:
+		// The broker answered but broke the protocol: a broken stream, tried elsewhere; the
+		// UNIQ_KEY lets consumers drop a duplicate if it was stored after all.
+		c.lastErr = fmt.Errorf("%w: %w", remoting.ErrFrame, res.parseErr)
+		c.recordFailure(b, res.latency, fault.TransportError, true)
+		return !c.rules.async
+	}
+	return c.refused(b, res)
+}
+
+// stored keeps the result of attempt i, which q's broker stored, and reports whether a "stored
+// but" status sends the message to another broker as well.
+func (c *sendCall) stored(i int, q *queueEntry, res *attemptResult) bool {
+	c.r.updateFault(c.rt, q.b, res.latency, fault.Success)
+	c.result = &SendResult{
+		MsgID: c.uniq, OffsetMsgID: res.sent.MsgID, Topic: c.topic, Broker: q.b.name, QueueID: int(res.sent.QueueID),
+		QueueOffset: res.sent.QueueOffset, Attempts: i + 1, BrokersTried: c.tried, Latency: time.Since(c.begin),
+		Status: res.status,
+	}
+	return res.status != StatusSendOK && c.pol.Retry.RetryAnotherBrokerWhenNotStoreOK && c.rules.retryNotStoreOK
+}
+
+// refused handles b's refusal of the message and reports whether it is retried.
+func (c *sendCall) refused(b *brokerSlot, res *attemptResult) bool {
+	code := res.resp.Code
+	be := &BrokerError{Code: code, Remark: res.resp.Remark, Broker: b.name, Addr: b.addr}
+	c.lastErr = be
+	if code == remoting.MessageIllegal {
+		c.refusals = append(c.refusals, messageRefusal{err: be, latency: res.latency})
+	}
+	if code == remoting.TopicNotExist || code == remoting.InvalidParameter {
+		// The broker lacks the topic or the queue: a route from name servers is stale (a topic
+		// deleted or shrunk with mqadmin); ask for it now rather than at the next refresh. A
+		// no-op for static routes.
+		c.r.RefreshRoute(c.key)
+	}
+	if c.rules.retryRefusedMessage && code == remoting.MessageIllegal {
+		// The message or this broker's store is at fault, and only another broker can tell
+		// which: until one stores the message, the refusal isolates nothing.
+		c.r.updateFault(c.rt, b, res.latency, fault.ClientError)
+		return c.rt.hasBrokerBesides(c.refusals)
+	}
+	c.recordFailure(b, res.latency, fault.BrokerError, true)
+	return !c.rules.async && c.pol.retries(code)
+}
+
+// recordFailure records a failed attempt: by the fault table's rules for o, or, under RocketMQ's
+// async rules, with the flags RocketMQ's async callback passes to updateFaultItem (isolating,
+// reachable as given).
+func (c *sendCall) recordFailure(b *brokerSlot, latency time.Duration, o fault.Outcome, reachable bool) {
+	if c.rules.async {
+		c.r.recordAttempt(c.rt, b, latency, o, true, reachable)
+		return
+	}
+	c.r.updateFault(c.rt, b, latency, o)
+}
+
+// finish ends the send: its result, or the final error naming every attempt, and its metrics.
+func (c *sendCall) finish() (*SendResult, error) {
+	if c.result != nil {
+		if c.rules.retryRefusedMessage {
+			blameRefusals(c.rt, c.refusals)
+		}
+		c.r.metrics.SendDone(c.topic, c.mode, c.result.Attempts, c.result.Latency, nil)
+		return c.result, nil
+	}
+	lastErr := c.lastErr
+	if lastErr == nil {
+		lastErr = ErrSendTimeout
+	}
+	timeout := c.timeout || errors.Is(lastErr, context.DeadlineExceeded)
+	// Refusals that ended the send condemn the message; a send that ran out of time or was given
+	// up after them has not heard every broker it could have tried.
+	refused := len(c.tried) > 0 && len(c.refusals) == len(c.tried) && !timeout && !errors.Is(lastErr, context.Canceled)
+	if refused && len(c.refusals) > 1 {
+		lastErr = refusedError(c.refusals)
+	}
+	err := &SendError{Topic: c.topic, Attempts: len(c.tried), MaxAttempts: c.rules.attempts,
+		Elapsed: time.Since(c.begin), BrokersTried: c.tried, Timeout: timeout, MessageRefused: refused, Err: lastErr}
+	c.r.metrics.SendDone(c.topic, c.mode, len(c.tried), err.Elapsed, err)
+	return nil, err
+}
+
+// updateFault records one attempt in the route's policy table (RocketMQ's updateFaultItem after
+// every attempt, with that attempt's own latency).
+func (r *Runtime) updateFault(rt *route, b *brokerSlot, latency time.Duration, o fault.Outcome) {
+	rt.policy.tol.Update(b.name, latency, o)
+	r.metrics.AttemptDone(rt.policy.Name, b.name, latency, o)
+}
+
+// recordAttempt records an attempt with the arguments RocketMQ passes to updateFaultItem at a call
+// site whose flags differ from the sync path's (the async callbacks); o is reported to metrics.
+func (r *Runtime) recordAttempt(rt *route, b *brokerSlot, latency time.Duration, o fault.Outcome, isolation, reachable bool) {
+	rt.policy.tol.UpdateFaultItem(b.name, latency, isolation, reachable)
+	r.metrics.AttemptDone(rt.policy.Name, b.name, latency, o)
+}
+
+// blameRefusals isolates the brokers that refused as MESSAGE_ILLEGAL a message another broker
+// has just stored (fault.Tolerance.RefusedValidMessage): the message was fine, so their stores
+// are at fault, and every message sent their way would be refused alike.
+func blameRefusals(rt *route, refusals []messageRefusal) {
+	for _, rf := range refusals {
+		rt.policy.tol.RefusedValidMessage(rf.err.Broker, rf.latency)
+	}
+}
+
+// refusedError is the cause of a send every tried broker refused as MESSAGE_ILLEGAL.
+func refusedError(refusals []messageRefusal) *MessageRefusedError {
+	e := &MessageRefusedError{Refusals: make([]*BrokerError, len(refusals))}
+	for i, rf := range refusals {
+		e.Refusals[i] = rf.err
+	}
+	return e
+}
+
+// retryRules are the rules one send follows, by mode and preset: the one place that knows how
+// sync, async and oneway sends differ.
+type retryRules struct {
+	// attempts is the most attempts the send makes.
+	attempts int
+	// resetOnRetry: a retry resets the selection index (RocketMQ 5.x's sync retries) or, under
+	// PresetDetour, starts from a random queue.
+	resetOnRetry bool
+	// oneway: the request is written without waiting for an answer.
+	oneway bool
+	// async: RocketMQ's async rules: only transport failures are retried; refusals and broken
+	// responses end the send; failures are recorded with the callbacks' fault flags.
+	async bool
+	// retryNotStoreOK: RetryAnotherBrokerWhenNotStoreOK applies (RocketMQ: sync sends only).
+	retryNotStoreOK bool
+	// retryRefusedMessage (PresetDetour): a MESSAGE_ILLEGAL refusal isolates nothing and is
+	// retried on a broker that has not refused the message, and a broker whose refusal another
+	// broker's store then disproves is isolated (reason RefusesValidMessages). RocketMQ's
+	// producer neither retries MESSAGE_ILLEGAL nor tells the message's fault from the broker's:
+	// it isolates the broker for every refusal.
+	retryRefusedMessage bool
+	// unseenFailures are the oneway failures the preset's RocketMQ line never sees.
+	unseenFailures unseenFailures
+}
+
+// unseenFailures says which failures of a oneway write a send does not see. RocketMQ writes a
+// oneway request without waiting for the write, and 5.x connects without waiting either, so a
+// oneway send to an unreachable broker returns as sent (4.x still fails when the connection
+// cannot be made). Under PresetDetour every failure is seen.
+type unseenFailures uint8
+
+const (
+	// seesAll: every failure is an error (PresetDetour, and every mode but oneway).
+	seesAll unseenFailures = iota
+	// seesNone: no failure is seen (RocketMQ 5.x's oneway send).
+	seesNone
+	// seesConnectOnly: only a connection that could not be made is seen (RocketMQ 4.x's).
+	seesConnectOnly
+)
+
+// unseen reports whether err is a oneway failure the send does not see: the attempt then counts
+// as sent.
+func (rr retryRules) unseen(err error) bool {
+	switch rr.unseenFailures {
+	case seesNone:
+		return true
+	case seesConnectOnly:
+		return !errors.Is(err, remoting.ErrConnect)
+	}
+	return false
+}
+
+// retryRulesOf returns the rules of a send in mode under pol. RocketMQ's sendDefaultImpl makes
+// 1 + retryTimesWhenSendFailed attempts for a sync send and one for async and oneway sends; an
+// async send retries inside its callback (up to retryTimesWhenSendAsyncFailed more times) on
+// transport failures only, without resetting the index; a oneway send is never retried.
+// PresetDetour retries every mode as a sync send.
+func retryRulesOf(pol *Policy, mode SendMode) retryRules {
+	rr := retryRules{attempts: pol.Retry.Attempts, resetOnRetry: true, retryNotStoreOK: true,
+		oneway: mode == ModeOneway}
+	if !pol.Preset.rocketMQ() {
+		rr.retryRefusedMessage = true
+		return rr
+	}
+	switch mode {
+	case ModeOneway:
+		rr.attempts = 1
+		rr.retryNotStoreOK = false
+		rr.unseenFailures = seesNone
+		if pol.Preset == PresetRocketMQ4 {
+			rr.unseenFailures = seesConnectOnly
+		}
+	case ModeAsync:
+		rr.async = true
+		rr.resetOnRetry = false
+		rr.retryNotStoreOK = false
+	}
+	return rr
+}
