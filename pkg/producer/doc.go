@@ -65,7 +65,10 @@
 // callbacks' flags (a refusal isolates but leaves the broker reachable; a connection that cannot
 // be made marks it unreachable); RetryAnotherBrokerWhenNotStoreOK applies to sync sends only.
 // Under PresetDetour async and oneway sends retry as sync ones do (a oneway send can only see a
-// failed write). Not reproduced under any preset: RocketMQ's extra fault update when an async
+// failed write). Under RocketMQ's presets every attempt's queue is selected before the budget is
+// checked, as sendDefaultImpl does, so a send whose budget ran out still makes that selection (the
+// index moves; under 4.x pickOneAtLeast may drop a record); PresetDetour checks the budget first
+// and selects only for an attempt it makes. Not reproduced under any preset: RocketMQ's extra fault update when an async
 // request is dispatched (it only marks the broker reachable until the answer's update lands), an
 // attempt started with no budget left (RocketMQ still makes it when the budget ran out within the
 // same millisecond, and RocketMQ 4.x retries async sends past the budget), and the error shapes:

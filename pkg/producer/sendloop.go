@@ -14,7 +14,7 @@ import (
 // 5.3.3) as named steps:
 //
 //	prepare    once per send: the route, the budget, the request's header and body
-//	nextQueue  per attempt: the budget check and the queue's selection
+//	nextQueue  per attempt: the queue's selection and the budget check, in RocketMQ's order
 //	attempt    the request to the queue's broker, timed
 //	classify   what came back: interrupted, transport failure, sent oneway, stored, broken, refused
 //	settle     the fault table's record of it, and whether the send goes on to another attempt
@@ -149,13 +149,32 @@ func (c *sendCall) release() {
 	}
 }
 
-// nextQueue starts attempt i: it checks the budget, then selects the attempt's queue. It returns
+// nextQueue starts attempt i: it selects the attempt's queue and checks the budget. It returns
 // nil when the send ends before the attempt: the budget is spent, the caller gave up, or every
 // broker of the route refused the message.
+//
+// Under RocketMQ's presets the selection comes first, as in sendDefaultImpl: a send whose budget
+// ran out still selects the queue of the attempt it will not make, which moves the index (and,
+// under RocketMQ 4.x, may drop the fault record of a broker the route does not use) exactly as
+// RocketMQ's does. PresetDetour checks the budget first: a selection for an attempt never made
+// would only move the index every sender shares and touch the fault table for nothing.
 func (c *sendCall) nextQueue(i int) *queueEntry {
+	if c.rules.selectBeforeBudget {
+		q := c.selectQueueOf(i)
+		if q == nil || !c.budgetLeft() {
+			return nil
+		}
+		return q
+	}
 	if !c.budgetLeft() {
 		return nil
 	}
+	return c.selectQueueOf(i)
+}
+
+// selectQueueOf selects the queue of attempt i on the route as it is now: retries see state
+// pushed since the send began.
+func (c *sendCall) selectQueueOf(i int) *queueEntry {
 	if i > 0 {
 		c.followRoute()
 	}
@@ -446,6 +465,9 @@ type retryRules struct {
 	retryRefusedMessage bool
 	// unseenFailures are the oneway failures the preset's RocketMQ line never sees.
 	unseenFailures unseenFailures
+	// selectBeforeBudget: each attempt's queue is selected before the budget is checked, as
+	// RocketMQ's sendDefaultImpl does (see nextQueue).
+	selectBeforeBudget bool
 }
 
 // unseenFailures says which failures of a oneway write a send does not see. RocketMQ writes a
@@ -482,7 +504,7 @@ func (rr retryRules) unseen(err error) bool {
 // PresetDetour retries every mode as a sync send.
 func retryRulesOf(pol *Policy, mode SendMode) retryRules {
 	rr := retryRules{attempts: pol.Retry.Attempts, resetOnRetry: true, retryNotStoreOK: true,
-		oneway: mode == ModeOneway}
+		oneway: mode == ModeOneway, selectBeforeBudget: pol.Preset.rocketMQ()}
 	if !pol.Preset.rocketMQ() {
 		rr.retryRefusedMessage = true
 		return rr
