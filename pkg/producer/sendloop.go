@@ -78,6 +78,11 @@ func (r *Runtime) send(ctx context.Context, key string, m *Message, mode SendMod
 	if err := c.prepare(rt, m); err != nil {
 		return nil, err
 	}
+	return c.run()
+}
+
+// run makes the attempts of a prepared send and finishes it.
+func (c *sendCall) run() (*SendResult, error) {
 	defer c.release()
 	for i := 0; i < c.rules.attempts; i++ {
 		q := c.nextQueue(i)
@@ -89,7 +94,7 @@ func (r *Runtime) send(ctx context.Context, key string, m *Message, mode SendMod
 			break
 		}
 		if i+1 < c.rules.attempts {
-			r.metrics.Retried(m.Topic, q.b.name)
+			c.r.metrics.Retried(c.topic, q.b.name)
 		}
 	}
 	return c.finish()
@@ -129,6 +134,12 @@ func (c *sendCall) prepare(rt *route, m *Message) error {
 		Flag:                  m.Flag,
 		Properties:            props,
 	}
+	c.startBudget()
+	return nil
+}
+
+// startBudget starts the send's time budget and its record of attempts.
+func (c *sendCall) startBudget() {
 	// One context carries the whole budget; attempts that need a tighter cap derive from it. A
 	// caller's deadline that comes first already is that budget.
 	c.deadline = c.begin.Add(c.pol.Retry.SendTimeout)
@@ -139,7 +150,6 @@ func (c *sendCall) prepare(rt *route, m *Message) error {
 		c.sendCtx, c.cancel = context.WithDeadline(c.ctx, c.deadline)
 	}
 	c.tried = make([]string, 0, c.rules.attempts)
-	return nil
 }
 
 // release ends the budget's context.

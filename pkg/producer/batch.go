@@ -1,0 +1,333 @@
+package producer
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/detourmq/detour/pkg/remoting"
+)
+
+// MaxBatchMessages is the most messages one batch may hold. RocketMQ bounds a batch only by its
+// encoded size (MaxMessageSize); detour also bounds the count, so a batch of tiny messages
+// cannot make the process hold hundreds of thousands of them (and their ids) per request.
+const MaxBatchMessages = 4096
+
+// Errors of batch rules, matched with errors.Is on the *ValidationError a batch send returns.
+var (
+	// ErrEmptyBatch is a batch without messages.
+	ErrEmptyBatch = errors.New("empty batch")
+	// ErrBatchTooLarge is a batch over MaxBatchMessages messages.
+	ErrBatchTooLarge = errors.New("too many messages in a batch")
+	// ErrBatchMixedTopics is a batch whose messages name more than one topic.
+	ErrBatchMixedTopics = errors.New("batch messages name different topics")
+	// ErrBatchRetryTopic is a batch to a retry topic (%RETRY%...).
+	ErrBatchRetryTopic = errors.New("batch to a retry topic")
+	// ErrBatchMixedWait is a batch whose messages differ in WAIT (waitStoreMsgOK).
+	ErrBatchMixedWait = errors.New("batch messages differ in waitStoreMsgOK")
+)
+
+// retryTopicPrefix starts the retry topics of consumer groups (MixAll.RETRY_GROUP_TOPIC_PREFIX).
+const retryTopicPrefix = "%RETRY%"
+
+// BatchResult describes a batch the broker stored: all its messages on one queue, in order.
+type BatchResult struct {
+	// SendResult is the batch's result as RocketMQ's SendResult gives it: MsgID is the
+	// comma-joined UNIQ_KEYs of the messages, OffsetMsgID the broker's comma-joined ids, and
+	// QueueOffset the first message's offset.
+	SendResult
+	// MsgIDs holds each message's UNIQ_KEY, in the order of the batch.
+	MsgIDs []string
+	// OffsetMsgIDs holds the broker's id of each stored message, in the order of the batch; nil
+	// when the broker's answer does not name one id per message.
+	OffsetMsgIDs []string
+}
+
+// SendBatch sends msgs, which must all name one topic, as one SEND_BATCH_MESSAGE: stored
+// together on one queue, in order, or not at all. The queue's selection, the retries, the time
+// budget and the fault table's records are those of Send; a retry resends the same bytes, so
+// every message keeps its UNIQ_KEY. A batch RocketMQ's producer refuses (mixed topics, a retry
+// topic, mixed WAIT, an encoded size over MaxMessageSize, a message Send would refuse) is
+// refused here before any I/O. Batches are never compressed, as in RocketMQ. msgs are not
+// modified.
+func (r *Runtime) SendBatch(ctx context.Context, msgs []*Message) (*BatchResult, error) {
+	key := ""
+	if len(msgs) > 0 && msgs[0] != nil {
+		key = msgs[0].Topic
+	}
+	return r.SendBatchRoute(ctx, key, msgs)
+}
+
+// SendBatchRoute is SendBatch by the route whose key is route (see Route.Key), which must
+// publish to the messages' topic.
+func (r *Runtime) SendBatchRoute(ctx context.Context, route string, msgs []*Message) (*BatchResult, error) {
+	begin := time.Now()
+	if err := ValidateBatch(msgs); err != nil {
+		return nil, err
+	}
+	b, err := encodeBatch(msgs)
+	if err != nil {
+		return nil, err
+	}
+	res, err := r.sendEncodedBatch(ctx, route, msgs[0].Topic, b, begin)
+	if err != nil {
+		return nil, err
+	}
+	out := &BatchResult{SendResult: *res, MsgIDs: b.ids}
+	if ids := strings.Split(res.OffsetMsgID, ","); len(ids) == len(msgs) {
+		out.OffsetMsgIDs = ids
+	}
+	return out, nil
+}
+
+// ValidateBatch applies RocketMQ's batch rules (MessageBatch.generateFromList, then
+// Validators.checkMessage on every message) and detour's bound on the count: at least one and
+// at most MaxBatchMessages messages, each valid for Send, all to one topic that is not a retry
+// topic, all with the same WAIT. The encoded size is checked when the batch is encoded.
+func ValidateBatch(msgs []*Message) error {
+	if len(msgs) == 0 {
+		return &ValidationError{Code: CodeMessageIllegal, Rule: ErrEmptyBatch, Message: "the batch holds no message"}
+	}
+	if len(msgs) > MaxBatchMessages {
+		return &ValidationError{Code: CodeMessageIllegal, Rule: ErrBatchTooLarge,
+			Message: fmt.Sprintf("the batch holds %d messages, over the limit of %d", len(msgs), MaxBatchMessages)}
+	}
+	for i, m := range msgs {
+		if err := ValidateMessage(m); err != nil {
+			return batchMessageError(i, err)
+		}
+		if strings.HasPrefix(m.Topic, retryTopicPrefix) {
+			return &ValidationError{Code: CodeMessageIllegal, Rule: ErrBatchRetryTopic, Message: "Retry Group is not supported for batching"}
+		}
+		if i == 0 {
+			continue
+		}
+		if m.Topic != msgs[0].Topic {
+			return &ValidationError{Code: CodeMessageIllegal, Rule: ErrBatchMixedTopics,
+				Message: fmt.Sprintf("The topic of the messages in one batch should be the same (message %d names %s, message 0 %s)", i, m.Topic, msgs[0].Topic)}
+		}
+		if waitStoreMsgOK(m) != waitStoreMsgOK(msgs[0]) {
+			return &ValidationError{Code: CodeMessageIllegal, Rule: ErrBatchMixedWait,
+				Message: "The waitStoreMsgOK of the messages in one batch should the same"}
+		}
+	}
+	return nil
+}
+
+// batchMessageError names the message of a batch that broke a rule, keeping the rule.
+func batchMessageError(i int, err error) error {
+	if ve, ok := errors.AsType[*ValidationError](err); ok {
+		return &ValidationError{Code: ve.Code, Rule: ve.Rule, Message: fmt.Sprintf("batch message %d: %s", i, ve.Message)}
+	}
+	return err
+}
+
+// waitStoreMsgOK is Java's Message.isWaitStoreMsgOK: true unless WAIT is set to anything but
+// "true" (in any case).
+func waitStoreMsgOK(m *Message) bool {
+	v, ok := m.Properties[remoting.PropertyWaitStoreMsgOK]
+	return !ok || strings.EqualFold(v, "true")
+}
+
+// encodedBatch is a batch ready for the wire: its body, its own properties and every message's
+// UNIQ_KEY.
+type encodedBatch struct {
+	body  []byte
+	props string
+	// ids are the messages' UNIQ_KEYs, slices of joined (their comma-joined form, RocketMQ's
+	// batch msgId), so the ids cost one string for the whole batch.
+	ids    []string
+	joined string
+}
+
+// uniqIDLength is the length of a UNIQ_KEY that AppendUniqID makes.
+const uniqIDLength = 32
+
+// encodeBatch encodes msgs as RocketMQ's DefaultMQProducer.batch does: every message with its
+// properties, a UNIQ_KEY (its own if it has one) and WAIT=true unless it sets WAIT; the batch with
+// a UNIQ_KEY of its own and the first message's WAIT. The body and the ids are each built in one
+// buffer sized up front: no allocation per message.
+func encodeBatch(msgs []*Message) (*encodedBatch, error) {
+	size, idsLen := 0, 0
+	for _, m := range msgs {
+		size += batchEntrySize(m)
+		if id := m.Properties[remoting.PropertyUniqKey]; id != "" {
+			idsLen += len(id) + 1
+		} else {
+			idsLen += uniqIDLength + 1
+		}
+	}
+	if size > MaxMessageSize {
+		return nil, &ValidationError{Code: CodeMessageIllegal, Rule: ErrBodyTooLarge,
+			Message: fmt.Sprintf("the message body size over max value, MAX: %d (the batch encodes to %d bytes)", MaxMessageSize, size)}
+	}
+	body := make([]byte, 0, size)
+	ids := make([]byte, 0, idsLen)
+	spans := make([]int, 0, 2*len(msgs))
+	for i, m := range msgs {
+		var start, end int
+		var err error
+		body, start, end, err = appendBatchEntry(body, m)
+		if err != nil {
+			return nil, batchMessageError(i, err)
+		}
+		if i > 0 {
+			ids = append(ids, ',')
+		}
+		spans = append(spans, len(ids))
+		ids = append(ids, body[start:end]...)
+		spans = append(spans, len(ids))
+	}
+	eb := &encodedBatch{body: body, joined: string(ids), ids: make([]string, len(msgs))}
+	for i := range eb.ids {
+		eb.ids[i] = eb.joined[spans[2*i]:spans[2*i+1]]
+	}
+	wait := "true"
+	if !waitStoreMsgOK(msgs[0]) {
+		wait = "false"
+	}
+	eb.props = remoting.PropertyWaitStoreMsgOK + string(remoting.NameValueSeparator) + wait + string(remoting.PropertySeparator) +
+		remoting.PropertyUniqKey + string(remoting.NameValueSeparator) + remoting.NewUniqID() + string(remoting.PropertySeparator)
+	return eb, nil
+}
+
+// batchFixedLength is an entry's size besides its body and properties: totalSize, magicCode,
+// bodyCRC, flag and bodyLength (int32 each) and propertiesLength (int16).
+const batchFixedLength = 4*5 + 2
+
+// batchEntrySize is the encoded size of m in a batch body (what appendBatchEntry appends).
+func batchEntrySize(m *Message) int {
+	return batchFixedLength + len(m.Body) + sendPropertiesSize(m)
+}
+
+// appendBatchEntry appends m's entry of a batch body (MessageDecoder.encodeMessage) with its
+// properties as a send gives them, and returns where its UNIQ_KEY's value lies in dst.
+func appendBatchEntry(dst []byte, m *Message) (out []byte, idStart, idEnd int, err error) {
+	start := len(dst)
+	dst = append(dst, make([]byte, 20)...)
+	dst = append(dst, m.Body...)
+	propsAt := len(dst)
+	dst = append(dst, 0, 0)
+	dst, idStart, idEnd = appendSendProperties(dst, m)
+	propsLen := len(dst) - propsAt - 2
+	if err := checkPropertiesLength(propsLen); err != nil {
+		return dst[:start], 0, 0, err
+	}
+	binary.BigEndian.PutUint16(dst[propsAt:], uint16(propsLen))
+	binary.BigEndian.PutUint32(dst[start:], uint32(len(dst)-start))
+	binary.BigEndian.PutUint32(dst[start+12:], uint32(m.Flag))
+	binary.BigEndian.PutUint32(dst[start+16:], uint32(len(m.Body)))
+	return dst, idStart, idEnd, nil
+}
+
+// sendPropertiesSize is the length of m's properties as appendSendProperties writes them.
+func sendPropertiesSize(m *Message) int {
+	n := 0
+	if m.Tags != "" {
+		n += len(remoting.PropertyTags) + len(m.Tags) + 2
+	}
+	if m.Keys != "" {
+		n += len(remoting.PropertyKeys) + len(m.Keys) + 2
+	}
+	for k, v := range m.Properties {
+		if v == "" || (k == remoting.PropertyTags && m.Tags != "") || (k == remoting.PropertyKeys && m.Keys != "") {
+			continue
+		}
+		n += len(k) + len(v) + 2
+	}
+	if m.Properties[remoting.PropertyUniqKey] == "" {
+		n += len(remoting.PropertyUniqKey) + uniqIDLength + 2
+	}
+	if m.Properties[remoting.PropertyWaitStoreMsgOK] == "" {
+		n += len(remoting.PropertyWaitStoreMsgOK) + len("true") + 2
+	}
+	return n
+}
+
+// appendSendProperties appends m's properties as a send puts them on the wire (sendProperties):
+// TAGS and KEYS, every other property, WAIT=true unless m sets WAIT, and a new UNIQ_KEY unless m
+// has one. It returns where the UNIQ_KEY's value lies in the result.
+func appendSendProperties(dst []byte, m *Message) (out []byte, idStart, idEnd int) {
+	put := func(k, v string) {
+		dst = append(dst, k...)
+		dst = append(dst, remoting.NameValueSeparator)
+		dst = append(dst, v...)
+		dst = append(dst, remoting.PropertySeparator)
+	}
+	if m.Tags != "" {
+		put(remoting.PropertyTags, m.Tags)
+	}
+	if m.Keys != "" {
+		put(remoting.PropertyKeys, m.Keys)
+	}
+	for k, v := range m.Properties {
+		if v == "" || (k == remoting.PropertyTags && m.Tags != "") || (k == remoting.PropertyKeys && m.Keys != "") ||
+			k == remoting.PropertyUniqKey {
+			continue
+		}
+		put(k, v)
+	}
+	if m.Properties[remoting.PropertyWaitStoreMsgOK] == "" {
+		put(remoting.PropertyWaitStoreMsgOK, "true")
+	}
+	dst = append(dst, remoting.PropertyUniqKey...)
+	dst = append(dst, remoting.NameValueSeparator)
+	idStart = len(dst)
+	if id := m.Properties[remoting.PropertyUniqKey]; id != "" {
+		dst = append(dst, id...)
+	} else {
+		dst = remoting.AppendUniqID(dst)
+	}
+	idEnd = len(dst)
+	dst = append(dst, remoting.PropertySeparator)
+	return dst, idStart, idEnd
+}
+
+// checkPropertiesLength refuses encoded properties of n bytes that no broker stores.
+func checkPropertiesLength(n int) error {
+	if n > MaxPropertiesSize {
+		return &ValidationError{Code: CodeMessageIllegal, Rule: ErrPropertiesTooLarge,
+			Message: fmt.Sprintf("the message properties length is %d bytes, over the broker's limit of %d", n, MaxPropertiesSize)}
+	}
+	return nil
+}
+
+// sendEncodedBatch sends b by the route key as one SEND_BATCH_MESSAGE through the send loop, as a
+// sync send: the same selection, retries, budget and fault records.
+func (r *Runtime) sendEncodedBatch(ctx context.Context, key, topic string, b *encodedBatch, begin time.Time) (*SendResult, error) {
+	if r.closed.Load() {
+		return nil, ErrClosed
+	}
+	rt := r.routeFor(key, topic)
+	if rt == nil {
+		err := &NoRouteError{Topic: topic}
+		r.metrics.SendDone(topic, ModeSync, 0, time.Since(begin), err)
+		return nil, err
+	}
+	c := sendCall{r: r, ctx: ctx, key: key, topic: topic, mode: ModeSync, begin: begin}
+	c.prepareBatch(rt, b)
+	return c.run()
+}
+
+// prepareBatch is prepare for a batch: the request carries the encoded batch as it is (batches
+// are never compressed) and the batch's own properties, and the result names the messages'
+// comma-joined ids, as RocketMQ's SendResult does for a batch.
+func (c *sendCall) prepareBatch(rt *route, b *encodedBatch) {
+	c.rt = rt
+	c.pol = &rt.policy.Policy
+	c.rules = retryRulesOf(c.pol, c.mode)
+	c.uniq = b.joined
+	c.body = b.body
+	c.header = remoting.SendHeader{
+		ProducerGroup:         c.r.group,
+		Topic:                 c.topic,
+		DefaultTopic:          defaultTopicKey,
+		DefaultTopicQueueNums: defaultTopicQueueNums,
+		Properties:            b.props,
+		Batch:                 true,
+	}
+	c.startBudget()
+}
