@@ -72,6 +72,7 @@ func (s *Server) Handler() http.Handler {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc(MessagesPath, s.serveMessages)
+	mux.HandleFunc(BatchPath, s.serveBatch)
 	mux.HandleFunc("/", notFound)
 	return s.instrument(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// ServeMux answers a path with "..", "." or "//" with a redirect and no body; the gateway
@@ -165,35 +166,53 @@ func (r *statusRecorder) Write(p []byte) (int, error) {
 // Unwrap lets http.ResponseController reach the connection's writer.
 func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
-func (s *Server) serveMessages(w http.ResponseWriter, r *http.Request) {
+// admit answers a request that may not send (wrong method, unknown or forbidden Topic, a body
+// announced over limit bytes) and returns false; otherwise it returns the request's Target, whose
+// Route is set.
+func (s *Server) admit(w http.ResponseWriter, r *http.Request, limit int64) (Target, bool) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		writeError(w, http.StatusMethodNotAllowed, ErrorResponse{Code: CodeMethodNotAllowed,
 			Error: fmt.Sprintf("method %s not allowed; send with POST", r.Method)})
-		return
+		return Target{}, false
 	}
 	ns, name := r.PathValue("namespace"), r.PathValue("name")
 	// Names that cannot exist are answered before anyone is asked about them.
 	if len(validation.IsDNS1123Label(ns)) > 0 || len(validation.IsDNS1123Subdomain(name)) > 0 {
 		writeError(w, http.StatusNotFound, topicNotFound(ns, name))
-		return
+		return Target{}, false
 	}
 	if !s.authorize(w, r, ns, name) {
-		return
+		return Target{}, false
 	}
-	if r.ContentLength > maxJSONRequest || (!isJSON(r) && r.ContentLength > producer.MaxMessageSize) {
+	if r.ContentLength > limit {
 		writeRequestError(w, tooLarge())
-		return
+		return Target{}, false
 	}
 	target, err := s.opts.Topics.ResolveTopic(r.Context(), ns, name)
 	if errors.Is(err, ErrTopicNotFound) {
 		writeError(w, http.StatusNotFound, topicNotFound(ns, name))
-		return
+		return Target{}, false
 	}
 	if err != nil {
 		s.log.Error(err, "Looking up a Topic for the send gateway failed", "namespace", ns, "name", name)
 		writeError(w, http.StatusServiceUnavailable, ErrorResponse{Code: CodeUnavailable,
 			Error: "looking up the Topic failed; retry"})
+		return Target{}, false
+	}
+	if target.Route == "" {
+		target.Route = target.Topic
+	}
+	return target, true
+}
+
+func (s *Server) serveMessages(w http.ResponseWriter, r *http.Request) {
+	limit := maxJSONRequest
+	if !isJSON(r) {
+		limit = producer.MaxMessageSize
+	}
+	target, ok := s.admit(w, r, limit)
+	if !ok {
 		return
 	}
 	msg, err := readMessage(w, r)
@@ -207,17 +226,13 @@ func (s *Server) serveMessages(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	msg.Topic = target.Topic
-	route := target.Route
-	if route == "" {
-		route = target.Topic
-	}
 	// A caller sets data, never how RocketMQ treats the message: no reserved property at all, not
 	// even the UNIQ_KEY and WAIT the runtime's Go callers may set.
 	if err := producer.CheckUserProperties(msg.Properties); err != nil {
 		s.writeSendError(w, r, err)
 		return
 	}
-	res, err := s.opts.Sender.SendRoute(r.Context(), route, msg)
+	res, err := s.opts.Sender.SendRoute(r.Context(), target.Route, msg)
 	if se, ok := err.(*producer.SendError); ok && target.BrokerPrefix != "" {
 		named := *se
 		named.BrokersTried = brokerNames(se.BrokersTried, target.BrokerPrefix)

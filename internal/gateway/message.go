@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"mime"
 	"net/http"
 	"strings"
@@ -102,6 +101,19 @@ func readMessage(w http.ResponseWriter, r *http.Request) (*producer.Message, err
 	if asJSON {
 		limit = maxJSONRequest
 	}
+	data, err := readBody(w, r, limit)
+	if err != nil {
+		return nil, err
+	}
+	if asJSON {
+		return decodeJSONMessage(data)
+	}
+	return headerMessage(r.Header, data), nil
+}
+
+// readBody reads a request body of at most limit bytes; a larger one is refused with 413
+// without reading more of it than necessary.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
 	if r.ContentLength > limit {
 		return nil, tooLarge()
 	}
@@ -110,7 +122,7 @@ func readMessage(w http.ResponseWriter, r *http.Request) (*producer.Message, err
 	var err error
 	if r.ContentLength >= 0 && r.ContentLength <= presizeLimit {
 		// A small known length (the server ends the body there) is read into one buffer of that
-		// size; the body becomes the message as it is.
+		// size; a raw body becomes the message as it is.
 		data = make([]byte, r.ContentLength)
 		_, err = io.ReadFull(body, data)
 	} else {
@@ -124,10 +136,7 @@ func readMessage(w http.ResponseWriter, r *http.Request) (*producer.Message, err
 		}
 		return nil, badRequest("reading the request body: %v", err)
 	}
-	if asJSON {
-		return decodeJSONMessage(data)
-	}
-	return headerMessage(r.Header, data), nil
+	return data, nil
 }
 
 // presizeLimit is the largest announced body read into a buffer of the announced size up front.
@@ -209,27 +218,9 @@ func decodeJSONMessage(data []byte) (*producer.Message, error) {
 	if dec.More() {
 		return nil, badRequest("decoding the JSON message: more than one JSON value")
 	}
-	m := &producer.Message{Tags: jm.Tags, Keys: strings.Join(jm.Keys, " ")}
-	switch {
-	case jm.Body != nil && jm.BodyText != nil:
-		return nil, badRequest("set either body (base64) or bodyText, not both")
-	case jm.Body != nil:
-		if base64.StdEncoding.DecodedLen(len(*jm.Body)) > producer.MaxMessageSize+2 {
-			return nil, tooLarge()
-		}
-		b, err := base64.StdEncoding.DecodeString(*jm.Body)
-		if err != nil {
-			return nil, badRequest("body is not standard base64: %v", err)
-		}
-		m.Body = b
-	case jm.BodyText != nil:
-		m.Body = []byte(*jm.BodyText)
-	}
-	if len(m.Body) > producer.MaxMessageSize {
-		return nil, tooLarge()
-	}
-	if len(jm.Properties) > 0 {
-		m.Properties = maps.Clone(jm.Properties)
+	m := &producer.Message{}
+	if err := fillMessage(m, &jm); err != nil {
+		return nil, err
 	}
 	return m, nil
 }

@@ -3,8 +3,10 @@ package gateway
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -71,10 +73,14 @@ func runSenders(b *testing.B, g, perCall int, send func() error) {
 	b.ReportMetric(float64(b.N*perCall)/elapsed.Seconds(), "msgs/s")
 }
 
-// BenchmarkGatewayAgainstRuntime measures, in one run against the same loopback brokersim
-// broker, 64 concurrent senders of 1 KiB messages calling the runtime directly and posting
-// through the gateway over loopback HTTP (client, server, runtime and broker on this machine):
-// the ratio of their msgs/s is the gateway's share of the runtime's throughput.
+// benchBatchSize is the batch size of the batch target.
+const benchBatchSize = 32
+
+// BenchmarkGatewayAgainstRuntime measures, in one run against the same kind of loopback brokersim
+// broker, 64 concurrent senders of 1 KiB messages: calling the runtime directly, posting one
+// message per request through the gateway over loopback HTTP (client, server, runtime and broker
+// in this process), and posting 32 per batch request (JSON, bodyText). The ratios of their
+// msgs/s are the gateway's share of the runtime's throughput and what batching gains over HTTP.
 func BenchmarkGatewayAgainstRuntime(b *testing.B) {
 	body := bytes.Repeat([]byte("x"), 1024)
 	b.Run("runtime-direct", func(b *testing.B) {
@@ -86,7 +92,7 @@ func BenchmarkGatewayAgainstRuntime(b *testing.B) {
 		})
 	})
 	b.Run("gateway", func(b *testing.B) {
-		url := startBenchGateway(b, benchRuntime(b)) + "/v1/namespaces/ns/topics/t/messages"
+		url := expand(startBenchGateway(b, benchRuntime(b)) + MessagesPath)
 		client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: benchConcurrency}}
 		b.Cleanup(client.CloseIdleConnections)
 		b.ReportAllocs()
@@ -94,6 +100,29 @@ func BenchmarkGatewayAgainstRuntime(b *testing.B) {
 			return postOK(client, url, "application/octet-stream", body, map[string]string{HeaderTags: "tag"})
 		})
 	})
+	b.Run("gateway-batch32", func(b *testing.B) {
+		url := expand(startBenchGateway(b, benchRuntime(b)) + BatchPath)
+		client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: benchConcurrency}}
+		b.Cleanup(client.CloseIdleConnections)
+		msgs := make([]JSONMessage, benchBatchSize)
+		text := string(body)
+		for i := range msgs {
+			msgs[i] = JSONMessage{BodyText: &text, Tags: "tag"}
+		}
+		batch, err := json.Marshal(JSONBatch{Messages: msgs})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportAllocs()
+		runSenders(b, benchConcurrency, benchBatchSize, func() error {
+			return postOK(client, url, "application/json", batch, nil)
+		})
+	})
+}
+
+// expand fills a route pattern's wildcards with the benchmark's namespace and Topic.
+func expand(pattern string) string {
+	return strings.NewReplacer("{namespace}", "ns", "{name}", "t").Replace(pattern)
 }
 
 // postOK posts body to url and fails unless the answer is 200.
