@@ -91,6 +91,21 @@ func TestFaultPolicyValidation(t *testing.T) {
 		{"watching routed brokers with probing turned off is refused", func(s *routingv1alpha1.FaultPolicySpec) {
 			s.Probe.Enabled, s.Probe.RoutedBrokers = ptr.To(false), ptr.To(true)
 		}, "probe.routedBrokers needs probing: probe.enabled true, or the Detour preset with probe.enabled unset"},
+		{"a probation under Detour's probing is accepted", func(s *routingv1alpha1.FaultPolicySpec) {
+			s.Probe.ProbationProbes = ptr.To[int32](5)
+		}, ""},
+		{"a probation of one good probe under a preset without probing is accepted", func(s *routingv1alpha1.FaultPolicySpec) {
+			s.Preset, s.Probe.ProbationProbes = routingv1alpha1.PresetRocketMQ5, ptr.To[int32](1)
+		}, ""},
+		{"a probation under a preset without probing is refused", func(s *routingv1alpha1.FaultPolicySpec) {
+			s.Preset, s.Probe.ProbationProbes = routingv1alpha1.PresetRocketMQ5, ptr.To[int32](3)
+		}, "probe.probationProbes above 1 needs probing: probe.enabled true, or the Detour preset with probe.enabled unset"},
+		{"a probation of no probe is refused", func(s *routingv1alpha1.FaultPolicySpec) {
+			s.Probe.ProbationProbes = ptr.To[int32](0)
+		}, "should be greater than or equal to 1"},
+		{"a probation of more than 100 probes is refused", func(s *routingv1alpha1.FaultPolicySpec) {
+			s.Probe.ProbationProbes = ptr.To[int32](101)
+		}, "should be less than or equal to 100"},
 		{"Off is not a preset", func(s *routingv1alpha1.FaultPolicySpec) {
 			s.Rules, s.Preset = nil, "Off"
 		}, `Unsupported value: "Off"`},

@@ -67,6 +67,9 @@ func runtimePolicy(key string, spec *routingv1alpha1.FaultPolicySpec) (producer.
 	if spec.Probe.RoutedBrokers != nil {
 		p.Probe.Routed = *spec.Probe.RoutedBrokers
 	}
+	if spec.Probe.ProbationProbes != nil {
+		p.Probe.ProbationProbes = int(*spec.Probe.ProbationProbes)
+	}
 	if spec.MaxIsolatedPercent != nil {
 		p.MaxIsolatedPercent = int(*spec.MaxIsolatedPercent)
 	}
@@ -110,11 +113,15 @@ func effectivePolicy(p producer.Policy) *routingv1alpha1.EffectiveFaultPolicy {
 		SendTimeoutMillis:    int32(p.Retry.SendTimeout.Milliseconds()),
 		Probe:                p.Probe.Enabled,
 		ProbeRoutedBrokers:   p.Probe.Enabled && p.Probe.Routed,
+		ProbationProbes:      1,
 		IsolationGrowth:      routingv1alpha1.IsolationGrowthNone,
 		PodHealth:            routingv1alpha1.PodHealthIgnore,
 	}
 	if e.Preset == "" {
 		e.Preset = routingv1alpha1.PresetDetour
+	}
+	if p.Probe.Enabled && p.Probe.ProbationProbes > 1 {
+		e.ProbationProbes = int32(p.Probe.ProbationProbes)
 	}
 	if e.Preset != routingv1alpha1.PresetDisabled {
 		e.FailureIsolationMillis = p.Table.FailureIsolation().Milliseconds()

@@ -21,7 +21,8 @@ func TestRuntimePolicyTranslatesTheSpec(t *testing.T) {
 		Retry: routingv1alpha1.RetryPolicy{Attempts: 4, SendTimeoutMillis: 2000,
 			PerAttemptTimeoutMillis: ptr.To[int32](400), RetryOnCodes: []int32{2, 17},
 			RetryAnotherBrokerWhenNotStoreOK: ptr.To(true)},
-		Probe:              routingv1alpha1.ProbePolicy{Enabled: ptr.To(false), IntervalMillis: 700, TimeoutMillis: 70},
+		Probe: routingv1alpha1.ProbePolicy{Enabled: ptr.To(false), IntervalMillis: 700, TimeoutMillis: 70,
+			ProbationProbes: ptr.To[int32](5)},
 		MaxIsolatedPercent: ptr.To[int32](34),
 		PodHealth:          routingv1alpha1.PodHealthIgnore,
 		IsolationGrowth:    routingv1alpha1.IsolationGrowthNone,
@@ -35,7 +36,7 @@ func TestRuntimePolicyTranslatesTheSpec(t *testing.T) {
 		len(p.Retry.RetryOnCodes) != 2 || p.Retry.RetryOnCodes[1] != 17 {
 		t.Errorf("retry = %+v", p.Retry)
 	}
-	if p.Probe.Enabled || p.Probe.Interval != 700*time.Millisecond || p.Probe.Timeout != 70*time.Millisecond {
+	if p.Probe.Enabled || p.Probe.Interval != 700*time.Millisecond || p.Probe.Timeout != 70*time.Millisecond || p.Probe.ProbationProbes != 5 {
 		t.Errorf("probe = %+v", p.Probe)
 	}
 	if p.MaxIsolatedPercent != 34 || p.RespectPodHealth || p.GrowOnRepeat {
@@ -87,19 +88,19 @@ func TestEffectivePolicyResolvesEveryDefault(t *testing.T) {
 		{routingv1alpha1.FaultPolicySpec{Preset: routingv1alpha1.PresetRocketMQ5}, routingv1alpha1.EffectiveFaultPolicy{
 			Preset: routingv1alpha1.PresetRocketMQ5, FailureLatencyMillis: 10000, FailureIsolationMillis: 10000,
 			Attempts: 3, OnewayAttempts: 1, SendTimeoutMillis: 3000, RetryOnCodes: []int32{1, 2, 14, 16, 17, 204, 205, 1500},
-			IsolationGrowth: routingv1alpha1.IsolationGrowthNone, PodHealth: routingv1alpha1.PodHealthIgnore}},
+			IsolationGrowth: routingv1alpha1.IsolationGrowthNone, PodHealth: routingv1alpha1.PodHealthIgnore, ProbationProbes: 1}},
 		{routingv1alpha1.FaultPolicySpec{Preset: routingv1alpha1.PresetRocketMQ4}, routingv1alpha1.EffectiveFaultPolicy{
 			Preset: routingv1alpha1.PresetRocketMQ4, FailureLatencyMillis: 30000, FailureIsolationMillis: 600000,
 			Attempts: 3, OnewayAttempts: 1, SendTimeoutMillis: 3000, RetryOnCodes: []int32{1, 14, 16, 17, 204, 205},
-			IsolationGrowth: routingv1alpha1.IsolationGrowthNone, PodHealth: routingv1alpha1.PodHealthIgnore}},
+			IsolationGrowth: routingv1alpha1.IsolationGrowthNone, PodHealth: routingv1alpha1.PodHealthIgnore, ProbationProbes: 1}},
 		{routingv1alpha1.FaultPolicySpec{Preset: routingv1alpha1.PresetDisabled}, routingv1alpha1.EffectiveFaultPolicy{
 			Preset: routingv1alpha1.PresetDisabled, FailureLatencyMillis: 10000, FailureIsolationMillis: 0,
 			Attempts: 3, OnewayAttempts: 1, SendTimeoutMillis: 3000, RetryOnCodes: []int32{1, 2, 14, 16, 17, 204, 205, 1500},
-			IsolationGrowth: routingv1alpha1.IsolationGrowthNone, PodHealth: routingv1alpha1.PodHealthIgnore}},
+			IsolationGrowth: routingv1alpha1.IsolationGrowthNone, PodHealth: routingv1alpha1.PodHealthIgnore, ProbationProbes: 1}},
 		{routingv1alpha1.FaultPolicySpec{}, routingv1alpha1.EffectiveFaultPolicy{
 			Preset: routingv1alpha1.PresetDetour, FailureLatencyMillis: 10000, FailureIsolationMillis: 10000,
 			Attempts: 3, OnewayAttempts: 3, SendTimeoutMillis: 3000, PerAttemptTimeoutMillis: ptr.To[int32](1000),
-			RetryOnCodes: []int32{1, 2, 14, 16, 17, 204, 205, 1500}, Probe: true,
+			RetryOnCodes: []int32{1, 2, 14, 16, 17, 204, 205, 1500}, Probe: true, ProbationProbes: 3,
 			IsolationGrowth: routingv1alpha1.IsolationGrowthExponential, PodHealth: routingv1alpha1.PodHealthRespect,
 			MaxIsolatedPercent: ptr.To[int32](99)}},
 	}

@@ -165,17 +165,29 @@ type ProbePolicy struct {
 	// not isolated, so a silent broker (no connection, or no answer within a send attempt's time:
 	// the per-attempt cap, else the send timeout) is found without any traffic through detour. It
 	// is judged as a failed send attempt, with reason ProbeFailed: isolated for the failure
-	// latency's time (grown on repeat) and readmitted as after a failed send. Turn it on where the
-	// name-server facade serves clients that do not send through detour. Busy or refusing answers
-	// isolate nothing. Needs probing (enabled). Unset means false.
+	// latency's time (grown on repeat) and readmitted as after a failed send; one answered slower
+	// than a threshold of rules counts as a send of that latency, with reason SlowProbe. Turn it
+	// on where the name-server facade serves clients that do not send through detour. Busy or
+	// refusing answers isolate nothing but bring the broker's next probe forward. Needs probing
+	// (enabled). Unset means false.
 	// +optional
 	RoutedBrokers *bool `json:"routedBrokers,omitempty"`
+
+	// probationProbes is how many good probes in a row readmit a broker whose isolation repeated:
+	// a probe found it failing (silent, refusing or slow) while it was isolated, or it failed again
+	// after an earlier isolation. One good probe readmits any other broker. Unset means the
+	// preset's: 3 for Detour, 1 for RocketMQ's presets.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	ProbationProbes *int32 `json:"probationProbes,omitempty"`
 }
 
 // FaultPolicySpec declares how producers isolate slow and failing brokers: a preset, and any field
 // that should differ from it.
 // +kubebuilder:validation:XValidation:rule="!has(self.preset) || self.preset != 'Disabled' || ((!has(self.rules) || size(self.rules) == 0) && !has(self.failureLatencyMillis))",message="rules and failureLatencyMillis must not be set with preset Disabled, which isolates nothing"
 // +kubebuilder:validation:XValidation:rule="!has(self.probe) || !has(self.probe.routedBrokers) || !self.probe.routedBrokers || (has(self.probe.enabled) ? self.probe.enabled : (!has(self.preset) || self.preset == 'Detour'))",message="probe.routedBrokers needs probing: probe.enabled true, or the Detour preset with probe.enabled unset"
+// +kubebuilder:validation:XValidation:rule="!has(self.probe) || !has(self.probe.probationProbes) || self.probe.probationProbes == 1 || (has(self.probe.enabled) ? self.probe.enabled : (!has(self.preset) || self.preset == 'Detour'))",message="probe.probationProbes above 1 needs probing: probe.enabled true, or the Detour preset with probe.enabled unset"
 type FaultPolicySpec struct {
 	// preset is the behaviour the policy starts from; every other field set here overrides it.
 	// Detour (the default) is RocketMQ 5.x with detour's extensions on; RocketMQ5, RocketMQ4 and
@@ -324,6 +336,12 @@ type EffectiveFaultPolicy struct {
 	// ones are isolated without traffic.
 	// +optional
 	ProbeRoutedBrokers bool `json:"probeRoutedBrokers,omitempty"`
+
+	// probationProbes is how many good probes in a row readmit a broker whose isolation repeated
+	// (with probing; 1 otherwise).
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	ProbationProbes int32 `json:"probationProbes,omitempty"`
 
 	// isolationGrowth says whether isolation grows on repeated failure episodes.
 	// +required

@@ -64,6 +64,14 @@
 //     first offender, see above). A failed probe keeps the broker unreachable with reason
 //     ProbeFailed. Without probing, ProbeResult only sets the reachable flag, as RocketMQ's
 //     detector does (and, unlike it, also clears the flag on failure).
+//   - Probes that measure: a successful probe slower than a threshold of the table is no proof;
+//     it isolates as a send of that latency would, with reason SlowProbe. WatchSlow records the
+//     same for a broker the table does not hold out (a watched one).
+//   - ProbationProbes: a broker whose isolation repeated (a probe found it failing or slow while
+//     it was out, or it failed again after an earlier isolation: with GrowOnRepeat a second
+//     episode, without it a second failure in a row) is held, with probing, until that many
+//     good probes in a row; a failure in between starts the count over. The cap may release it
+//     like any other hold.
 //   - MaxIsolatedPercent: at most this share of the known brokers is unavailable at once, rounded
 //     down but at least one when there are two or more brokers, and never all of them, so at
 //     least one broker stays selectable. When a new isolation would break the cap, the least bad

@@ -59,6 +59,15 @@ type effect struct {
 	// success: a send the broker answered; it resets the failure count (or lets it decay).
 	success bool
 	reason  Reason // of a failure
+	slow    Reason // of an isolation by the measured latency; "" means SlowSend
+}
+
+// slowReason is the reason an isolation by the measured latency gets.
+func (ef effect) slowReason() Reason {
+	if ef.slow != "" {
+		return ef.slow
+	}
+	return ReasonSlowSend
 }
 
 // effectOf maps an outcome to its effect under the semantics, as the sync send path of the

@@ -62,6 +62,9 @@ const (
 	ReasonPodNotReady    Reason = "PodNotReady"
 	ReasonPodTerminating Reason = "PodTerminating"
 	ReasonProbeFailed    Reason = "ProbeFailed"
+	// ReasonSlowProbe: a probe was answered, but slower than a threshold of the table, and
+	// counted as a send of that latency would (see Tolerance.WatchSlow and ProbeResult).
+	ReasonSlowProbe Reason = "SlowProbe"
 	// ReasonRefusesValidMessages: the broker refused a message as MESSAGE_ILLEGAL that another
 	// broker then stored (see Tolerance.RefusedValidMessage).
 	ReasonRefusesValidMessages Reason = "RefusesValidMessages"
@@ -123,6 +126,12 @@ type Options struct {
 	MaxIsolatedPercent int
 	// RespectPodHealth lets pod marks (SetPodState) make brokers unavailable.
 	RespectPodHealth bool
+	// ProbationProbes is how many good probes in a row readmit a broker whose isolation repeated:
+	// one a probe found failing (silent, refusing or slow) while it was isolated, or a repeat
+	// offender (with GrowOnRepeat, a second or later episode; without it, a second failure in a
+	// row). Until then it stays held, whatever its timer says. 0 and 1 mean one good probe, as
+	// without probation. Only applies when Probing.
+	ProbationProbes int
 	// OnChange is called, outside any lock, when a broker becomes unavailable or available again.
 	OnChange func(Change)
 }
@@ -205,8 +214,9 @@ type Entry struct {
 	// Guarded by t.mu.
 	until    int64 // tick at which the timer isolation ends, 0 if none
 	since    int64 // tick at which the broker last became unavailable
-	holds    uint8 // holdProof | holdPod
+	holds    uint8 // holdProof | holdPod | holdProbation
 	failures int   // failed attempts in a row, or with GrowOnRepeat isolation episodes
+	pending  int   // good probes still needed before a broker on probation returns
 	calm     int64 // with GrowOnRepeat: tick from which the probation after the last episode runs
 	reason   Reason
 	severity time.Duration // how bad the last update was, for the cap's "least bad"
@@ -220,8 +230,9 @@ type Entry struct {
 }
 
 const (
-	holdProof uint8 = 1 << iota // probing and unreachable: needs proof to return
-	holdPod                     // pod not ready or terminating, and pod health respected
+	holdProof     uint8 = 1 << iota // probing and unreachable: needs proof to return
+	holdPod                         // pod not ready or terminating, and pod health respected
+	holdProbation                   // probing and on probation: more good probes needed to return
 )
 
 // gateHeld in Entry.gate means unavailable with no end in time.
@@ -293,6 +304,7 @@ func (t *Tolerance) Configure(opts Options) {
 				t.forget(e)
 			}
 			before := e.holds
+			e.pending = min(e.pending, t.probation())
 			t.recomputeHolds(e)
 			held = held || e.holds != before
 		}
@@ -461,7 +473,7 @@ func (t *Tolerance) obtain(broker string, now int64) *Entry {
 
 // reset clears everything learnt about e, leaving it available and reachable. Callers hold mu.
 func (t *Tolerance) reset(e *Entry) {
-	e.until, e.since, e.holds, e.failures, e.calm = 0, 0, 0, 0, 0
+	e.until, e.since, e.holds, e.failures, e.calm, e.pending = 0, 0, 0, 0, 0, 0
 	e.reason, e.severity, e.pod = "", 0, PodReady
 	e.latency.Store(0)
 	e.stamp.Store(0)
@@ -482,6 +494,9 @@ func (t *Tolerance) recomputeHolds(e *Entry) {
 	}
 	if t.opts.RespectPodHealth && (e.pod == PodNotReady || e.pod == PodTerminating) {
 		h |= holdPod
+	}
+	if t.opts.Probing && e.pending > 0 {
+		h |= holdProbation
 	}
 	e.holds = h
 }

@@ -71,6 +71,9 @@ func (t *Tolerance) apply(broker string, latency time.Duration, ef effect) {
 		if t.opts.GrowOnRepeat {
 			e.calm = max(e.calm, now+int64(d))
 		}
+		if e.failures >= 2 {
+			t.startProbation(e)
+		}
 	} else {
 		e.severity = latency
 		d = tab.IsolationFor(latency)
@@ -81,10 +84,10 @@ func (t *Tolerance) apply(broker string, latency time.Duration, ef effect) {
 		e.until = now + int64(d)
 		e.stamp.Store(e.until)
 		if d > 0 && !ef.isolation {
-			e.reason = ReasonSlowSend
+			e.reason = ef.slowReason()
 		}
 	} else if extend(e, now, d) && !ef.isolation {
-		e.reason = ReasonSlowSend
+		e.reason = ef.slowReason()
 	}
 	t.settle(e, now, was, 0, &ev)
 	t.unlock(&ev)
@@ -118,7 +121,7 @@ func (t *Tolerance) countFailure(e *Entry, now int64) {
 // inEpisode reports whether e is still isolated by its latest failure: its failure isolation
 // has not run out, or (when probing) it still waits for proof of reachability. Callers hold mu.
 func inEpisode(e *Entry, now int64) bool {
-	return e.failures > 0 && (now < e.calm || e.holds&holdProof != 0)
+	return e.failures > 0 && (now < e.calm || e.holds&(holdProof|holdProbation) != 0)
 }
 
 // decay clears the episode count of a broker that has gone a probation period (the table's
@@ -169,50 +172,113 @@ func (t *Tolerance) settle(e *Entry, now int64, was bool, since int64, ev *event
 // are ignored, so a probe that races with Remove does not bring the broker back). A successful
 // probe marks the broker reachable and, when probing, ends its isolation, unless GrowOnRepeat
 // is on and the broker is a repeat offender (two or more episodes), which sits out its timer, or
-// the broker is isolated for refusing valid messages (see RefusedValidMessage). A failed one
-// marks it unreachable with reason ProbeFailed and counts as a consecutive failure (with
-// GrowOnRepeat: as a new episode if probing and the broker was not isolated by a failure
-// already).
+// the broker is isolated for refusing valid messages (see RefusedValidMessage), or it is on
+// probation and needs more good probes (Options.ProbationProbes). A successful probe slower than
+// a threshold of the table is no proof: it isolates as a send of that latency would, with reason
+// SlowProbe, and starts probation. A failed one marks it unreachable with reason ProbeFailed,
+// counts as a consecutive failure (with GrowOnRepeat: as a new episode if probing and the broker
+// was not isolated by a failure already) and, when probing, starts probation over.
 func (t *Tolerance) ProbeResult(broker string, ok bool, latency time.Duration) {
 	ev := t.lock()
 	if e := t.lookup(broker); e != nil && e.present {
 		now := t.tick()
 		was := blocked(e, now)
 		e.latency.Store(int64(latency))
-		if ok {
-			grow := t.opts.GrowOnRepeat
-			if grow {
-				if !e.reachable.Load() {
-					e.calm = max(e.calm, now)
-				}
-				t.decay(e, now)
-			}
-			e.reachable.Store(true)
-			// A repeat offender has to sit out its grown isolation even though it answers now:
-			// a broker that flaps would otherwise be readmitted in every up phase. An answer is
-			// no proof either for a broker isolated for refusing messages others store.
-			if t.opts.Probing && e.until > now && (!grow || e.failures <= 1) && e.reason != ReasonRefusesValidMessages {
-				e.until = now
-				if grow && e.failures > 0 {
-					e.calm = now
-				}
-			}
-		} else {
-			e.reachable.Store(false)
-			e.reason = ReasonProbeFailed
-			switch {
-			case !t.opts.GrowOnRepeat:
-				e.failures++
-			case t.opts.Probing:
-				// The broker is now held for proof: an episode, unless it was in one already.
-				t.countFailure(e, now)
-			}
-			// Without probing a failed probe isolates nothing, so it starts no episode.
-			e.severity = max(latency, t.opts.Table.FailureLatency())
+		switch slow := t.opts.Table.IsolationFor(latency); {
+		case ok && slow > 0:
+			t.probeSlow(e, now, latency, slow)
+		case ok:
+			t.probeGood(e, now)
+		default:
+			t.probeFailed(e, now, latency)
 		}
 		t.settle(e, now, was, 0, &ev)
 	}
 	t.unlock(&ev)
+}
+
+// probeGood records a good, fast probe answer. Callers hold mu.
+func (t *Tolerance) probeGood(e *Entry, now int64) {
+	grow := t.opts.GrowOnRepeat
+	if grow {
+		if !e.reachable.Load() {
+			e.calm = max(e.calm, now)
+		}
+		t.decay(e, now)
+	}
+	e.reachable.Store(true)
+	if e.pending > 1 {
+		// On probation: this answer counts, but one answer in the up phase of a broker that
+		// flaps is no proof that it stays up.
+		e.pending--
+		return
+	}
+	e.pending = 0
+	// A repeat offender has to sit out its grown isolation even though it answers now: a
+	// broker that flaps would otherwise be readmitted in every up phase. An answer is no proof
+	// either for a broker isolated for refusing messages others store.
+	if t.opts.Probing && e.until > now && (!grow || e.failures <= 1) && e.reason != ReasonRefusesValidMessages {
+		e.until = now
+		if grow && e.failures > 0 {
+			e.calm = now
+		}
+	}
+}
+
+// probeSlow records a probe answered, but slower than the table allows: the isolation a send of
+// that latency would get, reason SlowProbe, and probation. Callers hold mu.
+func (t *Tolerance) probeSlow(e *Entry, now int64, latency, isolation time.Duration) {
+	e.reachable.Store(true)
+	e.severity = max(e.severity, latency)
+	if extend(e, now, isolation) || e.reason != ReasonRefusesValidMessages {
+		e.reason = ReasonSlowProbe
+	}
+	t.startProbation(e)
+}
+
+// probeFailed records a probe that got no answer or a refusal. Callers hold mu.
+func (t *Tolerance) probeFailed(e *Entry, now int64, latency time.Duration) {
+	e.reachable.Store(false)
+	e.reason = ReasonProbeFailed
+	switch {
+	case !t.opts.GrowOnRepeat:
+		e.failures++
+	case t.opts.Probing:
+		// The broker is now held for proof: an episode, unless it was in one already.
+		t.countFailure(e, now)
+	}
+	// Without probing a failed probe isolates nothing, so it starts no episode.
+	e.severity = max(latency, t.opts.Table.FailureLatency())
+	// Probes go to brokers that are held out already, so a failed one means the isolation
+	// repeated.
+	t.startProbation(e)
+}
+
+// probation is how many good probes in a row a broker on probation needs. Callers hold mu.
+func (t *Tolerance) probation() int {
+	if !t.opts.Probing || t.opts.ProbationProbes <= 1 {
+		return 0
+	}
+	return t.opts.ProbationProbes
+}
+
+// startProbation puts e on probation, or starts its probation over. Callers hold mu.
+func (t *Tolerance) startProbation(e *Entry) {
+	e.pending = t.probation()
+}
+
+// WatchSlow records that a probe of a broker the table does not hold out was answered, but
+// slower than a threshold of the table: as a successful send of that latency (isolated for the
+// table's time, reachable), with reason SlowProbe. It is how a broker that stalls but answers in
+// between is found by its probes, as its sends would find it. A latency under every threshold
+// changes nothing.
+func (t *Tolerance) WatchSlow(broker string, latency time.Duration) {
+	if t.table.Load().IsolationFor(latency) == 0 {
+		return
+	}
+	ef := effectOf(Semantics(t.sem.Load()), Success, t.probing.Load())
+	ef.slow = ReasonSlowProbe
+	t.apply(broker, latency, ef)
 }
 
 // WatchFailed records that a probe of a broker the table does not hold out went unanswered for
@@ -306,7 +372,8 @@ func (t *Tolerance) enforceCap(now int64, ev *events) {
 		if victim.until > now {
 			victim.until = now
 		}
-		victim.holds &^= holdProof
+		victim.holds &^= holdProof | holdProbation
+		victim.pending = 0
 		t.settleGate(victim, now)
 		t.sync(victim, now, true, 0, ev)
 	}

@@ -18,6 +18,8 @@ const (
 	DefaultProbeInterval = 2000 * time.Millisecond
 	// DefaultProbeTimeout is RocketMQ 5.x's detectTimeout.
 	DefaultProbeTimeout = 200 * time.Millisecond
+	// MaxProbationProbes bounds ProbePolicy.ProbationProbes.
+	MaxProbationProbes = 100
 )
 
 // Defaults of detour's own extensions in the Detour preset.
@@ -29,6 +31,10 @@ const (
 	// dead broker while most brokers are down (two of three, say), which a cap meant to outlast
 	// the client's own trouble must not do.
 	DetourMaxIsolatedPercent = 99
+	// DetourProbationProbes is how many good probes in a row readmit a broker whose isolation
+	// repeated. Three rounds of the default interval (about 6 s) outlast the up phase of a broker
+	// that flaps every few seconds, yet readmit one that recovered for good within seconds.
+	DetourProbationProbes = 3
 )
 
 // DefaultRetryCodes is RocketMQ 5.3.1+'s retryResponseCodes set: TOPIC_NOT_EXIST, SERVICE_NOT_AVAILABLE,
@@ -173,8 +179,14 @@ type ProbePolicy struct {
 	// not hold out, so a silent broker is found without traffic through detour (what the
 	// name-server facade publishes to other clients). Such a probe waits as long as a send
 	// attempt would (the per-attempt cap, else the send timeout); one left unanswered counts as a
-	// failed attempt (fault.Tolerance.WatchFailed: reason ProbeFailed). Needs Enabled.
+	// failed attempt (fault.Tolerance.WatchFailed: reason ProbeFailed), and one answered slower
+	// than a threshold of the table as a send of that latency (fault.Tolerance.WatchSlow: reason
+	// SlowProbe). Needs Enabled.
 	Routed bool
+	// ProbationProbes is how many good probes in a row readmit a broker whose isolation repeated
+	// (see fault.Options.ProbationProbes); 0 or 1 means one. PresetDetour sets
+	// DetourProbationProbes.
+	ProbationProbes int
 }
 
 // Policy is a fault policy: one fault table shared by every topic that references it. Start from
@@ -222,6 +234,7 @@ func PresetPolicy(name string, preset Preset) (Policy, error) {
 	if preset == PresetDetour {
 		p.Retry.PerAttemptTimeout = DetourPerAttemptTimeout
 		p.Probe.Enabled = true
+		p.Probe.ProbationProbes = DetourProbationProbes
 		p.MaxIsolatedPercent = DetourMaxIsolatedPercent
 		p.RespectPodHealth = true
 		p.GrowOnRepeat = true
@@ -269,6 +282,9 @@ func (p Policy) normalize() (Policy, error) {
 	}
 	if p.Probe.Timeout == 0 {
 		p.Probe.Timeout = DefaultProbeTimeout
+	}
+	if p.Probe.ProbationProbes < 0 || p.Probe.ProbationProbes > MaxProbationProbes {
+		return p, fmt.Errorf("policy %q: probe probationProbes %d must be within 0..%d", p.Name, p.Probe.ProbationProbes, MaxProbationProbes)
 	}
 	if p.MaxIsolatedPercent < 0 || p.MaxIsolatedPercent > 100 {
 		return p, fmt.Errorf("policy %q: maxIsolatedPercent %d must be within 0..100", p.Name, p.MaxIsolatedPercent)
@@ -333,7 +349,8 @@ func (p Policy) Behavior() string {
 	changed(BehaviorRetry, p.Retry.Attempts != base.Retry.Attempts || p.Retry.SendTimeout != base.Retry.SendTimeout ||
 		p.Retry.RetryAnotherBrokerWhenNotStoreOK != base.Retry.RetryAnotherBrokerWhenNotStoreOK ||
 		!sameCodes(p.Retry.RetryOnCodes, base.Retry.RetryOnCodes))
-	toggled(BehaviorProbing, p.Probe.Enabled, base.Probe.Enabled, p.Probe.Interval == base.Probe.Interval && p.Probe.Timeout == base.Probe.Timeout)
+	toggled(BehaviorProbing, p.Probe.Enabled, base.Probe.Enabled, p.Probe.Interval == base.Probe.Interval && p.Probe.Timeout == base.Probe.Timeout &&
+		max(p.Probe.ProbationProbes, 1) == max(base.Probe.ProbationProbes, 1))
 	toggled(BehaviorWatch, p.Probe.Enabled && p.Probe.Routed, base.Probe.Enabled && base.Probe.Routed, true)
 	toggled(BehaviorGrowth, p.GrowOnRepeat, base.GrowOnRepeat, true)
 	toggled(BehaviorPodHealth, p.RespectPodHealth, base.RespectPodHealth, true)

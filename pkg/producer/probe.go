@@ -3,6 +3,7 @@ package producer
 import (
 	"context"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -42,20 +43,39 @@ func (r *Runtime) stopProbe(name string) {
 	}
 }
 
+// followUpDivisor sets how soon a suspect broker is probed again: after a mean of the probe
+// interval divided by it (spread ±50 % as rounds are), instead of a whole interval.
+const followUpDivisor = 4
+
+// runProbe runs a policy's probe rounds until its loop is stopped: a full round about every
+// interval and, while the last round found suspects, follow-up rounds of only those brokers
+// about four times as often.
 func (r *Runtime) runProbe(policy string, pl *probeLoop) {
 	defer r.wg.Done()
-	t := time.NewTimer(jittered(pl.interval))
+	nextFull := time.Now().Add(jittered(pl.interval))
+	t := time.NewTimer(time.Until(nextFull))
 	defer t.Stop()
+	var suspects map[string]bool
 	for {
 		select {
 		case <-pl.stop:
 			return
 		case <-t.C:
 			start := time.Now()
-			r.probeRound(policy, pl)
-			// The next round is timed from this one's start: timed from its end, it would start
-			// in step with a stalling broker, whose answer ends the round when its stall ends.
-			t.Reset(max(0, time.Until(start.Add(jittered(pl.interval)))))
+			if len(suspects) == 0 || !start.Before(nextFull) {
+				suspects = r.probeRound(policy, pl, nil)
+				// The next round is timed from this one's start: timed from its end, it would
+				// start in step with a stalling broker, whose answer ends the round when its
+				// stall ends.
+				nextFull = start.Add(jittered(pl.interval))
+			} else {
+				suspects = r.probeRound(policy, pl, suspects)
+			}
+			wait := time.Until(nextFull)
+			if len(suspects) > 0 {
+				wait = min(wait, time.Until(start.Add(jittered(pl.interval/followUpDivisor))))
+			}
+			t.Reset(max(0, wait))
 		}
 	}
 }
@@ -68,23 +88,29 @@ func jittered(interval time.Duration) time.Duration {
 	return interval/2 + rand.N(interval+1)
 }
 
+// probeVerdict is what one probe found: whether the broker answered at all (silent: a transport
+// error or no answer in time), whether the answer was a success, and how long it took.
+type probeVerdict struct {
+	silent, good bool
+	latency      time.Duration
+}
+
 // probeRound sends GET_MAX_OFFSET to every broker the policy's table holds out of selection, in
 // parallel, and feeds each outcome back (RocketMQ's detector, which also clears reachability on a
-// failed probe so a dead broker stays out). With Probe.Routed it also probes the brokers the
-// policy's routes use that the table does not hold out, and reports the silent ones.
-func (r *Runtime) probeRound(policy string, pl *probeLoop) {
+// failed probe so a dead broker stays out). With Probe.Routed it also watches the brokers the
+// policy's routes use that the table does not hold out: silent ones count as failed attempts,
+// slow ones as slow sends. With only set, it probes those brokers alone, held or not (a
+// follow-up). It returns the suspects: brokers whose answer was silent, slow or not a success,
+// and brokers a probe just readmitted, whose next probe comes early.
+func (r *Runtime) probeRound(policy string, pl *probeLoop, only map[string]bool) map[string]bool {
 	st := r.state.Load()
 	ps, ok := st.policies[policy]
 	if !ok {
-		return
+		return nil
 	}
-	items := ps.tol.Isolated()
-	var watched []Broker
-	if ps.Probe.Routed {
-		watched = st.routedBrokers(policy, items)
-	}
-	if len(items) == 0 && len(watched) == 0 {
-		return
+	held, watched := st.probeTargets(policy, ps, only)
+	if len(held) == 0 && len(watched) == 0 {
+		return nil
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -95,57 +121,119 @@ func (r *Runtime) probeRound(policy string, pl *probeLoop) {
 		case <-ctx.Done():
 		}
 	}()
-	var wg sync.WaitGroup
-	var topics map[string]string // what each broker's probe asks about, set before any probe starts
-	// probe reports whether the broker answered at all (silent: a transport error or no answer in
-	// time) and whether the answer was a success.
-	probe := func(b Broker, timeout time.Duration, verdict func(silent, good bool, latency time.Duration)) {
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		suspects map[string]bool
+	)
+	suspect := func(name string) {
+		mu.Lock()
+		if suspects == nil {
+			suspects = make(map[string]bool)
+		}
+		suspects[name] = true
+		mu.Unlock()
+	}
+	topics := st.probeTopics(append(slices.Clone(held), watched...)) // set before any probe starts
+	probe := func(b Broker, timeout time.Duration, judge func(probeVerdict)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			pctx, done := context.WithTimeout(ctx, timeout)
-			defer done()
-			req := remoting.NewGetMaxOffsetRequest(topics[b.Name], 0)
-			start := time.Now()
-			resp, err := r.client.Invoke(pctx, b.Addr, req)
-			latency := time.Since(start)
-			select {
-			case <-pl.stop:
-				return // the policy changed or went away mid-round; its verdict no longer applies
-			default:
+			v, ok := r.probeOnce(ctx, pl, policy, b, topics[b.Name], timeout)
+			if ok {
+				judge(v)
 			}
-			good := err == nil && resp.Code == remoting.Success
-			if !good {
-				r.log.V(1).Info("probe failed", "policy", policy, "broker", b.Name, "addr", b.Addr, "error", err)
-			}
-			verdict(err != nil, good, latency)
 		}()
 	}
-	held := make([]Broker, 0, len(items))
-	for _, it := range items {
-		if b := (Broker{Name: it.Broker, Addr: st.sendAddr(it.Broker)}); b.Addr != "" {
-			held = append(held, b) // no address: nothing to probe, or the pod is gone
-		}
-	}
-	topics = st.probeTopics(append(held, watched...))
+	tab := ps.Table
+	slow := func(v probeVerdict) bool { return v.good && tab.IsolationFor(v.latency) > 0 }
 	for _, b := range held {
-		probe(b, pl.timeout, func(_, good bool, latency time.Duration) { ps.tol.ProbeResult(b.Name, good, latency) })
+		probe(b, pl.timeout, func(v probeVerdict) {
+			ps.tol.ProbeResult(b.Name, v.good, v.latency)
+			if !v.good || slow(v) || ps.tol.Available(b.Name) {
+				suspect(b.Name)
+			}
+		})
 	}
-	// A watched broker is given as long to answer as a send attempt. Only silence counts (no
-	// connection, or no answer in time): busy or refusing answers are left to the sends, which
-	// see what they mean for a message.
+	// A watched broker is given as long to answer as a send attempt. Silence counts as a failed
+	// attempt and slowness as a slow send; a busy or refusing answer isolates nothing (the sends
+	// see what it means for a message) but brings the broker's next probe forward.
 	attempt := ps.Retry.SendTimeout
 	if ps.Retry.PerAttemptTimeout > 0 {
 		attempt = ps.Retry.PerAttemptTimeout
 	}
 	for _, b := range watched {
-		probe(b, attempt, func(silent, _ bool, latency time.Duration) {
-			if silent {
-				ps.tol.WatchFailed(b.Name, latency)
+		probe(b, attempt, func(v probeVerdict) {
+			switch {
+			case v.silent:
+				ps.tol.WatchFailed(b.Name, v.latency)
+			case slow(v):
+				ps.tol.WatchSlow(b.Name, v.latency)
+			case v.good:
+				return
 			}
+			suspect(b.Name)
 		})
 	}
 	wg.Wait()
+	if len(suspects) > 0 {
+		r.log.V(1).Info("probe suspects", "policy", policy, "brokers", len(suspects), "followUp", only != nil)
+	}
+	return suspects
+}
+
+// probeOnce sends one GET_MAX_OFFSET to b and reports what it found; false when the policy's
+// probe loop stopped meanwhile, so the verdict no longer applies.
+func (r *Runtime) probeOnce(ctx context.Context, pl *probeLoop, policy string, b Broker, topic string, timeout time.Duration) (probeVerdict, bool) {
+	pctx, done := context.WithTimeout(ctx, timeout)
+	defer done()
+	req := remoting.NewGetMaxOffsetRequest(topic, 0)
+	start := time.Now()
+	resp, err := r.client.Invoke(pctx, b.Addr, req)
+	v := probeVerdict{silent: err != nil, good: err == nil && resp.Code == remoting.Success, latency: time.Since(start)}
+	select {
+	case <-pl.stop:
+		return v, false // the policy changed or went away mid-round
+	default:
+	}
+	if !v.good {
+		r.log.V(1).Info("probe failed", "policy", policy, "broker", b.Name, "addr", b.Addr, "error", err)
+	}
+	return v, true
+}
+
+// probeTargets lists what a round probes: held, the brokers the policy's table holds out (each
+// with an address to probe; one without has no pod or route left), and watched, the routed
+// brokers the table does not hold out when the policy watches them. With only set, both are
+// restricted to those brokers, and a suspect that is not held is watched whatever the policy
+// says: a broker just readmitted, or one that answered oddly, is checked once more.
+func (s *snapshot) probeTargets(policy string, ps *policyState, only map[string]bool) (held, watched []Broker) {
+	items := ps.tol.Isolated()
+	for _, it := range items {
+		if only != nil && !only[it.Broker] {
+			continue
+		}
+		if b := (Broker{Name: it.Broker, Addr: s.sendAddr(it.Broker)}); b.Addr != "" {
+			held = append(held, b)
+		}
+	}
+	if only == nil {
+		if ps.Probe.Routed {
+			watched = s.routedBrokers(policy, items)
+		}
+		return held, watched
+	}
+	isHeld := make(map[string]bool, len(items))
+	for _, it := range items {
+		isHeld[it.Broker] = true
+	}
+	for name := range only {
+		if b := (Broker{Name: name, Addr: s.sendAddr(name)}); !isHeld[name] && b.Addr != "" {
+			watched = append(watched, b)
+		}
+	}
+	sort.Slice(watched, func(i, j int) bool { return watched[i].Name < watched[j].Name })
+	return held, watched
 }
 
 // routedBrokers lists, by name, the brokers the routes of policy send to, less those in held

@@ -186,6 +186,7 @@ func (r *Runtime) faultOptions(p Policy, gen uint64) fault.Options {
 		GrowOnRepeat:       p.GrowOnRepeat,
 		MaxIsolatedPercent: p.MaxIsolatedPercent,
 		RespectPodHealth:   p.RespectPodHealth,
+		ProbationProbes:    p.Probe.ProbationProbes,
 		OnChange:           func(c fault.Change) { r.onChange(name, gen, c) },
 	}
 }

@@ -159,10 +159,10 @@ func (m *recordingMetrics) Retried(string, string) {
 	m.retries++
 }
 
-func (m *recordingMetrics) IsolationChanged(policy, broker string, isolated bool, _ fault.Reason) {
+func (m *recordingMetrics) IsolationChanged(policy, broker string, isolated bool, reason fault.Reason) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.isolation = append(m.isolation, IsolationEvent{Policy: policy, Broker: broker, Isolated: isolated})
+	m.isolation = append(m.isolation, IsolationEvent{Policy: policy, Broker: broker, Isolated: isolated, Item: fault.Item{Reason: reason}})
 }
 
 func (m *recordingMetrics) EventCoalesced(string, string) {}

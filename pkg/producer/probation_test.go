@@ -1,0 +1,126 @@
+package producer
+
+import (
+	"testing"
+	"time"
+
+	"github.com/detourmq/detour/pkg/brokersim"
+	"github.com/detourmq/detour/pkg/fault"
+	"github.com/detourmq/detour/pkg/remoting"
+)
+
+// isolationEvents returns the isolation changes of one broker the runtime has reported so far.
+func (m *recordingMetrics) isolationEvents(broker string) []IsolationEvent {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []IsolationEvent
+	for _, ev := range m.isolation {
+		if ev.Broker == broker {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+// readmissions counts the times a broker left isolation.
+func readmissions(evs []IsolationEvent) int {
+	n := 0
+	for _, ev := range evs {
+		if !ev.Isolated {
+			n++
+		}
+	}
+	return n
+}
+
+// TestWatchFindsAStallingBrokerBySlowAnswers proves that a watched broker that answers, but
+// slower than the table's first threshold (700 ms against RocketMQ 5's 550 ms), is isolated by
+// its probes alone with reason SlowProbe, with no send at all. Before probes measured, only
+// silence counted and such a broker stayed in.
+func TestWatchFindsAStallingBrokerBySlowAnswers(t *testing.T) {
+	c := startCluster(t, 2, []string{"broker-a", "broker-b", "broker-c"}, withPolicy(func(p *Policy) {
+		watchPolicy(true)(p)
+		p.Probe.Interval = 300 * time.Millisecond
+		p.Retry.PerAttemptTimeout = 2 * time.Second // the answer comes within an attempt's time
+	}))
+	c.brokers["broker-b"].SetFault(brokersim.Fault{Delay: 700 * time.Millisecond})
+	waitFor(t, "broker-b isolated", func() bool { return len(c.rec.isolationEvents("broker-b")) > 0 })
+	first := c.rec.isolationEvents("broker-b")[0]
+	if !first.Isolated || first.Item.Reason != fault.ReasonSlowProbe {
+		t.Fatalf("first change of broker-b %+v, want isolated with reason SlowProbe", first)
+	}
+	if sent := c.rec.snapshotAttempts(); len(sent) != 0 {
+		t.Fatalf("%d send attempts, want none: the probes alone found the broker", len(sent))
+	}
+	for _, b := range []string{"broker-a", "broker-c"} {
+		if evs := c.rec.isolationEvents(b); len(evs) != 0 {
+			t.Errorf("healthy %s changed: %+v", b, evs)
+		}
+	}
+}
+
+// TestProbationKeepsAFlappingBrokerOut proves that a broker that is up for 60 ms of every
+// 360 ms, too short for three probe rounds (100-300 ms apart), is readmitted at most once (a
+// first offender whose probes never failed) with a probation of three good probes, where with
+// one good probe it comes back in its up phases again and again. Growth is off, so probation
+// alone keeps it out.
+func TestProbationKeepsAFlappingBrokerOut(t *testing.T) {
+	cases := []struct {
+		name      string
+		probation int
+		atMost    int // readmissions while it flaps; -1: at least 2
+	}{
+		{"one good probe", 1, -1},
+		{"probation of three", 3, 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := startCluster(t, 2, []string{"broker-a", "broker-b", "broker-c"}, withPolicy(func(p *Policy) {
+				watchPolicy(true)(p)
+				p.Probe.Interval = 200 * time.Millisecond
+				p.Retry.PerAttemptTimeout = 100 * time.Millisecond
+				p.GrowOnRepeat = false
+				p.Probe.ProbationProbes = tc.probation
+			}))
+			bad := c.brokers["broker-b"]
+			bad.SetFault(brokersim.Fault{FlapUp: 60 * time.Millisecond, FlapDown: 300 * time.Millisecond})
+			waitFor(t, "broker-b isolated", func() bool { return len(c.rec.isolationEvents("broker-b")) > 0 })
+			start := bad.FlapTransitions()
+			waitFor(t, "twenty flaps", func() bool {
+				if tc.atMost < 0 && readmissions(c.rec.isolationEvents("broker-b")) >= 2 {
+					return true // the control has shown what it shows
+				}
+				return bad.FlapTransitions()-start >= 20
+			})
+			got := readmissions(c.rec.isolationEvents("broker-b"))
+			if tc.atMost < 0 && got < 2 {
+				t.Fatalf("readmitted %d times over twenty flaps with one good probe; the control must come back in its up phases", got)
+			}
+			if tc.atMost >= 0 && got > tc.atMost {
+				t.Fatalf("readmitted %d times over twenty flaps, want at most %d", got, tc.atMost)
+			}
+		})
+	}
+}
+
+// TestAFailedProbeBringsTheNextOneForward proves a suspect broker is probed again before the
+// next round: follow-ups probe only the suspects, so while a silent broker gets twelve more
+// probes a healthy one, probed only by full rounds, gets at most eight (about three, with
+// follow-ups a quarter of an interval apart). Without follow-ups
+// every probe of the silent broker comes with one of the healthy broker in the same round.
+func TestAFailedProbeBringsTheNextOneForward(t *testing.T) {
+	c := startCluster(t, 2, []string{"broker-a", "broker-b", "broker-c"}, withPolicy(func(p *Policy) {
+		watchPolicy(true)(p)
+		p.Probe.Interval = 400 * time.Millisecond
+		p.Retry.PerAttemptTimeout = 100 * time.Millisecond
+	}))
+	bad, good := c.brokers["broker-b"], c.brokers["broker-a"]
+	bad.SetFault(brokersim.Fault{BlackHole: true})
+	waitFor(t, "broker-b isolated", func() bool { return len(c.rec.isolationEvents("broker-b")) > 0 })
+	probes := func(b *brokersim.Broker) int64 { return b.Stats().RequestsByCode[remoting.GetMaxOffset] }
+	bad0, good0 := probes(bad), probes(good)
+	waitFor(t, "twelve more probes of broker-b", func() bool { return probes(bad)-bad0 >= 12 })
+	if n := probes(good) - good0; n > 8 {
+		t.Fatalf("broker-a was probed %d times while broker-b was probed 12 times: no follow-ups", n)
+	}
+}
