@@ -59,7 +59,7 @@ const (
 )
 
 // IsolationReason says why a broker is isolated.
-// +kubebuilder:validation:Enum=SlowSend;SendFailed;BrokerError;PodNotReady;PodTerminating;ProbeFailed;SlowProbe;RefusesValidMessages
+// +kubebuilder:validation:Enum=SlowSend;SendFailed;BrokerError;PodNotReady;PodTerminating;ProbeFailed;SlowProbe;BrokerBusy;RefusesValidMessages
 type IsolationReason string
 
 // Isolation reasons, as written into FaultPolicy status.
@@ -77,6 +77,9 @@ const (
 	// IsolationProbeFailed means the isolation ran out but a probe has not yet proved the broker
 	// reachable.
 	IsolationProbeFailed IsolationReason = "ProbeFailed"
+	// IsolationBrokerBusy means the broker refused a send because it is under pressure (its send
+	// queue or page cache busy); the send went to another broker (Detour preset).
+	IsolationBrokerBusy IsolationReason = "BrokerBusy"
 	// IsolationSlowProbe means a probe was answered, but slower than a threshold of the table,
 	// and counted as a send of that latency would.
 	IsolationSlowProbe IsolationReason = "SlowProbe"

@@ -36,6 +36,11 @@ type Fault struct {
 	// whose store refuses what the others store, which only the sends can see: it answers probes
 	// and heartbeats as a healthy one does.
 	IllegalMessages bool
+	// Busy refuses every send as a broker in flow control does (SYSTEM_BUSY with the
+	// "[TIMEOUT_CLEAN_QUEUE]" remark of a send that waited in its send queue past
+	// waitTimeMillsInSendQueue), and stores nothing; every other request is served, as a real
+	// broker's other queues go on serving while its send queue is full.
+	Busy bool
 	// FlapUp and FlapDown, both > 0, make the broker alternate between up (FlapUp long; only
 	// Delay, Code and IllegalMessages apply) and down (FlapDown long). Down means Refuse when
 	// Refuse is set and black hole otherwise. The broker starts up.
@@ -85,6 +90,9 @@ func (f Fault) String() string {
 	}
 	if f.IllegalMessages {
 		parts = append(parts, "illegal")
+	}
+	if f.Busy {
+		parts = append(parts, "busy")
 	}
 	if len(parts) == 0 {
 		return "none"
@@ -579,6 +587,8 @@ func (b *Broker) handle(sc *serverConn, req *remoting.Command) {
 		switch {
 		case fs.Code != 0:
 			resp = remoting.NewResponse(req, fs.Code, "brokersim: injected fault on "+b.name)
+		case fs.Busy && isSend:
+			resp = remoting.NewResponse(req, remoting.SystemBusy, remarkSendQueueTimeout)
 		case fs.IllegalMessages && isSend:
 			// As SendMessageProcessor answers a put its store refused (PutMessageStatus
 			// MESSAGE_ILLEGAL): the code and the remark naming the store's limits.

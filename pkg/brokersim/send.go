@@ -68,7 +68,10 @@ var (
 	// remarkMessageIllegal answers a store refusal for size (body or properties).
 	remarkMessageIllegal = fmt.Sprintf("the message is illegal, maybe msg body or properties length not matched. msg body length limit %dB, msg properties length limit 32KB.", maxMessageSize)
 	// remarkTimerIllegal answers a timer message whose time does not parse or is too far off.
-	remarkTimerIllegal = fmt.Sprintf("timer message illegal, the delay time should not be bigger than the max delay %dms; or if set del msg, the delay time should be bigger than the current time", timerMaxDelay.Milliseconds())
+	// remarkSendQueueTimeout answers a send refused by flow control: the fast-failure sweep found
+	// it waiting in the send queue past waitTimeMillsInSendQueue (200 ms by default).
+	remarkSendQueueTimeout = "[TIMEOUT_CLEAN_QUEUE]broker busy, start flow control for a while, period in queue: 200ms, size of queue: 1"
+	remarkTimerIllegal     = fmt.Sprintf("timer message illegal, the delay time should not be bigger than the max delay %dms; or if set del msg, the delay time should be bigger than the current time", timerMaxDelay.Milliseconds())
 )
 
 // faqSuggestion is what the Java broker appends to remarks that ask the user to act.

@@ -90,6 +90,11 @@
 //     is going away does not come back because other brokers are slow. PodGone removes the
 //     broker whatever the options say.
 //
+// Busy, which no RocketMQ call site has either, records a send refused because the broker is under
+// pressure (SYSTEM_BUSY, or its page cache busy): a failed attempt with reason BrokerBusy, grown
+// on repeat, that leaves the broker reachable and that a good probe does not end (a probe does
+// not pass the send queue).
+//
 // RefusedValidMessage, which no RocketMQ call site has, records a broker that refused as
 // MESSAGE_ILLEGAL a message another broker stored: a failed attempt with reason
 // RefusesValidMessages, grown on repeat like any other, that a good probe does not end (the

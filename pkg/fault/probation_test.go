@@ -161,3 +161,23 @@ func TestTurningProbationOffReleasesItsHolds(t *testing.T) {
 	clk.Advance(time.Hour)
 	wantAvailable(t, tol, map[string]bool{"A": true})
 }
+
+// TestBusyRefusalIsolatesUntilItsTimerWhateverProbesSay proves a busy refusal isolates the broker
+// for the failure latency's time with reason BrokerBusy, leaves it reachable (it answered), and
+// that good probes, which do not pass the send queue, do not end that isolation; the timer does.
+func TestBusyRefusalIsolatesUntilItsTimerWhateverProbesSay(t *testing.T) {
+	tol, clk, _ := newTol(t, detourOptions(3))
+	tol.Update("B", ms(1), Success)
+	tol.Busy("A", ms(3))
+	it := mustLookup(t, tol, "A")
+	if it.Reason != ReasonBrokerBusy || !it.Reachable || !it.Until.Equal(t0.Add(10*time.Second)) {
+		t.Fatalf("after a busy refusal %+v, want BrokerBusy, reachable, until t0+10s", it)
+	}
+	for range 5 {
+		clk.Advance(time.Second)
+		tol.ProbeResult("A", true, ms(2))
+	}
+	wantAvailable(t, tol, map[string]bool{"A": false})
+	clk.Set(t0.Add(10 * time.Second))
+	wantAvailable(t, tol, map[string]bool{"A": true})
+}

@@ -105,7 +105,7 @@ func (t *Tolerance) Restore(items []Item) {
 		e.latency.Store(int64(it.Latency))
 		e.severity = it.Latency
 		if it.Reason == ReasonSendFailed || it.Reason == ReasonBrokerError || it.Reason == ReasonProbeFailed ||
-			it.Reason == ReasonRefusesValidMessages {
+			it.Reason == ReasonRefusesValidMessages || it.Reason == ReasonBrokerBusy {
 			e.severity = max(it.Latency, tab.FailureLatency())
 		}
 		since := int64(0)

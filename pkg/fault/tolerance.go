@@ -62,6 +62,9 @@ const (
 	ReasonPodNotReady    Reason = "PodNotReady"
 	ReasonPodTerminating Reason = "PodTerminating"
 	ReasonProbeFailed    Reason = "ProbeFailed"
+	// ReasonBrokerBusy: the broker refused a send because it is under pressure (its send queue
+	// or page cache busy); see Tolerance.Busy.
+	ReasonBrokerBusy Reason = "BrokerBusy"
 	// ReasonSlowProbe: a probe was answered, but slower than a threshold of the table, and
 	// counted as a send of that latency would (see Tolerance.WatchSlow and ProbeResult).
 	ReasonSlowProbe Reason = "SlowProbe"

@@ -217,12 +217,19 @@ func (t *Tolerance) probeGood(e *Entry, now int64) {
 	// A repeat offender has to sit out its grown isolation even though it answers now: a
 	// broker that flaps would otherwise be readmitted in every up phase. An answer is no proof
 	// either for a broker isolated for refusing messages others store.
-	if t.opts.Probing && e.until > now && (!grow || e.failures <= 1) && e.reason != ReasonRefusesValidMessages {
+	if t.opts.Probing && e.until > now && (!grow || e.failures <= 1) && !t.probeProvesNothing(e) {
 		e.until = now
 		if grow && e.failures > 0 {
 			e.calm = now
 		}
 	}
+}
+
+// probeProvesNothing reports whether e's isolation is one a good probe cannot end: a broker
+// that refused messages others store, or one that refused sends as busy, still answers probes
+// (which go through neither its store nor its send queue). Callers hold mu.
+func (t *Tolerance) probeProvesNothing(e *Entry) bool {
+	return e.reason == ReasonRefusesValidMessages || e.reason == ReasonBrokerBusy
 }
 
 // probeSlow records a probe answered, but slower than the table allows: the isolation a send of
@@ -302,6 +309,16 @@ func (t *Tolerance) WatchFailed(broker string, latency time.Duration) {
 // Nothing is recorded under SemanticsDisabled.
 func (t *Tolerance) RefusedValidMessage(broker string, latency time.Duration) {
 	t.apply(broker, latency, effect{isolation: true, reach: reachSet, reason: ReasonRefusesValidMessages})
+}
+
+// Busy records that broker refused a send because it is under pressure (SYSTEM_BUSY, or the
+// page cache busy as it put the message), latency being the refused attempt's: a failed attempt
+// (the failure latency's isolation, grown on repeat) with reason BrokerBusy that leaves the broker
+// reachable, since it answered. As for RefusedValidMessage, a good probe does not end this
+// isolation: a probe does not pass the send queue, so only the timer readmits the broker (or the
+// cap releases it, before any silent broker). Nothing is recorded under SemanticsDisabled.
+func (t *Tolerance) Busy(broker string, latency time.Duration) {
+	t.apply(broker, latency, effect{isolation: true, reach: reachSet, reason: ReasonBrokerBusy})
 }
 
 // SetPodState records what Kubernetes says about the broker's pod. With RespectPodHealth,

@@ -1,6 +1,7 @@
 package producer
 
 import (
+	"strconv"
 	"testing"
 	"time"
 
@@ -122,5 +123,33 @@ func TestAFailedProbeBringsTheNextOneForward(t *testing.T) {
 	waitFor(t, "twelve more probes of broker-b", func() bool { return probes(bad)-bad0 >= 12 })
 	if n := probes(good) - good0; n > 8 {
 		t.Fatalf("broker-a was probed %d times while broker-b was probed 12 times: no follow-ups", n)
+	}
+}
+
+// TestDetourSendsAroundABusyBroker proves that under the Detour preset a broker refusing sends
+// as busy (brokersim answers SYSTEM_BUSY "[TIMEOUT_CLEAN_QUEUE]" as a broker in flow control
+// does, and serves probes) costs no send, even with no retry code configured, and stays out with
+// reason BrokerBusy while its probes succeed, where a good probe used to readmit it at once.
+func TestDetourSendsAroundABusyBroker(t *testing.T) {
+	c := startCluster(t, 2, []string{"broker-a", "broker-b", "broker-c"}, withPolicy(func(p *Policy) {
+		watchPolicy(false)(p)
+		p.Retry.RetryOnCodes = []int16{} // busy refusals are retried whatever the codes say
+	}))
+	busy := c.brokers["broker-b"]
+	busy.SetFault(brokersim.Fault{Busy: true})
+	for i := range 30 {
+		if _, err := c.send(t, "m"+strconv.Itoa(i)); err != nil {
+			t.Fatalf("send %d: %v", i, err)
+		}
+	}
+	if busy.Stats().MessagesStored != 0 {
+		t.Fatal("the busy broker stored a message")
+	}
+	probes := func() int64 { return busy.Stats().RequestsByCode[remoting.GetMaxOffset] }
+	p0 := probes()
+	waitFor(t, "three probes of the busy broker", func() bool { return probes()-p0 >= 3 })
+	items := c.r.Isolated("test")
+	if len(items) != 1 || items[0].Broker != "broker-b" || items[0].Reason != fault.ReasonBrokerBusy || !items[0].Reachable {
+		t.Fatalf("isolated %+v after good probes, want broker-b alone, BrokerBusy, reachable", items)
 	}
 }

@@ -213,7 +213,7 @@ func TestPerAttemptCapLetsASecondBrokerAnswerWithinTheBudget(t *testing.T) {
 
 func TestEveryAttemptUpdatesTheFaultTableWithItsOwnOutcome(t *testing.T) {
 	c := startCluster(t, 1, []string{"broker-a", "broker-b"})
-	c.brokers["broker-a"].SetFault(brokersim.Fault{Code: remoting.SystemBusy, Delay: 60 * time.Millisecond})
+	c.brokers["broker-a"].SetFault(brokersim.Fault{Code: remoting.SystemError, Delay: 60 * time.Millisecond})
 	res, err := sendUntilFirstAttemptOn(t, c, "broker-a")
 	if err != nil {
 		t.Fatal(err)
@@ -472,7 +472,7 @@ func TestOnewaySendsReachTheBrokers(t *testing.T) {
 
 func TestIsolationEventsAndExpiry(t *testing.T) {
 	c := startCluster(t, 1, []string{"broker-a", "broker-b"}, withManualClock(), withSlowNeverIsolating(t))
-	c.brokers["broker-a"].SetFault(brokersim.Fault{Code: remoting.SystemBusy})
+	c.brokers["broker-a"].SetFault(brokersim.Fault{Code: remoting.SystemError})
 	if _, err := sendUntilFirstAttemptOn(t, c, "broker-a"); err != nil {
 		t.Fatal(err)
 	}

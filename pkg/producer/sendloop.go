@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/detourmq/detour/pkg/fault"
@@ -379,8 +380,29 @@ func (c *sendCall) refused(b *brokerSlot, res *attemptResult) bool {
 		c.r.updateFault(c.rt, b, res.latency, fault.ClientError)
 		return c.rt.hasBrokerBesides(c.refusals)
 	}
+	if c.rules.busyIsPressure && busyRefusal(code, res.resp.Remark) {
+		// The broker is alive and stores again once its queue drains: it is held out by its
+		// timer, which a good probe does not end, and the message goes to another broker.
+		c.r.busyFault(c.rt, b, res.latency)
+		return true
+	}
 	c.recordFailure(b, res.latency, fault.BrokerError, true)
 	return !c.rules.async && c.pol.retries(code)
+}
+
+// busyRefusal reports whether a broker refused a send because it is under pressure, not because
+// of the message: SYSTEM_BUSY (its send queue waited too long, "[TIMEOUT_CLEAN_QUEUE]"; its page
+// cache stayed locked, "[PCBUSY_CLEAN_QUEUE]" and "[REJECTREQUEST]"; or its send thread pool's
+// queue is full) or SYSTEM_ERROR "[PC_SYNCHRONIZED]", which a broker answers when its page cache
+// is busy as it puts the message.
+func busyRefusal(code int16, remark string) bool {
+	return code == remoting.SystemBusy || (code == remoting.SystemError && strings.HasPrefix(remark, "[PC_SYNCHRONIZED]"))
+}
+
+// busyFault records a busy refusal (fault.Tolerance.Busy) and reports the attempt to metrics.
+func (r *Runtime) busyFault(rt *route, b *brokerSlot, latency time.Duration) {
+	rt.policy.tol.Busy(b.name, latency)
+	r.metrics.AttemptDone(rt.policy.Name, b.name, latency, fault.BrokerError)
 }
 
 // recordFailure records a failed attempt: by the fault table's rules for o, or, under RocketMQ's
@@ -473,6 +495,11 @@ type retryRules struct {
 	// producer neither retries MESSAGE_ILLEGAL nor tells the message's fault from the broker's:
 	// it isolates the broker for every refusal.
 	retryRefusedMessage bool
+	// busyIsPressure (PresetDetour): a busy refusal (see busyRefusal) is retried on another
+	// broker whatever the retry codes say, and isolates the broker with reason BrokerBusy, which
+	// a good probe does not end (a probe does not pass the send queue). RocketMQ 4.x fails such
+	// a send at once and 5.x retries it as any retry code, both isolating as for a failure.
+	busyIsPressure bool
 	// unseenFailures are the oneway failures the preset's RocketMQ line never sees.
 	unseenFailures unseenFailures
 	// selectBeforeBudget: each attempt's queue is selected before the budget is checked, as
@@ -517,6 +544,7 @@ func retryRulesOf(pol *Policy, mode SendMode) retryRules {
 		oneway: mode == ModeOneway, selectBeforeBudget: pol.Preset.rocketMQ()}
 	if !pol.Preset.rocketMQ() {
 		rr.retryRefusedMessage = true
+		rr.busyIsPressure = true
 		return rr
 	}
 	switch mode {
