@@ -53,7 +53,7 @@ const (
 var realStrategyNames = []string{"detour", "oracle", "java-5", "java-4.9", "java-default", facadeStrategy, facadeWatchStrategy, "rocketmq5", "rocketmq4", "none", "rocketmq-client-go"}
 
 // defaultRealStrategies run on real brokers unless -real-strategies says otherwise.
-var defaultRealStrategies = []string{"detour", "oracle", "java-5", "java-4.9", "java-default", facadeStrategy}
+var defaultRealStrategies = []string{"detour", "oracle", "java-5", "java-4.9", "java-default", facadeStrategy, facadeWatchStrategy}
 
 func init() {
 	strategyDescriptions["java-5"] = "RocketMQ's own Java DefaultMQProducer 5.5.0 (the newest 5.x), sendLatencyFaultEnable=true and " +
@@ -86,6 +86,7 @@ type realEnv struct {
 	mu        sync.Mutex
 	stallStop chan struct{}
 	stallDone chan struct{}
+	load      *busyLoad // while the bad broker is driven into flow control
 	paused    bool
 	down      bool
 }
@@ -194,7 +195,11 @@ func (e *realEnv) waitRoute(ctx context.Context) error {
 	return fmt.Errorf("route of %s not complete within 60 s: %v", topic, last)
 }
 
-func (e *realEnv) close() { e.stopStall(); e.r.Close() }
+func (e *realEnv) close() {
+	e.stopStall()
+	_ = e.stopBusy(context.Background())
+	e.r.Close()
+}
 
 func (e *realEnv) brokerList() []brokerInfo {
 	var out []brokerInfo
@@ -235,6 +240,8 @@ func (e *realEnv) apply(a action, d driver) error {
 	case actStall:
 		e.startStall()
 		return nil
+	case actBusy:
+		return e.startBusy()
 	case actKill:
 		e.setDown(true)
 		return e.harness(e.bad.Kill)
@@ -303,6 +310,9 @@ func (e *realEnv) stopStall() {
 // topic writable, so that every run starts from the same cluster.
 func (e *realEnv) restore(ctx context.Context) error {
 	e.stopStall()
+	if err := e.stopBusy(ctx); err != nil {
+		return err
+	}
 	e.mu.Lock()
 	paused := e.paused
 	e.mu.Unlock()

@@ -44,6 +44,8 @@ const (
 	actRestart
 	// actPodReady marks the bad broker's pod ready (not terminating) again.
 	actPodReady
+	// actBusy drives the bad broker into flow control until the run ends (see busyLoad).
+	actBusy
 )
 
 // action is one step of a scenario's fault schedule, at an offset from the start of the run.
@@ -171,7 +173,7 @@ const (
 	rollingGraceFrac = 0.1
 )
 
-var realScenarioNames = []string{"blackhole", "slow", "dead", "flapping", "recovery", "rolling"}
+var realScenarioNames = []string{"blackhole", "slow", "dead", "flapping", "recovery", "rolling", "busy"}
 
 // buildRealScenario returns a scenario on real brokers for a run of duration d. The schedules are
 // those of buildScenario, carried out on the broker's JVM.
@@ -214,6 +216,13 @@ func buildRealScenario(name string, d time.Duration) (scenario, error) {
 		}
 		sc.Faulty = []window{{onset, heal}}
 		sc.Heal = heal
+	case "busy":
+		sc.Description = fmt.Sprintf("%s is driven into flow control from %v on: updateBrokerConfig lowers its "+
+			"waitTimeMillsInSendQueue from 200 ms to %s and %d senders of its own load it directly (each sending again as soon as answered), so the sends "+
+			"waiting in its send queue are refused as `[TIMEOUT_CLEAN_QUEUE] broker busy` (SYSTEM_BUSY) by the "+
+			"broker's fast-failure sweep every 10 ms", badBroker, onset, busyWaitMillis+" ms", busyLoadSenders)
+		sc.Actions = []action{{At: onset, Kind: actBusy, Note: "flow control"}}
+		sc.Faulty = []window{{onset, d}}
 	case "rolling":
 		stopAt := onset + frac(rollingGraceFrac)
 		sc.Description = fmt.Sprintf("rolling restart of %s: its pod is marked terminating at %v, the broker is stopped gracefully at %v "+

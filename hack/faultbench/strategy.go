@@ -41,10 +41,11 @@ var strategyDescriptions = map[string]string{
 		"on retries) and retry codes, proven step by step against the 5.x client's classes; no probing, no pod " +
 		"awareness, no per-attempt cap (sendMsgMaxTimeoutPerRequest off); 3 attempts in 3000 ms; the index is " +
 		"shared by the benchmark's senders where RocketMQ keeps one per thread",
-	"detour": fmt.Sprintf("the Detour preset (RocketMQ 5.x's table and rules, probing, growth on repeat, pod health "+
-		"respected, never every broker isolated) with a per-attempt cap of %v instead of 1 s and probes every "+
-		"%v (timeout %v); 3 attempts in 3000 ms",
-		detourPerAttempt, detourProbeInterval, detourProbeTimeout),
+	"detour": fmt.Sprintf("the Detour preset (RocketMQ 5.x's table and rules, probing with follow-ups of suspects and "+
+		"a probation of %d good probes after a repeated isolation, growth on repeat, pod health respected, never "+
+		"every broker isolated) with a per-attempt cap of %v instead of 1 s and probes every %v (timeout %v); "+
+		"3 attempts in 3000 ms",
+		producer.DetourProbationProbes, detourPerAttempt, detourProbeInterval, detourProbeTimeout),
 	"oracle":             "the detour policy with the bad broker left out of the route before the run",
 	"rocketmq-client-go": "the real rocketmq-client-go v2 producer through brokersim's name server: default round-robin selector, WithRetry(2), WithSendMsgTimeout(3s); it knows nothing of pod state",
 }
@@ -156,7 +157,8 @@ func policyFor(name string) (producer.Policy, error) {
 		return p, err
 	}
 	p.Retry.PerAttemptTimeout = detourPerAttempt
-	p.Probe = producer.ProbePolicy{Enabled: true, Interval: detourProbeInterval, Timeout: detourProbeTimeout}
+	// Only the numbers change: the preset's probation and other probe settings stay.
+	p.Probe.Enabled, p.Probe.Interval, p.Probe.Timeout = true, detourProbeInterval, detourProbeTimeout
 	return p, nil
 }
 
