@@ -65,14 +65,20 @@
 // callbacks' flags (a refusal isolates but leaves the broker reachable; a connection that cannot
 // be made marks it unreachable); RetryAnotherBrokerWhenNotStoreOK applies to sync sends only.
 // Under PresetDetour async and oneway sends retry as sync ones do (a oneway send can only see a
-// failed write). Under RocketMQ's presets every attempt's queue is selected before the budget is
-// checked, as sendDefaultImpl does, so a send whose budget ran out still makes that selection (the
-// index moves; under 4.x pickOneAtLeast may drop a record); PresetDetour checks the budget first
-// and selects only for an attempt it makes. Not reproduced under any preset: RocketMQ's extra fault update when an async
-// request is dispatched (it only marks the broker reachable until the answer's update lands), an
-// attempt started with no budget left (RocketMQ still makes it when the budget ran out within the
-// same millisecond, and RocketMQ 4.x retries async sends past the budget), and the error shapes:
-// a spent budget and a refusal that is not retried end in *SendError here, where RocketMQ throws
+// failed write).
+//
+// Under RocketMQ's presets the loop keeps sendDefaultImpl's order and arithmetic: every attempt's
+// queue is selected before the budget is checked, so a send whose budget ran out still makes that
+// selection (the index moves; under 4.x pickOneAtLeast may drop a record), and the budget counts
+// whole milliseconds and is spent only once more than it holds have passed, so an attempt can
+// start with nothing left and fail at once as a timeout against its broker. Under RocketMQ4 an
+// attempt on a broker the route names without an address (pickOneAtLeast's last resort) fails
+// with *BrokerNotExistError before any I/O, isolates the broker and is retried, as RocketMQ 4.x
+// does. PresetDetour checks the budget first, gives up as soon as nothing is left, and selects
+// only for an attempt it makes. Not reproduced under any preset: RocketMQ's extra fault update
+// when an async request is dispatched (it only marks the broker reachable until the answer's
+// update lands), RocketMQ 4.x's async retries past the budget, and the error shapes: a spent
+// budget and a refusal that is not retried end in *SendError here, where RocketMQ throws
 // "sendDefaultImpl call timeout" or the broker's exception itself.
 //
 // A send that no attempt completed returns a *SendError whose text is RocketMQ's

@@ -77,6 +77,15 @@ type snapshot struct {
 type Runtime struct {
 	client     *remoting.Client
 	ownsClient bool
+	// wire carries the send loop's requests: client, or in tests a scripted broker on a virtual
+	// clock.
+	wire brokerWire
+	// sendClock, when set, is the send loop's clock instead of the wall clock, for replays of
+	// RocketMQ runs on a virtual clock.
+	sendClock fault.Clock
+	// tweakRules, when set, alters the rules of every send: the loop differential's canary, a
+	// deliberately wrong loop that the differential must tell from RocketMQ's.
+	tweakRules func(retryRules) retryRules
 	// nsClient asks name servers, with frames bounded by remoting.NameServerMaxFrameSize, each
 	// request waiting at most nsTimeout.
 	nsClient   *remoting.Client
@@ -121,6 +130,7 @@ func New(opts Options) *Runtime {
 		r.client = remoting.NewClient(remoting.ClientOptions{})
 		r.ownsClient = true
 	}
+	r.wire = r.client
 	r.nsClient = remoting.NewClient(remoting.ClientOptions{MaxFrameSize: remoting.NameServerMaxFrameSize})
 	r.nsTimeout = opts.NameServerTimeout
 	if r.nsTimeout <= 0 {

@@ -150,11 +150,16 @@ func (r *route) pickRocketMQ4() *queueEntry {
 	if wq := r.writeQueuesOf(name); ok && wq > 0 {
 		plain := &qs[position(r.next.n.Add(1), uint32(n))]
 		id := (r.next.n.Add(1) & indexMask) % uint32(wq)
-		if q := r.queueOn(name, id); q != nil && q.b.podOK {
+		q := r.queueOn(name, id)
+		if q == nil {
+			// The route names the broker without an address: RocketMQ selects its queue all the
+			// same, and the attempt fails (BrokerNotExistError) and isolates the broker.
+			return r.addressless(name, id)
+		}
+		if q.b.podOK {
 			return q
 		}
-		// The broker has no address (RocketMQ would fail the attempt as a client error) or its
-		// pod is not OK: fall back to the queue RocketMQ drew first.
+		// Its pod is not OK: fall back to the queue RocketMQ drew first.
 		if !r.podFiltered {
 			return plain
 		}
@@ -162,6 +167,13 @@ func (r *route) pickRocketMQ4() *queueEntry {
 		tol.Forget(name)
 	}
 	return r.lastPass()
+}
+
+// addressless is queue id of broker, which the route names without an address. Only
+// pickRocketMQ4's last resort selects one, so it is built when needed; it never goes through a
+// selection pass, so it has no fault entry.
+func (r *route) addressless(broker string, id uint32) *queueEntry {
+	return &queueEntry{b: &brokerSlot{name: broker, podOK: true}, id: int32(id), rest: 1}
 }
 
 // abs32 is Java's Math.abs(int): the negation of MinInt32 is MinInt32.

@@ -121,6 +121,15 @@ func refusedBy(refusals []messageRefusal, broker string) bool {
 	return false
 }
 
+// BrokerNotExistError is an attempt on a broker that its route names with write queues but
+// without an address. Only RocketMQ 4.x's last-resort selection (PresetRocketMQ4) picks such a
+// broker, and then, as RocketMQ's producer does, the attempt fails before any I/O, counts as the
+// broker's fault and is retried.
+type BrokerNotExistError struct{ Broker string }
+
+// Error has RocketMQ's text.
+func (e *BrokerNotExistError) Error() string { return "The broker[" + e.Broker + "] not exist" }
+
 // ErrSendTimeout is matched (errors.Is) by a SendError whose time budget ran out.
 var ErrSendTimeout = errors.New("send timeout")
 
@@ -184,7 +193,7 @@ func (e *SendError) Is(target error) bool { return target == ErrSendTimeout && e
 // UNIQ_KEY (m's own if it has one) and feeds its own latency and outcome into the policy's fault
 // table. m is not modified.
 func (r *Runtime) Send(ctx context.Context, m *Message) (*SendResult, error) {
-	return r.send(ctx, topicOf(m), m, ModeSync, time.Now())
+	return r.send(ctx, topicOf(m), m, ModeSync, r.now())
 }
 
 // topicOf is m's topic, the key of its route for the sends that take none; "" for nil, which
@@ -199,7 +208,7 @@ func topicOf(m *Message) string {
 // SendRoute is Send by the route whose key is route (see Route.Key), which must publish to
 // m.Topic: one of several routes to the same RocketMQ topic, each with its own brokers and policy.
 func (r *Runtime) SendRoute(ctx context.Context, route string, m *Message) (*SendResult, error) {
-	return r.send(ctx, route, m, ModeSync, time.Now())
+	return r.send(ctx, route, m, ModeSync, r.now())
 }
 
 // SendAsync sends m on another goroutine and calls cb exactly once with the outcome, always on a
@@ -210,7 +219,7 @@ func (r *Runtime) SendRoute(ctx context.Context, route string, m *Message) (*Sen
 // ctx to end.
 func (r *Runtime) SendAsync(ctx context.Context, m *Message, cb func(*SendResult, error)) {
 	// As in RocketMQ, time spent waiting for a slot counts against the send's budget.
-	begin := time.Now()
+	begin := r.now()
 	if err := ValidateMessage(m); err != nil {
 		go cb(nil, err)
 		return
@@ -235,7 +244,7 @@ func (r *Runtime) SendAsync(ctx context.Context, m *Message, cb func(*SendResult
 // PresetRocketMQ4 only a connection that cannot be made. Under PresetDetour a failed write is an
 // error and is retried on another broker within the same budget.
 func (r *Runtime) SendOneway(ctx context.Context, m *Message) error {
-	_, err := r.send(ctx, topicOf(m), m, ModeOneway, time.Now())
+	_, err := r.send(ctx, topicOf(m), m, ModeOneway, r.now())
 	return err
 }
 

@@ -72,7 +72,7 @@ func (r *Runtime) send(ctx context.Context, key string, m *Message, mode SendMod
 	rt := r.routeFor(key, m.Topic)
 	if rt == nil {
 		err := &NoRouteError{Topic: m.Topic}
-		r.metrics.SendDone(m.Topic, mode, 0, time.Since(begin), err)
+		r.metrics.SendDone(m.Topic, mode, 0, r.now().Sub(begin), err)
 		return nil, err
 	}
 	c := sendCall{r: r, ctx: ctx, key: key, topic: m.Topic, mode: mode, begin: begin}
@@ -119,6 +119,9 @@ func (c *sendCall) prepare(rt *route, m *Message) error {
 	c.rt = rt
 	c.pol = &rt.policy.Policy
 	c.rules = retryRulesOf(c.pol, c.mode)
+	if c.r.tweakRules != nil {
+		c.rules = c.r.tweakRules(c.rules)
+	}
 	props, uniq := sendProperties(m)
 	if err := checkPropertiesSize(props); err != nil {
 		return err
@@ -206,13 +209,24 @@ func (c *sendCall) budgetLeft() bool {
 		c.timeout = errors.Is(err, context.DeadlineExceeded)
 		return false
 	}
-	c.now = time.Now()
+	c.now = c.r.now()
 	c.remaining = c.deadline.Sub(c.now)
-	if c.remaining <= 0 {
+	if c.spent() {
 		c.timeout = true
 		return false
 	}
 	return true
+}
+
+// spent reports whether the budget is spent at c.now. RocketMQ compares whole milliseconds of the
+// wall clock and gives up only once more than the budget has passed (timeout < costTime), so an
+// attempt can start in the budget's last millisecond with nothing left, and fail at once as a
+// timeout; its presets do the same. PresetDetour gives up as soon as nothing is left.
+func (c *sendCall) spent() bool {
+	if c.rules.budgetInMillis {
+		return c.now.UnixMilli()-c.begin.UnixMilli() > c.deadline.Sub(c.begin).Milliseconds()
+	}
+	return c.remaining <= 0
 }
 
 // followRoute lets a retry see state pushed since the send began (a pod that just turned
@@ -251,7 +265,12 @@ func (c *sendCall) attempt(i int, q *queueEntry) attemptResult {
 	b := q.b
 	c.tried = append(c.tried, b.name)
 	c.last = b.name
-	start := time.Now()
+	start := c.r.now()
+	if b.addr == "" {
+		// RocketMQ's sendKernelImpl finds no address for the broker and fails the attempt as
+		// an MQClientException before any I/O.
+		return attemptResult{err: &BrokerNotExistError{Broker: b.name}, latency: c.r.now().Sub(start)}
+	}
 	attemptCtx := c.sendCtx
 	var cancel context.CancelFunc
 	if cap := c.pol.Retry.PerAttemptTimeout; cap > 0 && i+1 < c.rules.attempts && c.remaining > cap {
@@ -263,11 +282,11 @@ func (c *sendCall) attempt(i int, q *queueEntry) attemptResult {
 	req := remoting.NewSendRequest(&c.header, c.body, true)
 	var res attemptResult
 	if c.rules.oneway {
-		res.err = c.r.client.InvokeOneway(attemptCtx, b.addr, req)
+		res.err = c.r.wire.InvokeOneway(attemptCtx, b.addr, req)
 	} else {
-		res.resp, res.err = c.r.client.Invoke(attemptCtx, b.addr, req)
+		res.resp, res.err = c.r.wire.Invoke(attemptCtx, b.addr, req)
 	}
-	res.latency = time.Since(start)
+	res.latency = c.r.now().Sub(start)
 	if cancel != nil {
 		cancel()
 	}
@@ -291,13 +310,23 @@ const (
 	attemptBroken
 	// attemptRefused: the broker answered with a code that does not mean stored.
 	attemptRefused
+	// attemptNoBroker: the broker has no address (RocketMQ 4.x's last-resort selection).
+	attemptNoBroker
 )
+
+// isBrokerNotExist reports whether err is an attempt's failure for want of an address.
+func isBrokerNotExist(err error) bool {
+	_, ok := err.(*BrokerNotExistError)
+	return ok
+}
 
 // classify says what res came to, parsing a stored-class response into res.
 func (c *sendCall) classify(res *attemptResult) attemptClass {
 	switch {
 	case res.err != nil && errors.Is(c.ctx.Err(), context.Canceled):
 		return attemptInterrupted
+	case isBrokerNotExist(res.err):
+		return attemptNoBroker
 	case res.err != nil && !c.rules.unseen(res.err):
 		return attemptTransportFailed
 	case c.rules.oneway:
@@ -334,8 +363,13 @@ func (c *sendCall) settle(i int, q *queueEntry, res *attemptResult, class attemp
 	case attemptSentOneway:
 		c.r.updateFault(c.rt, b, res.latency, fault.Success)
 		c.result = &SendResult{MsgID: c.uniq, Topic: c.topic, Broker: b.name, QueueID: int(q.id),
-			Attempts: i + 1, BrokersTried: c.tried, Latency: time.Since(c.begin)}
+			Attempts: i + 1, BrokersTried: c.tried, Latency: c.r.now().Sub(c.begin)}
 		return false
+	case attemptNoBroker:
+		// RocketMQ records the MQClientException (4.x: isolating) and tries again.
+		c.r.updateFault(c.rt, b, res.latency, fault.ClientError)
+		c.lastErr = res.err
+		return true
 	case attemptStored:
 		return c.stored(i, q, res)
 	case attemptBroken:
@@ -354,7 +388,7 @@ func (c *sendCall) stored(i int, q *queueEntry, res *attemptResult) bool {
 	c.r.updateFault(c.rt, q.b, res.latency, fault.Success)
 	c.result = &SendResult{
 		MsgID: c.uniq, OffsetMsgID: res.sent.MsgID, Topic: c.topic, Broker: q.b.name, QueueID: int(res.sent.QueueID),
-		QueueOffset: res.sent.QueueOffset, Attempts: i + 1, BrokersTried: c.tried, Latency: time.Since(c.begin),
+		QueueOffset: res.sent.QueueOffset, Attempts: i + 1, BrokersTried: c.tried, Latency: c.r.now().Sub(c.begin),
 		Status: res.status,
 	}
 	return res.status != StatusSendOK && c.pol.Retry.RetryAnotherBrokerWhenNotStoreOK && c.rules.retryNotStoreOK
@@ -437,7 +471,7 @@ func (c *sendCall) finish() (*SendResult, error) {
 		lastErr = refusedError(c.refusals)
 	}
 	err := &SendError{Topic: c.topic, Attempts: len(c.tried), MaxAttempts: c.rules.attempts,
-		Elapsed: time.Since(c.begin), BrokersTried: c.tried, Timeout: timeout, MessageRefused: refused, Err: lastErr}
+		Elapsed: c.r.now().Sub(c.begin), BrokersTried: c.tried, Timeout: timeout, MessageRefused: refused, Err: lastErr}
 	c.r.metrics.SendDone(c.topic, c.mode, len(c.tried), err.Elapsed, err)
 	return nil, err
 }
@@ -505,6 +539,23 @@ type retryRules struct {
 	// selectBeforeBudget: each attempt's queue is selected before the budget is checked, as
 	// RocketMQ's sendDefaultImpl does (see nextQueue).
 	selectBeforeBudget bool
+	// budgetInMillis: the budget is spent once more whole milliseconds than it holds have passed,
+	// as RocketMQ counts it (see spent).
+	budgetInMillis bool
+}
+
+// brokerWire is what the send loop needs of a remoting client.
+type brokerWire interface {
+	Invoke(ctx context.Context, addr string, req *remoting.Command) (*remoting.Command, error)
+	InvokeOneway(ctx context.Context, addr string, req *remoting.Command) error
+}
+
+// now is the send loop's clock: the wall clock unless a replay set sendClock.
+func (r *Runtime) now() time.Time {
+	if r.sendClock != nil {
+		return r.sendClock.Now()
+	}
+	return time.Now()
 }
 
 // unseenFailures says which failures of a oneway write a send does not see. RocketMQ writes a
@@ -541,7 +592,7 @@ func (rr retryRules) unseen(err error) bool {
 // PresetDetour retries every mode as a sync send.
 func retryRulesOf(pol *Policy, mode SendMode) retryRules {
 	rr := retryRules{attempts: pol.Retry.Attempts, resetOnRetry: true, retryNotStoreOK: true,
-		oneway: mode == ModeOneway, selectBeforeBudget: pol.Preset.rocketMQ()}
+		oneway: mode == ModeOneway, selectBeforeBudget: pol.Preset.rocketMQ(), budgetInMillis: pol.Preset.rocketMQ()}
 	if !pol.Preset.rocketMQ() {
 		rr.retryRefusedMessage = true
 		rr.busyIsPressure = true
