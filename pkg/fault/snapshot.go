@@ -51,8 +51,10 @@ func (t *Tolerance) NextExpiry() (time.Time, bool) {
 	defer t.mu.Unlock()
 	var next int64
 	for _, e := range *t.entries.Load() {
-		if e.member && e.holds == 0 && (next == 0 || e.until < next) {
-			next = e.until
+		if e.member && e.holds == 0 && e.peer != peerHeld {
+			if end := max(e.until, e.peer); next == 0 || end < next {
+				next = end
+			}
 		}
 	}
 	return t.timeOf(next), next != 0

@@ -162,6 +162,10 @@ type Item struct {
 	// (zero if it never had one; in the past when it is held by a pod mark or awaits proof).
 	Since, Until time.Time
 	Reachable    bool
+	// Peer is set when the broker is unavailable only because other replicas claim it (see
+	// SetPeerClaims): this table has learnt nothing against it. Reason, Latency and Until are
+	// then the claim's.
+	Peer bool
 	// ConsecutiveFailures is, without GrowOnRepeat, the number of failed sends and probes since
 	// the last successful send. With GrowOnRepeat it is the number of isolation episodes (entries
 	// into isolation by a failure; further failures while so isolated do not count) since the
@@ -230,6 +234,12 @@ type Entry struct {
 	// places it in Tolerance.order; hash caches its place there.
 	ordered bool
 	hash    int32
+	// peer is the tick until which other replicas' claims hold the broker out (peerHeld: until
+	// the claim is withdrawn), 0 if none; claim is the claim it came from, kept when the cap
+	// releases the broker so that the same claim arriving again does not isolate it again.
+	peer     int64
+	claim    PeerClaim
+	hasClaim bool
 }
 
 const (
@@ -482,10 +492,17 @@ func (t *Tolerance) reset(e *Entry) {
 	e.stamp.Store(0)
 	e.reachable.Store(true)
 	e.gate.Store(0)
+	e.peer, e.claim, e.hasClaim = 0, PeerClaim{}, false
 }
 
 // blocked reports whether e is unavailable at now. Callers hold mu.
 func blocked(e *Entry, now int64) bool {
+	return e.present && (e.holds != 0 || now < e.until || now < e.peer)
+}
+
+// ownBlocked reports whether e is unavailable at now by what this table learnt itself (or its
+// pod), peers' claims aside. Callers hold mu.
+func ownBlocked(e *Entry, now int64) bool {
 	return e.present && (e.holds != 0 || now < e.until)
 }
 
@@ -509,10 +526,10 @@ func (t *Tolerance) settleGate(e *Entry, now int64) {
 	switch {
 	case !e.present:
 		e.gate.Store(0)
-	case e.holds != 0:
+	case e.holds != 0 || e.peer == peerHeld:
 		e.gate.Store(gateHeld)
-	case e.until > now:
-		e.gate.Store(e.until)
+	case max(e.until, e.peer) > now:
+		e.gate.Store(max(e.until, e.peer))
 	default:
 		e.gate.Store(0)
 	}
@@ -554,6 +571,14 @@ func (t *Tolerance) item(e *Entry) Item {
 		} else {
 			reason = ReasonPodNotReady
 		}
+	}
+	if now := t.tick(); !ownBlocked(e, now) && now < e.peer {
+		it := Item{Broker: e.name, Reason: e.claim.Reason, Latency: e.claim.Latency, Since: t.timeOf(e.since),
+			Reachable: e.reachable.Load(), ConsecutiveFailures: e.failures, Peer: true}
+		if e.peer != peerHeld {
+			it.Until = e.claim.Until
+		}
+		return it
 	}
 	return Item{
 		Broker:              e.name,

@@ -389,6 +389,9 @@ func (t *Tolerance) enforceCap(now int64, ev *events) {
 		if victim.until > now {
 			victim.until = now
 		}
+		if victim.peer > now {
+			victim.peer = now // the claim stays recorded: only a new claim isolates again
+		}
 		victim.holds &^= holdProof | holdProbation
 		victim.pending = 0
 		t.settleGate(victim, now)

@@ -210,7 +210,10 @@ func (r *Runtime) probeOnce(ctx context.Context, pl *probeLoop, policy string, b
 func (s *snapshot) probeTargets(policy string, ps *policyState, only map[string]bool) (held, watched []Broker) {
 	items := ps.tol.Isolated()
 	for _, it := range items {
-		if only != nil && !only[it.Broker] {
+		// A broker held only by another replica's claim is that replica's to probe: its
+		// readmission is the claimant's decision, and a probe here proves nothing the claim
+		// depends on.
+		if (only != nil && !only[it.Broker]) || it.Peer {
 			continue
 		}
 		if b := (Broker{Name: it.Broker, Addr: s.sendAddr(it.Broker)}); b.Addr != "" {

@@ -103,6 +103,9 @@ type Runtime struct {
 	probes map[string]*probeLoop
 	// restores holds items handed to Restore for a policy not pushed yet; SetPolicy applies them.
 	restores map[string][]fault.Item
+	// peers holds other replicas' claims by policy (SetPeerClaims), applied again to a table
+	// SetPolicy creates.
+	peers map[string]map[string]fault.PeerClaim
 	// resolvers keep routes of topics resolved from name servers, by topic.
 	resolvers map[string]*resolver
 
@@ -122,6 +125,7 @@ func New(opts Options) *Runtime {
 		group:     opts.ProducerGroup,
 		probes:    make(map[string]*probeLoop),
 		restores:  make(map[string][]fault.Item),
+		peers:     make(map[string]map[string]fault.PeerClaim),
 		resolvers: make(map[string]*resolver),
 		stop:      make(chan struct{}),
 	}
@@ -398,6 +402,9 @@ func (r *Runtime) SetPolicy(p Policy) error {
 		delete(r.restores, np.Name)
 		ps.tol.Restore(items)
 	}
+	if claims, ok := r.peers[np.Name]; ok {
+		ps.tol.SetPeerClaims(claims)
+	}
 	r.syncProbe(ps)
 	return nil
 }
@@ -441,6 +448,47 @@ func (r *Runtime) Isolated(policy string) []fault.Item {
 		return nil
 	}
 	return p.tol.Isolated()
+}
+
+// OwnIsolated is Isolated without the brokers held only by other replicas' claims: what this
+// replica learnt itself, which is what it tells the others.
+func (r *Runtime) OwnIsolated(policy string) []fault.Item {
+	items := r.Isolated(policy)
+	own := items[:0]
+	for _, it := range items {
+		if !it.Peer {
+			own = append(own, it)
+		}
+	}
+	return own
+}
+
+// PolicyNames lists the policies the runtime knows, the default policy ("") included.
+func (r *Runtime) PolicyNames() []string {
+	pols := r.state.Load().policies
+	names := make([]string, 0, len(pols))
+	for name := range pols {
+		names = append(names, name)
+	}
+	return names
+}
+
+// SetPeerClaims replaces what other replicas claim about a policy's brokers (broker identity to
+// claim; nil withdraws them all): a claimed broker is out of selection, and listed by Isolated
+// with Item.Peer, as long as the claim stands (see fault.Tolerance.SetPeerClaims). Claims for a
+// policy not pushed yet apply when SetPolicy brings it.
+func (r *Runtime) SetPeerClaims(policy string, claims map[string]fault.PeerClaim) {
+	claims = maps.Clone(claims)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(claims) == 0 {
+		delete(r.peers, policy)
+	} else {
+		r.peers[policy] = claims
+	}
+	if p, ok := r.state.Load().policies[policy]; ok {
+		p.tol.SetPeerClaims(claims)
+	}
 }
 
 // Brokers lists the brokers a policy's fault table knows.
