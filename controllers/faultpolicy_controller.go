@@ -26,6 +26,9 @@ import (
 	"github.com/detourmq/detour/pkg/producer"
 )
 
+// maxSeenBy is the most replicas an isolated broker's seenBy names: the schema's bound.
+const maxSeenBy = 32
+
 // FaultPolicyReconciler pushes a FaultPolicy into the runtime (changes take effect with the next
 // send, learnt state is kept) and writes the runtime's isolations into status. Isolation changes
 // reach it through the runtime's event channel, not by polling; status writes are skipped when
@@ -159,10 +162,15 @@ func (r *FaultPolicyReconciler) computeStatus(fp *routingv1alpha1.FaultPolicy, k
 		if len(st.IsolatedBrokers) < maxStatusBrokers {
 			ib := r.isolatedBroker(name, it, now)
 			ib.Cluster = cluster
+			if !podMark {
+				ib.SeenBy = r.fleet.seenBy(key, it.Broker, !it.Peer)
+				ib.SeenBy = ib.SeenBy[:min(len(ib.SeenBy), maxSeenBy)]
+			}
 			st.IsolatedBrokers = append(st.IsolatedBrokers, ib)
 		}
 	}
 	st.Isolated = int32(isolated)
+	st.Replicas = r.fleet.replicas()
 	r.metrics.setIsolated(key, isolated)
 
 	// What runs: the policy as last pushed, or, when no valid spec ever reached the runtime, the

@@ -55,6 +55,8 @@ type shared struct {
 	policyIsolations chan event.GenericEvent
 	topicIsolations  chan event.GenericEvent
 	topicResync      chan event.GenericEvent
+	// fleet is what the other replicas learnt; nil when replicas do not share views.
+	fleet *fleet
 }
 
 // leading reports whether this replica holds leadership (always, without leader election).
@@ -72,17 +74,33 @@ type Options struct {
 	// DescribeTimeout bounds one look at a Cluster's name servers; 0 means
 	// DefaultDescribeTimeout.
 	DescribeTimeout time.Duration
+	// Fleet, when set, shares what this replica learns with the other replicas through
+	// ReplicaViews and merges theirs into the runtime (see FleetOptions); nil keeps each
+	// replica to what it learns itself.
+	Fleet *FleetOptions
 }
 
 // Controllers is what Setup registered, for the process's health checks.
 type Controllers struct {
 	restored atomic.Bool
+	fleet    *fleet
 }
 
 // IsolationsRestored reports whether the isolations recorded in FaultPolicy status have been
-// restored into the runtime. Until then a replica must not take traffic: it might send to a
-// broker that was isolated a moment ago.
-func (c *Controllers) IsolationsRestored() bool { return c.restored.Load() }
+// restored into the runtime and, when replicas share views, the other replicas' views merged
+// once. Until then a replica must not take traffic: it might send to a broker that was isolated a
+// moment ago.
+func (c *Controllers) IsolationsRestored() bool {
+	return c.restored.Load() && (c.fleet == nil || c.fleet.merged.Load())
+}
+
+// FleetWrites counts the writes of this replica's ReplicaView; 0 without a fleet.
+func (c *Controllers) FleetWrites() uint64 {
+	if c.fleet == nil {
+		return 0
+	}
+	return c.fleet.writes.Load()
+}
 
 // Setup registers the broker-pod, Topic, Cluster and FaultPolicy reconcilers, the runtime's
 // isolation event source, the leadership and the metrics with mgr, and restores the unexpired
@@ -121,6 +139,10 @@ func Setup(mgr ctrl.Manager, rt *producer.Runtime, opts Options) (*Controllers, 
 		topicIsolations:  make(chan event.GenericEvent),
 		topicResync:      make(chan event.GenericEvent),
 	}
+	if opts.Fleet != nil {
+		s.fleet = newFleet(*opts.Fleet)
+		out.fleet = s.fleet
+	}
 	c := mgr.GetClient()
 	if err := (&BrokerPodReconciler{Client: c, Runtime: rt, brokers: s.brokers}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("broker pod controller: %w", err)
@@ -135,6 +157,9 @@ func Setup(mgr ctrl.Manager, rt *producer.Runtime, opts Options) (*Controllers, 
 		return nil, fmt.Errorf("fault policy controller: %w", err)
 	}
 	if err := mgr.Add(s.describer); err != nil {
+		return nil, err
+	}
+	if err := setupFleet(mgr, rt, s); err != nil {
 		return nil, err
 	}
 	if err := mgr.Add(&isolationPump{Client: c, Runtime: rt, shared: s}); err != nil {
@@ -269,6 +294,7 @@ func (p *isolationPump) handle(ctx context.Context, ev producer.IsolationEvent) 
 	if !ok {
 		return // the default policy has no resource to report on
 	}
+	p.fleet.nudge()
 	stub := &routingv1alpha1.FaultPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
 	if p.leading() && p.eventDue(ev) {
 		p.recordEvent(ctx, stub, ev)

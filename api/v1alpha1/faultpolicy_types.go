@@ -288,6 +288,15 @@ type IsolatedBroker struct {
 	// after a probe succeeds.
 	// +required
 	Reachable bool `json:"reachable"`
+
+	// seenBy names the manager replicas whose own measurements isolate the broker (see
+	// ReplicaView), first 32 by name; every replica avoids it while any of them does. When it
+	// names fewer replicas than status.replicas, the replicas differ.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=253
+	SeenBy []string `json:"seenBy,omitempty"`
 }
 
 // EffectiveFaultPolicy is a FaultPolicy with every field resolved against its preset: what the
@@ -377,6 +386,12 @@ type FaultPolicyStatus struct {
 	// +optional
 	Isolated int32 `json:"isolated,omitempty"`
 
+	// replicas is the number of manager replicas whose views (ReplicaViews) were merged into
+	// this status, the writer's own included; 0 when replicas do not share views.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Replicas int32 `json:"replicas,omitempty"`
+
 	// behavior names the behaviour in force: the preset, followed by +x for each extension turned
 	// on beyond it, -x for each turned off, and ~x where numbers differ from it (x: table, retry,
 	// probing, growth, podHealth, isolationCap, perAttemptCap). For example RocketMQ5,
@@ -410,6 +425,7 @@ type FaultPolicyStatus struct {
 // +kubebuilder:printcolumn:name="Behavior",type=string,JSONPath=`.status.behavior`
 // +kubebuilder:printcolumn:name="Brokers",type=integer,JSONPath=`.status.brokers`
 // +kubebuilder:printcolumn:name="Isolated",type=integer,JSONPath=`.status.isolated`
+// +kubebuilder:printcolumn:name="Replicas",type=integer,JSONPath=`.status.replicas`,priority=1
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type FaultPolicy struct {

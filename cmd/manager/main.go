@@ -43,6 +43,8 @@ type options struct {
 	leaderElectionID        string
 	leaderElectionNamespace string
 	namespace               string
+	shareIsolations         bool
+	replicaName             string
 	brokerPodSelector       labels.Selector
 	gatewayAddr             string
 	gatewayAuth             bool
@@ -91,6 +93,10 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.leaderElectionID, "leader-election-id", "detour-manager.routing.detour.dev", "The name of the leader election Lease.")
 	fs.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "",
 		"The namespace of the leader election Lease; defaults to the pod's namespace in a cluster, else to --namespace.")
+	fs.BoolVar(&o.shareIsolations, "share-isolations", true,
+		"With --leader-elect: replicas share what they learn through ReplicaViews in the Lease's namespace, so a broker one replica isolates is avoided by all.")
+	fs.StringVar(&o.replicaName, "replica-name", "",
+		"The name of this replica's ReplicaView; empty means the host name (the pod's name). It must differ between replicas.")
 	fs.StringVar(&o.namespace, "namespace", "", "Watch only this namespace (Topics, FaultPolicies, broker Pods); empty watches all.")
 	fs.Func("broker-pod-selector", "A label selector (e.g. app.kubernetes.io/component=broker) for the Pods the manager watches: "+
 		"every Topic's and Cluster's brokerSelector sees only pods within it. Empty watches every pod, each held in a slim form.",

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
 	certutil "k8s.io/client-go/util/cert"
 	"k8s.io/utils/ptr"
@@ -75,6 +76,29 @@ func leaseNamespace(o *options) (string, error) {
 	return "", errors.New("--leader-elect needs --leader-election-namespace (or --namespace) outside a cluster")
 }
 
+// fleetOptions says where and under which name this replica shares its view, or nil when
+// replicas do not share (no leader election: a single replica, or --share-isolations=false).
+func fleetOptions(o *options) (*controllers.FleetOptions, error) {
+	if !o.leaderElect || !o.shareIsolations {
+		return nil, nil
+	}
+	ns, err := leaseNamespace(o)
+	if err != nil {
+		return nil, err
+	}
+	name := o.replicaName
+	if name == "" {
+		if name, err = os.Hostname(); err != nil {
+			return nil, fmt.Errorf("naming this replica's view: %w", err)
+		}
+	}
+	name = strings.ToLower(name)
+	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+		return nil, fmt.Errorf("--replica-name %q cannot name a ReplicaView: %s", name, strings.Join(errs, "; "))
+	}
+	return &controllers.FleetOptions{Namespace: ns, Replica: name}, nil
+}
+
 // serviceAccountNamespace holds the pod's namespace in a cluster.
 const serviceAccountNamespace = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
@@ -86,6 +110,8 @@ type operatorHooks struct {
 	leaseTimings controllers.LeaseTimings
 	// fullPods caches whole Pods, for measuring what slimming them saves.
 	fullPods bool
+	// fleetLease shortens how long a replica's view stands without renewal; 0 keeps the default.
+	fleetLease time.Duration
 }
 
 // newOperator builds the manager, the runtime, the controllers, the gateway and the health
@@ -101,6 +127,9 @@ func newOperator(cfg *rest.Config, o *options, log logr.Logger, hooks ...operato
 		h.fullPods = h.fullPods || x.fullPods
 		if x.leaseTimings != (controllers.LeaseTimings{}) {
 			h.leaseTimings = x.leaseTimings
+		}
+		if x.fleetLease > 0 {
+			h.fleetLease = x.fleetLease
 		}
 	}
 	tlsOpts := []func(*tls.Config){}
@@ -148,6 +177,16 @@ func newOperator(cfg *rest.Config, o *options, log logr.Logger, hooks ...operato
 	if o.namespace != "" {
 		mgrOpts.Cache.DefaultNamespaces = map[string]cache.Config{o.namespace: {}}
 	}
+	fleet, err := fleetOptions(o)
+	if err != nil {
+		return nil, err
+	}
+	if fleet != nil {
+		fleet.LeaseDuration = h.fleetLease
+		// Only the Lease's namespace: a Role there is all the replicas need to share views.
+		mgrOpts.Cache.ByObject[&routingv1alpha1.ReplicaView{}] = cache.ByObject{
+			Namespaces: map[string]cache.Config{fleet.Namespace: {}}}
+	}
 	mgr, err := ctrl.NewManager(cfg, mgrOpts)
 	if err != nil {
 		return nil, fmt.Errorf("creating the manager: %w", err)
@@ -175,7 +214,7 @@ func newOperator(cfg *rest.Config, o *options, log logr.Logger, hooks ...operato
 			op.closeRuntime()
 		}
 	}()
-	if op.ctrls, err = controllers.Setup(mgr, op.rt, controllers.Options{Leadership: lead, Namespace: o.namespace}); err != nil {
+	if op.ctrls, err = controllers.Setup(mgr, op.rt, controllers.Options{Leadership: lead, Namespace: o.namespace, Fleet: fleet}); err != nil {
 		return nil, fmt.Errorf("setting up the controllers: %w", err)
 	}
 
@@ -481,7 +520,7 @@ func newKnownKindsFirst(cfg *rest.Config, httpClient *http.Client) (meta.RESTMap
 	}
 	known := meta.NewDefaultRESTMapper([]schema.GroupVersion{corev1.SchemeGroupVersion, routingv1alpha1.GroupVersion})
 	known.Add(corev1.SchemeGroupVersion.WithKind("Pod"), meta.RESTScopeNamespace)
-	for _, kind := range []string{"Topic", "FaultPolicy", "Cluster"} {
+	for _, kind := range []string{"Topic", "FaultPolicy", "Cluster", "ReplicaView"} {
 		known.Add(routingv1alpha1.GroupVersion.WithKind(kind), meta.RESTScopeNamespace)
 	}
 	return knownKindsFirst{known: known, RESTMapper: dynamic}, nil
