@@ -26,9 +26,10 @@ import (
 
 // fleetCluster is two brokersim brokers behind a brokersim name server, a Cluster "prod" over
 // them, a FaultPolicy "shared" (no growth, no watch of routed brokers: only traffic and the probes
-// of isolated brokers learn) and a Topic "orders" on the Cluster.
+// of isolated brokers learn) and a Topic "orders" on the Cluster, whose RocketMQ topic is named
+// after the namespace (waitForRoute finds Topics by it across namespaces).
 type fleetCluster struct {
-	ns            string
+	ns, topic     string
 	healthy, sick *brokersim.Broker
 }
 
@@ -51,6 +52,7 @@ func startFleetCluster(t *testing.T) *fleetCluster {
 	}
 	t.Cleanup(func() { nsrv.Close() })
 	ctx := context.Background()
+	topic := "Fleet-" + ns
 	objs := []client.Object{
 		&routingv1alpha1.FaultPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "shared"},
 			Spec: routingv1alpha1.FaultPolicySpec{
@@ -61,7 +63,7 @@ func startFleetCluster(t *testing.T) *fleetCluster {
 		&routingv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "prod"},
 			Spec: routingv1alpha1.ClusterSpec{NameServers: []string{nsrv.Addr()}, RouteRefreshSeconds: 1}},
 		&routingv1alpha1.Topic{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "orders"},
-			Spec: routingv1alpha1.TopicSpec{TopicName: "FleetOrders", ClusterRef: &routingv1alpha1.ClusterReference{Name: "prod"},
+			Spec: routingv1alpha1.TopicSpec{TopicName: topic, ClusterRef: &routingv1alpha1.ClusterReference{Name: "prod"},
 				FaultPolicyRef: &routingv1alpha1.FaultPolicyReference{Name: "shared"}, Create: ptr.To(true),
 				WriteQueueNums: 2, ReadQueueNums: 2, Perm: 6}},
 	}
@@ -70,7 +72,7 @@ func startFleetCluster(t *testing.T) *fleetCluster {
 			t.Fatal(err)
 		}
 	}
-	return &fleetCluster{ns: ns, healthy: healthy, sick: sick}
+	return &fleetCluster{ns: ns, topic: topic, healthy: healthy, sick: sick}
 }
 
 func (c *fleetCluster) policy() string { return controllers.PolicyKey(c.ns, "shared") }
@@ -87,7 +89,7 @@ func (c *fleetCluster) startReplica(t *testing.T, name string, hooks ...operator
 	facadeAddr := freeAddr(t)
 	op := startOperator(t, adminConfig, testOptions(t, c.ns, "--leader-elect", "--replica-name="+name,
 		"--namesrv-facade-bind-address="+facadeAddr, "--namesrv-facade-cluster="+c.ns+"/prod"), hooks...)
-	op.waitForRoute(t, "FleetOrders", 2)
+	op.waitForRoute(t, c.topic, 2)
 	eventually(t, name+" to merge the fleet's views", func() error {
 		if !op.ctrls.IsolationsRestored() {
 			return errors.New("not yet")
@@ -203,7 +205,7 @@ func TestReplicasShareIsolations(t *testing.T) {
 		delays = append(delays, peerIsolatedAt(t, b, c).Sub(isolatedAt))
 
 		eventually(t, "B's facade to publish the frozen broker read-only", func() error {
-			return facadeHides(facadeB, "FleetOrders", c.sick.Name())
+			return facadeHides(facadeB, c.topic, c.sick.Name())
 		})
 		eventually(t, "the FaultPolicy status to list the broker as seen by replica-a", func() error {
 			return statusSeenBy(c.ns, "shared", c.sick.Name(), "replica-a")

@@ -54,9 +54,11 @@ func TestPeerClaimsHoldBrokersOutUntilTheyEnd(t *testing.T) {
 			if n := len(tol.Isolated()); n != 1 {
 				t.Fatalf("%d brokers isolated under a cap of one", n)
 			}
+			changes := 0
+			tol.Configure(Options{Clock: clk, MaxIsolatedPercent: 50, OnChange: func(Change) { changes++ }})
 			tol.SetPeerClaims(map[string]PeerClaim{"b": timed})
-			if n := len(tol.Isolated()); n != 1 {
-				t.Fatalf("the same claim again: %d brokers isolated under a cap of one", n)
+			if n := len(tol.Isolated()); n != 1 || changes != 0 {
+				t.Fatalf("the same claim again: %d brokers isolated under a cap of one, %d changes (want none)", n, changes)
 			}
 		}},
 		{"fault tolerance off ignores claims", Options{Semantics: SemanticsDisabled}, func(t *testing.T, tol *Tolerance, clk *ManualClock) {
