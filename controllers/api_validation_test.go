@@ -106,6 +106,21 @@ func TestFaultPolicyValidation(t *testing.T) {
 		{"a probation of more than 100 probes is refused", func(s *routingv1alpha1.FaultPolicySpec) {
 			s.Probe.ProbationProbes = ptr.To[int32](101)
 		}, "should be less than or equal to 100"},
+		{"pressure thresholds under Detour are accepted", func(s *routingv1alpha1.FaultPolicySpec) {
+			s.Pressure = routingv1alpha1.PressurePolicy{SendQueueFillPercent: ptr.To[int32](80), SendQueueHeadWaitMillis: ptr.To[int32](0)}
+		}, ""},
+		{"pressure polling under a preset without probing is refused", func(s *routingv1alpha1.FaultPolicySpec) {
+			s.Preset, s.Pressure.Enabled = routingv1alpha1.PresetRocketMQ4, ptr.To(true)
+		}, "pressure.enabled needs probing: probe.enabled true, or the Detour preset with probe.enabled unset"},
+		{"pressure polling with probing turned on in a RocketMQ preset is accepted", func(s *routingv1alpha1.FaultPolicySpec) {
+			s.Preset, s.Probe.Enabled, s.Pressure.Enabled = routingv1alpha1.PresetRocketMQ5, ptr.To(true), ptr.To(true)
+		}, ""},
+		{"a send-queue fill above 100 percent is refused", func(s *routingv1alpha1.FaultPolicySpec) {
+			s.Pressure.SendQueueFillPercent = ptr.To[int32](101)
+		}, "should be less than or equal to 100"},
+		{"a negative page-cache lock threshold is refused", func(s *routingv1alpha1.FaultPolicySpec) {
+			s.Pressure.PageCacheLockMillis = ptr.To[int32](-1)
+		}, "should be greater than or equal to 0"},
 		{"Off is not a preset", func(s *routingv1alpha1.FaultPolicySpec) {
 			s.Rules, s.Preset = nil, "Off"
 		}, `Unsupported value: "Off"`},

@@ -70,6 +70,7 @@ func runtimePolicy(key string, spec *routingv1alpha1.FaultPolicySpec) (producer.
 	if spec.Probe.ProbationProbes != nil {
 		p.Probe.ProbationProbes = int(*spec.Probe.ProbationProbes)
 	}
+	pressureFromSpec(&p.Pressure, &spec.Pressure)
 	if spec.MaxIsolatedPercent != nil {
 		p.MaxIsolatedPercent = int(*spec.MaxIsolatedPercent)
 	}
@@ -80,6 +81,25 @@ func runtimePolicy(key string, spec *routingv1alpha1.FaultPolicySpec) (producer.
 		p.GrowOnRepeat = spec.IsolationGrowth == routingv1alpha1.IsolationGrowthExponential
 	}
 	return p, nil
+}
+
+// pressureFromSpec overrides the preset's pressure polling with what the spec sets.
+func pressureFromSpec(p *producer.PressurePolicy, spec *routingv1alpha1.PressurePolicy) {
+	if spec.Enabled != nil {
+		p.Enabled = *spec.Enabled
+	}
+	if spec.SendQueueFillPercent != nil {
+		p.SendQueueFillPercent = int(*spec.SendQueueFillPercent)
+	}
+	if spec.SendQueueHeadWaitMillis != nil {
+		p.SendQueueHeadWait = millis(*spec.SendQueueHeadWaitMillis)
+	}
+	if spec.PageCacheLockMillis != nil {
+		p.PageCacheLock = millis(*spec.PageCacheLockMillis)
+	}
+	if spec.PutLatency99Millis != nil {
+		p.PutLatency99 = millis(*spec.PutLatency99Millis)
+	}
 }
 
 // faultTable builds the threshold table from the custom rules, else the preset's, with the
@@ -122,6 +142,11 @@ func effectivePolicy(p producer.Policy) *routingv1alpha1.EffectiveFaultPolicy {
 	}
 	if p.Probe.Enabled && p.Probe.ProbationProbes > 1 {
 		e.ProbationProbes = int32(p.Probe.ProbationProbes)
+	}
+	if pp := p.Pressure; p.Probe.Enabled && pp.Enabled {
+		e.Pressure = &routingv1alpha1.EffectivePressure{SendQueueFillPercent: int32(pp.SendQueueFillPercent),
+			SendQueueHeadWaitMillis: int32(pp.SendQueueHeadWait.Milliseconds()),
+			PageCacheLockMillis:     int32(pp.PageCacheLock.Milliseconds()), PutLatency99Millis: int32(pp.PutLatency99.Milliseconds())}
 	}
 	if e.Preset != routingv1alpha1.PresetDisabled {
 		e.FailureIsolationMillis = p.Table.FailureIsolation().Milliseconds()

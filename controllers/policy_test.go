@@ -23,6 +23,8 @@ func TestRuntimePolicyTranslatesTheSpec(t *testing.T) {
 			RetryAnotherBrokerWhenNotStoreOK: ptr.To(true)},
 		Probe: routingv1alpha1.ProbePolicy{Enabled: ptr.To(false), IntervalMillis: 700, TimeoutMillis: 70,
 			ProbationProbes: ptr.To[int32](5)},
+		Pressure: routingv1alpha1.PressurePolicy{Enabled: ptr.To(true), SendQueueFillPercent: ptr.To[int32](80),
+			SendQueueHeadWaitMillis: ptr.To[int32](150), PageCacheLockMillis: ptr.To[int32](0), PutLatency99Millis: ptr.To[int32](900)},
 		MaxIsolatedPercent: ptr.To[int32](34),
 		PodHealth:          routingv1alpha1.PodHealthIgnore,
 		IsolationGrowth:    routingv1alpha1.IsolationGrowthNone,
@@ -38,6 +40,10 @@ func TestRuntimePolicyTranslatesTheSpec(t *testing.T) {
 	}
 	if p.Probe.Enabled || p.Probe.Interval != 700*time.Millisecond || p.Probe.Timeout != 70*time.Millisecond || p.Probe.ProbationProbes != 5 {
 		t.Errorf("probe = %+v", p.Probe)
+	}
+	if want := (producer.PressurePolicy{Enabled: true, SendQueueFillPercent: 80, SendQueueHeadWait: 150 * time.Millisecond,
+		PutLatency99: 900 * time.Millisecond}); p.Pressure != want {
+		t.Errorf("pressure = %+v, want %+v", p.Pressure, want)
 	}
 	if p.MaxIsolatedPercent != 34 || p.RespectPodHealth || p.GrowOnRepeat {
 		t.Errorf("caps = %d, %v, %v", p.MaxIsolatedPercent, p.RespectPodHealth, p.GrowOnRepeat)
@@ -101,6 +107,8 @@ func TestEffectivePolicyResolvesEveryDefault(t *testing.T) {
 			Preset: routingv1alpha1.PresetDetour, FailureLatencyMillis: 10000, FailureIsolationMillis: 10000,
 			Attempts: 3, OnewayAttempts: 3, SendTimeoutMillis: 3000, PerAttemptTimeoutMillis: ptr.To[int32](1000),
 			RetryOnCodes: []int32{1, 2, 14, 16, 17, 204, 205, 1500}, Probe: true, ProbationProbes: 3,
+			Pressure: &routingv1alpha1.EffectivePressure{SendQueueFillPercent: 50, SendQueueHeadWaitMillis: 100,
+				PageCacheLockMillis: 500, PutLatency99Millis: 500},
 			IsolationGrowth: routingv1alpha1.IsolationGrowthExponential, PodHealth: routingv1alpha1.PodHealthRespect,
 			MaxIsolatedPercent: ptr.To[int32](99)}},
 	}

@@ -114,6 +114,7 @@ func Setup(mgr ctrl.Manager, rt *producer.Runtime, opts Options) (*Controllers, 
 		lead = AlwaysLeading()
 	}
 	out := &Controllers{}
+	registerPressureMetrics(rt)
 	restorer := &isolationRestorer{reader: mgr.GetAPIReader(), namespace: opts.Namespace, rt: rt, done: &out.restored}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	err := restorer.restore(ctx)

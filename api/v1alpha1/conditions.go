@@ -59,7 +59,7 @@ const (
 )
 
 // IsolationReason says why a broker is isolated.
-// +kubebuilder:validation:Enum=SlowSend;SendFailed;BrokerError;PodNotReady;PodTerminating;ProbeFailed;SlowProbe;BrokerBusy;RefusesValidMessages
+// +kubebuilder:validation:Enum=SlowSend;SendFailed;BrokerError;PodNotReady;PodTerminating;ProbeFailed;SlowProbe;BrokerBusy;BrokerPressure;RefusesValidMessages
 type IsolationReason string
 
 // Isolation reasons, as written into FaultPolicy status.
@@ -80,6 +80,9 @@ const (
 	// IsolationBrokerBusy means the broker refused a send because it is under pressure (its send
 	// queue or page cache busy); the send went to another broker (Detour preset).
 	IsolationBrokerBusy IsolationReason = "BrokerBusy"
+	// IsolationBrokerPressure means the broker's own figures (send queue, page-cache lock, put
+	// latency) crossed the policy's pressure thresholds before it refused anything.
+	IsolationBrokerPressure IsolationReason = "BrokerPressure"
 	// IsolationSlowProbe means a probe was answered, but slower than a threshold of the table,
 	// and counted as a send of that latency would.
 	IsolationSlowProbe IsolationReason = "SlowProbe"

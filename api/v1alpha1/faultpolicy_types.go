@@ -183,11 +183,55 @@ type ProbePolicy struct {
 	ProbationProbes *int32 `json:"probationProbes,omitempty"`
 }
 
+// PressurePolicy shifts new sends away from a broker whose own figures say it is about to refuse
+// them, before it does: about every probe interval each broker the policy's Topics route to is
+// asked for its runtime figures (GET_BROKER_RUNTIME_INFO), and one whose figures cross a
+// threshold is held out for two intervals with reason BrokerPressure (the name-server facade
+// hides it too), never beyond maxIsolatedPercent: a pressed broker is the first the cap lets
+// back. Unset thresholds are the preset's; 0 judges nothing of that figure.
+type PressurePolicy struct {
+	// enabled turns the polling on. Unset means the preset's: on for Detour, off for RocketMQ's
+	// presets. Needs probing.
+	// +optional
+	Enabled *bool `json:"enabled,omitempty"`
+
+	// sendQueueFillPercent: the broker's send queue (sendThreadPoolQueueSize) as a share of its
+	// capacity (sendThreadPoolQueueCapacity). Detour: 50.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	SendQueueFillPercent *int32 `json:"sendQueueFillPercent,omitempty"`
+
+	// sendQueueHeadWaitMillis: how long the oldest queued send has waited
+	// (sendThreadPoolQueueHeadWaitTimeMills); the broker refuses it as busy past its
+	// waitTimeMillsInSendQueue, 200 ms by default. Detour: 100.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=60000
+	SendQueueHeadWaitMillis *int32 `json:"sendQueueHeadWaitMillis,omitempty"`
+
+	// pageCacheLockMillis: how long the put in progress has held the commit log's lock
+	// (pageCacheLockTimeMills); the broker refuses sends past its osPageCacheBusyTimeOutMills,
+	// 1000 ms by default. Detour: 500.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=60000
+	PageCacheLockMillis *int32 `json:"pageCacheLockMillis,omitempty"`
+
+	// putLatency99Millis: the 99th percentile of the broker's recent put times (putLatency99).
+	// Detour: 500.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=60000
+	PutLatency99Millis *int32 `json:"putLatency99Millis,omitempty"`
+}
+
 // FaultPolicySpec declares how producers isolate slow and failing brokers: a preset, and any field
 // that should differ from it.
 // +kubebuilder:validation:XValidation:rule="!has(self.preset) || self.preset != 'Disabled' || ((!has(self.rules) || size(self.rules) == 0) && !has(self.failureLatencyMillis))",message="rules and failureLatencyMillis must not be set with preset Disabled, which isolates nothing"
 // +kubebuilder:validation:XValidation:rule="!has(self.probe) || !has(self.probe.routedBrokers) || !self.probe.routedBrokers || (has(self.probe.enabled) ? self.probe.enabled : (!has(self.preset) || self.preset == 'Detour'))",message="probe.routedBrokers needs probing: probe.enabled true, or the Detour preset with probe.enabled unset"
 // +kubebuilder:validation:XValidation:rule="!has(self.probe) || !has(self.probe.probationProbes) || self.probe.probationProbes == 1 || (has(self.probe.enabled) ? self.probe.enabled : (!has(self.preset) || self.preset == 'Detour'))",message="probe.probationProbes above 1 needs probing: probe.enabled true, or the Detour preset with probe.enabled unset"
+// +kubebuilder:validation:XValidation:rule="!has(self.pressure) || !has(self.pressure.enabled) || !self.pressure.enabled || (has(self.probe) && has(self.probe.enabled) ? self.probe.enabled : (!has(self.preset) || self.preset == 'Detour'))",message="pressure.enabled needs probing: probe.enabled true, or the Detour preset with probe.enabled unset"
 type FaultPolicySpec struct {
 	// preset is the behaviour the policy starts from; every other field set here overrides it.
 	// Detour (the default) is RocketMQ 5.x with detour's extensions on; RocketMQ5, RocketMQ4 and
@@ -223,6 +267,11 @@ type FaultPolicySpec struct {
 	// +optional
 	// +kubebuilder:default={}
 	Probe ProbePolicy `json:"probe,omitzero"`
+
+	// pressure shifts new sends away from brokers whose own figures say they are about to refuse.
+	// +optional
+	// +kubebuilder:default={}
+	Pressure PressurePolicy `json:"pressure,omitzero"`
 
 	// maxIsolatedPercent is the largest share of a policy's brokers isolated at once, rounded down
 	// but at least one; while the cap holds, at least one broker stays selectable. When a new
@@ -352,6 +401,10 @@ type EffectiveFaultPolicy struct {
 	// +kubebuilder:validation:Minimum=1
 	ProbationProbes int32 `json:"probationProbes,omitempty"`
 
+	// pressure holds the thresholds brokers' own figures are judged by, when they are polled.
+	// +optional
+	Pressure *EffectivePressure `json:"pressure,omitempty"`
+
 	// isolationGrowth says whether isolation grows on repeated failure episodes.
 	// +required
 	IsolationGrowth IsolationGrowth `json:"isolationGrowth"`
@@ -363,6 +416,22 @@ type EffectiveFaultPolicy struct {
 	// maxIsolatedPercent caps the share of brokers isolated at once; unset means no cap.
 	// +optional
 	MaxIsolatedPercent *int32 `json:"maxIsolatedPercent,omitempty"`
+}
+
+// EffectivePressure is the pressure polling in force; a threshold of 0 judges nothing.
+type EffectivePressure struct {
+	// sendQueueFillPercent is the send queue's share of its capacity that counts as pressure.
+	// +required
+	SendQueueFillPercent int32 `json:"sendQueueFillPercent"`
+	// sendQueueHeadWaitMillis is the wait of the oldest queued send that counts as pressure.
+	// +required
+	SendQueueHeadWaitMillis int32 `json:"sendQueueHeadWaitMillis"`
+	// pageCacheLockMillis is the page-cache lock time that counts as pressure.
+	// +required
+	PageCacheLockMillis int32 `json:"pageCacheLockMillis"`
+	// putLatency99Millis is the put latency p99 that counts as pressure.
+	// +required
+	PutLatency99Millis int32 `json:"putLatency99Millis"`
 }
 
 // FaultPolicyStatus is what the operator observed of a FaultPolicy.

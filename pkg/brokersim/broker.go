@@ -36,6 +36,9 @@ type Fault struct {
 	// whose store refuses what the others store, which only the sends can see: it answers probes
 	// and heartbeats as a healthy one does.
 	IllegalMessages bool
+	// Pressure, when set, is what GET_BROKER_RUNTIME_INFO reports of the send path (an idle
+	// broker's figures otherwise); it changes nothing else.
+	Pressure *remoting.BrokerPressure
 	// Busy refuses every send as a broker in flow control does (SYSTEM_BUSY with the
 	// "[TIMEOUT_CLEAN_QUEUE]" remark of a send that waited in its send queue past
 	// waitTimeMillsInSendQueue), and stores nothing; every other request is served, as a real
@@ -646,6 +649,8 @@ func (b *Broker) serve(req *remoting.Command) *remoting.Command {
 		resp := remoting.NewResponse(req, remoting.Success, "")
 		resp.ExtFields = map[string]string{"offset": strconv.FormatInt(off, 10)}
 		return resp
+	case remoting.GetBrokerRuntimeInfo:
+		return b.runtimeInfo(req)
 	case remoting.UpdateAndCreateTopic:
 		h, err := remoting.ParseCreateTopicRequest(req)
 		if err != nil {

@@ -181,3 +181,33 @@ func TestBusyRefusalIsolatesUntilItsTimerWhateverProbesSay(t *testing.T) {
 	clk.Set(t0.Add(10 * time.Second))
 	wantAvailable(t, tol, map[string]bool{"A": true})
 }
+
+// TestPressureHoldsABrokerOutWithoutCountingAFailure proves Pressured holds a broker out for its
+// time (extended by later figures, ended by neither a good probe nor a success), counts no
+// failure, and is the first the cap releases when a silent broker needs the room.
+func TestPressureHoldsABrokerOutWithoutCountingAFailure(t *testing.T) {
+	tol, clk, _ := newTol(t, detourOptions(3))
+	tol.Update("B", ms(1), Success)
+	tol.Update("C", ms(1), Success)
+	tol.Pressured("A", 2*time.Second)
+	it := mustLookup(t, tol, "A")
+	if it.Reason != ReasonBrokerPressure || !it.Reachable || it.ConsecutiveFailures != 0 || !it.Until.Equal(t0.Add(2*time.Second)) {
+		t.Fatalf("after pressure %+v, want BrokerPressure, reachable, no failure, until t0+2s", it)
+	}
+	clk.Advance(time.Second)
+	tol.ProbeResult("A", true, ms(2))
+	tol.Pressured("A", 2*time.Second) // still pressed a second later: until t0+3s
+	wantAvailable(t, tol, map[string]bool{"A": false})
+	clk.Advance(1500 * time.Millisecond)
+	wantAvailable(t, tol, map[string]bool{"A": false})
+	clk.Advance(500 * time.Millisecond)
+	wantAvailable(t, tol, map[string]bool{"A": true})
+
+	// With a cap of one broker in three, a silent broker takes the room from a pressed one.
+	capped, _, _ := newTol(t, Options{Probing: true, GrowOnRepeat: true, MaxIsolatedPercent: 34})
+	capped.Update("B", ms(1), Success)
+	capped.Update("C", ms(1), Success)
+	capped.Pressured("A", 2*time.Second)
+	capped.Update("B", ms(400), TransportError)
+	wantAvailable(t, capped, map[string]bool{"A": true, "B": false, "C": true})
+}

@@ -65,6 +65,10 @@ const (
 	// ReasonBrokerBusy: the broker refused a send because it is under pressure (its send queue
 	// or page cache busy); see Tolerance.Busy.
 	ReasonBrokerBusy Reason = "BrokerBusy"
+	// ReasonBrokerPressure: the broker's own runtime figures (send queue, page-cache lock, put
+	// latency) crossed the policy's thresholds before it refused anything; see
+	// Tolerance.Pressured.
+	ReasonBrokerPressure Reason = "BrokerPressure"
 	// ReasonSlowProbe: a probe was answered, but slower than a threshold of the table, and
 	// counted as a send of that latency would (see Tolerance.WatchSlow and ProbeResult).
 	ReasonSlowProbe Reason = "SlowProbe"

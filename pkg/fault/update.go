@@ -229,7 +229,7 @@ func (t *Tolerance) probeGood(e *Entry, now int64) {
 // that refused messages others store, or one that refused sends as busy, still answers probes
 // (which go through neither its store nor its send queue). Callers hold mu.
 func (t *Tolerance) probeProvesNothing(e *Entry) bool {
-	return e.reason == ReasonRefusesValidMessages || e.reason == ReasonBrokerBusy
+	return e.reason == ReasonRefusesValidMessages || e.reason == ReasonBrokerBusy || e.reason == ReasonBrokerPressure
 }
 
 // probeSlow records a probe answered, but slower than the table allows: the isolation a send of
@@ -319,6 +319,37 @@ func (t *Tolerance) RefusedValidMessage(broker string, latency time.Duration) {
 // cap releases it, before any silent broker). Nothing is recorded under SemanticsDisabled.
 func (t *Tolerance) Busy(broker string, latency time.Duration) {
 	t.apply(broker, latency, effect{isolation: true, reach: reachSet, reason: ReasonBrokerBusy})
+}
+
+// Pressured records that the broker's runtime figures crossed the policy's pressure thresholds:
+// it is held out of selection for hold from now (extended, never shortened), with reason
+// BrokerPressure, so new sends go elsewhere before it refuses any. It is no failure: the broker
+// stays reachable, no episode is counted, nothing grows, and it is the first the cap releases (its
+// severity is nil), so pressure alone never takes more brokers out than the cap allows. A good
+// probe does not end it; the next figures that show no pressure leave it to run out. An unknown
+// broker becomes known (pressure is polled for the brokers the routes use, which need no send to
+// be judged). Nothing is recorded under SemanticsDisabled.
+func (t *Tolerance) Pressured(broker string, hold time.Duration) {
+	ev := t.lock()
+	if t.opts.Semantics != SemanticsDisabled && hold > 0 {
+		now := t.tick()
+		known := t.present
+		e := t.obtain(broker, now)
+		if t.present != known {
+			// One more broker known may leave a restored excess over the cap (see Restore).
+			t.enforceCap(now, &ev)
+		}
+		was := blocked(e, now)
+		if extend(e, now, hold) && (!was || e.reason == "" || e.reason == ReasonSlowSend || e.reason == ReasonSlowProbe) {
+			// A failure's reason stays: it says more than the pressure that came after it.
+			e.reason = ReasonBrokerPressure
+		}
+		if !was {
+			e.severity = 0
+		}
+		t.settle(e, now, was, 0, &ev)
+	}
+	t.unlock(&ev)
 }
 
 // SetPodState records what Kubernetes says about the broker's pod. With RespectPodHealth,

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/detourmq/detour/pkg/fault"
+	"github.com/detourmq/detour/pkg/remoting"
 )
 
 // RocketMQ's producer defaults (DefaultMQProducer and its fault strategy), the same in 4.x and 5.x.
@@ -31,6 +32,13 @@ const (
 	// dead broker while most brokers are down (two of three, say), which a cap meant to outlast
 	// the client's own trouble must not do.
 	DetourMaxIsolatedPercent = 99
+	// DetourPressure are the Detour preset's pressure thresholds: half of what makes a broker
+	// refuse (waitTimeMillsInSendQueue 200 ms, osPageCacheBusyTimeOutMills 1000 ms), half its send
+	// queue, and a put p99 that a healthy store never approaches.
+	DetourPressureFillPercent   = 50
+	DetourPressureHeadWait      = 100 * time.Millisecond
+	DetourPressurePageCacheLock = 500 * time.Millisecond
+	DetourPressurePutLatency99  = 500 * time.Millisecond
 	// DetourProbationProbes is how many good probes in a row readmit a broker whose isolation
 	// repeated. Three rounds of the default interval (about 6 s) outlast the up phase of a broker
 	// that flaps every few seconds, yet readmit one that recovered for good within seconds.
@@ -189,6 +197,38 @@ type ProbePolicy struct {
 	ProbationProbes int
 }
 
+// PressurePolicy shifts new sends away from a broker whose own figures say it is about to refuse
+// them: about every probe interval the runtime asks each broker the policy's routes use for its
+// runtime table (GET_BROKER_RUNTIME_INFO) and holds out, for two intervals, one whose figures
+// cross a threshold (fault.Tolerance.Pressured, reason BrokerPressure). A zero threshold judges
+// nothing of its figure.
+type PressurePolicy struct {
+	// Enabled turns the polling on. Needs Probe.Enabled (it runs in the probe loop).
+	Enabled bool
+	// SendQueueFillPercent: the send queue's size as a share of its capacity.
+	SendQueueFillPercent int
+	// SendQueueHeadWait: how long the oldest queued send has waited; the broker refuses it as
+	// busy past its waitTimeMillsInSendQueue (200 ms by default).
+	SendQueueHeadWait time.Duration
+	// PageCacheLock: how long the put in progress has held the commit log's lock; the broker
+	// refuses sends past its osPageCacheBusyTimeOutMills (1000 ms by default).
+	PageCacheLock time.Duration
+	// PutLatency99: the 99th percentile of the broker's recent put times.
+	PutLatency99 time.Duration
+}
+
+// pressed reports whether p crosses any of the policy's thresholds.
+func (pp *PressurePolicy) pressed(p remoting.BrokerPressure) bool {
+	over := func(limit time.Duration, millis float64) bool {
+		return limit > 0 && millis >= 0 && millis >= float64(limit)/float64(time.Millisecond)
+	}
+	fill := p.SendQueueFillPercent()
+	return (pp.SendQueueFillPercent > 0 && fill >= float64(pp.SendQueueFillPercent)) ||
+		over(pp.SendQueueHeadWait, float64(p.SendQueueHeadWaitMillis)) ||
+		over(pp.PageCacheLock, float64(p.PageCacheLockMillis)) ||
+		over(pp.PutLatency99, p.PutLatency99Millis)
+}
+
 // Policy is a fault policy: one fault table shared by every topic that references it. Start from
 // PresetPolicy (or DefaultPolicy) and change fields: every field overrides what the preset says.
 type Policy struct {
@@ -204,6 +244,8 @@ type Policy struct {
 	Retry RetryPolicy
 	// Probe configures the recovery probe loop.
 	Probe ProbePolicy
+	// Pressure configures the polling of brokers' own pressure figures.
+	Pressure PressurePolicy
 	// MaxIsolatedPercent caps the share of brokers isolated at once; 0 or 100 means no cap.
 	MaxIsolatedPercent int
 	// RespectPodHealth keeps brokers whose pods are not ready or terminating out of selection
@@ -235,6 +277,9 @@ func PresetPolicy(name string, preset Preset) (Policy, error) {
 		p.Retry.PerAttemptTimeout = DetourPerAttemptTimeout
 		p.Probe.Enabled = true
 		p.Probe.ProbationProbes = DetourProbationProbes
+		p.Pressure = PressurePolicy{Enabled: true, SendQueueFillPercent: DetourPressureFillPercent,
+			SendQueueHeadWait: DetourPressureHeadWait, PageCacheLock: DetourPressurePageCacheLock,
+			PutLatency99: DetourPressurePutLatency99}
 		p.MaxIsolatedPercent = DetourMaxIsolatedPercent
 		p.RespectPodHealth = true
 		p.GrowOnRepeat = true
@@ -286,6 +331,9 @@ func (p Policy) normalize() (Policy, error) {
 	if p.Probe.ProbationProbes < 0 || p.Probe.ProbationProbes > MaxProbationProbes {
 		return p, fmt.Errorf("policy %q: probe probationProbes %d must be within 0..%d", p.Name, p.Probe.ProbationProbes, MaxProbationProbes)
 	}
+	if pp := p.Pressure; pp.SendQueueFillPercent < 0 || pp.SendQueueFillPercent > 100 || pp.SendQueueHeadWait < 0 || pp.PageCacheLock < 0 || pp.PutLatency99 < 0 {
+		return p, fmt.Errorf("policy %q: pressure thresholds must not be negative, the fill at most 100 %%", p.Name)
+	}
 	if p.MaxIsolatedPercent < 0 || p.MaxIsolatedPercent > 100 {
 		return p, fmt.Errorf("policy %q: maxIsolatedPercent %d must be within 0..100", p.Name, p.MaxIsolatedPercent)
 	}
@@ -307,6 +355,7 @@ const (
 	BehaviorRetry         = "retry"         // attempts, send timeout, retry codes, not-store-OK retry
 	BehaviorProbing       = "probing"       // Probe
 	BehaviorWatch         = "watch"         // Probe.Routed
+	BehaviorPressure      = "pressure"      // Pressure
 	BehaviorGrowth        = "growth"        // GrowOnRepeat
 	BehaviorPodHealth     = "podHealth"     // RespectPodHealth
 	BehaviorIsolationCap  = "isolationCap"  // MaxIsolatedPercent
@@ -352,6 +401,8 @@ func (p Policy) Behavior() string {
 	toggled(BehaviorProbing, p.Probe.Enabled, base.Probe.Enabled, p.Probe.Interval == base.Probe.Interval && p.Probe.Timeout == base.Probe.Timeout &&
 		max(p.Probe.ProbationProbes, 1) == max(base.Probe.ProbationProbes, 1))
 	toggled(BehaviorWatch, p.Probe.Enabled && p.Probe.Routed, base.Probe.Enabled && base.Probe.Routed, true)
+	toggled(BehaviorPressure, p.Probe.Enabled && p.Pressure.Enabled, base.Probe.Enabled && base.Pressure.Enabled,
+		p.Pressure == base.Pressure)
 	toggled(BehaviorGrowth, p.GrowOnRepeat, base.GrowOnRepeat, true)
 	toggled(BehaviorPodHealth, p.RespectPodHealth, base.RespectPodHealth, true)
 	capped := func(v int) bool { return v > 0 && v < 100 }

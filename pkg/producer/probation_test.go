@@ -153,3 +153,57 @@ func TestDetourSendsAroundABusyBroker(t *testing.T) {
 		t.Fatalf("isolated %+v after good probes, want broker-b alone, BrokerBusy, reachable", items)
 	}
 }
+
+// TestPressureShiftsSendsBeforeTheBrokerRefuses proves that under the Detour preset a broker
+// whose runtime table shows its send queue's head waiting 150 ms (brokersim answers
+// GET_BROKER_RUNTIME_INFO under a Java broker's keys) is held out as BrokerPressure before it
+// refuses anything, so the sends that follow go elsewhere, that Pressure shows its figures, and
+// that it returns once its figures are calm. With the polling off, the same runtime's probe
+// rounds pass it by and sends keep reaching it.
+func TestPressureShiftsSendsBeforeTheBrokerRefuses(t *testing.T) {
+	for _, enabled := range []bool{true, false} {
+		t.Run(map[bool]string{true: "polling", false: "no polling"}[enabled], func(t *testing.T) {
+			c := startCluster(t, 2, []string{"broker-a", "broker-b", "broker-c"}, withPolicy(func(p *Policy) {
+				watchPolicy(true)(p)
+				p.Probe.Interval = 100 * time.Millisecond
+				p.Pressure.Enabled = enabled
+			}))
+			pressed := c.brokers["broker-b"]
+			pressed.SetFault(brokersim.Fault{Pressure: &remoting.BrokerPressure{SendQueueSize: 40, SendQueueCapacity: 10000,
+				SendQueueHeadWaitMillis: 150, PutLatency99Millis: 1.5}})
+			sendMany := func() int64 {
+				before := pressed.Stats().MessagesStored
+				for i := range 30 {
+					if _, err := c.send(t, "m"+strconv.Itoa(i)); err != nil {
+						t.Fatal(err)
+					}
+				}
+				return pressed.Stats().MessagesStored - before
+			}
+			if !enabled {
+				probes := func() int64 { return pressed.Stats().RequestsByCode[remoting.GetMaxOffset] }
+				waitFor(t, "five probe rounds", func() bool { return probes() >= 5 })
+				if n := pressed.Stats().RequestsByCode[remoting.GetBrokerRuntimeInfo]; n != 0 {
+					t.Fatalf("%d runtime-info requests with the polling off", n)
+				}
+				if items := c.r.Isolated("test"); len(items) != 0 || sendMany() == 0 {
+					t.Fatalf("held out %+v, or nothing stored on broker-b, with the polling off", items)
+				}
+				return
+			}
+			waitFor(t, "broker-b held out for pressure", func() bool {
+				items := c.r.Isolated("test")
+				return len(items) == 1 && items[0].Broker == "broker-b" && items[0].Reason == fault.ReasonBrokerPressure
+			})
+			figs := c.r.Pressure("test")
+			if len(figs) != 3 || figs[1].Broker != "broker-b" || !figs[1].Pressed || figs[1].SendQueueHeadWaitMillis != 150 || figs[0].Pressed {
+				t.Fatalf("figures %+v, want three brokers, broker-b pressed with a 150 ms head wait", figs)
+			}
+			if n := sendMany(); n != 0 {
+				t.Fatalf("broker-b stored %d messages while held out for pressure", n)
+			}
+			pressed.SetFault(brokersim.Fault{})
+			waitFor(t, "broker-b back once calm", func() bool { return len(c.r.Isolated("test")) == 0 })
+		})
+	}
+}

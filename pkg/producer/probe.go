@@ -41,6 +41,9 @@ func (r *Runtime) stopProbe(name string) {
 		close(pl.stop)
 		delete(r.probes, name)
 	}
+	r.pressureMu.Lock()
+	delete(r.pressure, name) // figures of a loop that stopped would only grow stale
+	r.pressureMu.Unlock()
 }
 
 // followUpDivisor sets how soon a suspect broker is probed again: after a mean of the probe
@@ -109,7 +112,8 @@ func (r *Runtime) probeRound(policy string, pl *probeLoop, only map[string]bool)
 		return nil
 	}
 	held, watched := st.probeTargets(policy, ps, only)
-	if len(held) == 0 && len(watched) == 0 {
+	pressure := only == nil && ps.Pressure.Enabled
+	if len(held) == 0 && len(watched) == 0 && !pressure {
 		return nil
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -162,6 +166,9 @@ func (r *Runtime) probeRound(policy string, pl *probeLoop, only map[string]bool)
 	if ps.Retry.PerAttemptTimeout > 0 {
 		attempt = ps.Retry.PerAttemptTimeout
 	}
+	if pressure {
+		r.pollPressure(ctx, &wg, policy, ps, st.routedBrokers(policy, nil), attempt, 2*pl.interval)
+	}
 	for _, b := range watched {
 		probe(b, attempt, func(v probeVerdict) {
 			switch {
@@ -180,6 +187,87 @@ func (r *Runtime) probeRound(policy string, pl *probeLoop, only map[string]bool)
 		r.log.V(1).Info("probe suspects", "policy", policy, "brokers", len(suspects), "followUp", only != nil)
 	}
 	return suspects
+}
+
+// pollPressure asks every broker in brokers for its runtime table, in parallel (each on wg), and
+// holds out for hold those whose send path's figures cross the policy's thresholds. What each
+// broker said is kept for Pressure, the figures of one poll replacing the last's; a broker that
+// does not answer in time, or answers what cannot be read, is left to the probes.
+func (r *Runtime) pollPressure(ctx context.Context, wg *sync.WaitGroup, policy string, ps *policyState, brokers []Broker, timeout, hold time.Duration) {
+	figures := make(map[string]BrokerPressure, len(brokers))
+	var mu sync.Mutex
+	var polled sync.WaitGroup
+	for _, b := range brokers {
+		polled.Add(1)
+		go func() {
+			defer polled.Done()
+			pctx, done := context.WithTimeout(ctx, timeout)
+			defer done()
+			resp, err := r.client.Invoke(pctx, b.Addr, remoting.NewGetBrokerRuntimeInfoRequest())
+			if err != nil {
+				return
+			}
+			table, err := remoting.ParseBrokerRuntimeInfo(resp)
+			if err != nil {
+				r.log.V(1).Info("runtime info refused", "policy", policy, "broker", b.Name, "error", err)
+				return
+			}
+			fig := BrokerPressure{Broker: b.Name, BrokerPressure: remoting.PressureOf(table), At: time.Now()}
+			fig.Pressed = ps.Pressure.pressed(fig.BrokerPressure)
+			if fig.Pressed {
+				ps.tol.Pressured(b.Name, hold)
+			}
+			mu.Lock()
+			figures[b.Name] = fig
+			mu.Unlock()
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		polled.Wait()
+		r.pressureMu.Lock()
+		r.pressure[policy] = figures
+		r.pressureMu.Unlock()
+	}()
+}
+
+// BrokerPressure is what a broker last said of its send path (GET_BROKER_RUNTIME_INFO), for
+// status and metrics.
+type BrokerPressure struct {
+	Broker string
+	remoting.BrokerPressure
+	// At is when the figures came; Pressed says whether they crossed the policy's thresholds.
+	At      time.Time
+	Pressed bool
+}
+
+// Pressure returns what the routed brokers of a policy with Pressure.Enabled said in the last
+// poll, by broker name; brokers that did not answer are missing.
+func (r *Runtime) Pressure(policy string) []BrokerPressure {
+	r.pressureMu.Lock()
+	defer r.pressureMu.Unlock()
+	out := make([]BrokerPressure, 0, len(r.pressure[policy]))
+	for _, f := range r.pressure[policy] {
+		out = append(out, f)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Broker < out[j].Broker })
+	return out
+}
+
+// AllPressure returns Pressure for every policy that polls, by policy name.
+func (r *Runtime) AllPressure() map[string][]BrokerPressure {
+	r.pressureMu.Lock()
+	names := make([]string, 0, len(r.pressure))
+	for name := range r.pressure {
+		names = append(names, name)
+	}
+	r.pressureMu.Unlock()
+	out := make(map[string][]BrokerPressure, len(names))
+	for _, name := range names {
+		out[name] = r.Pressure(name)
+	}
+	return out
 }
 
 // probeOnce sends one GET_MAX_OFFSET to b and reports what it found; false when the policy's

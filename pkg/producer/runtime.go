@@ -101,6 +101,9 @@ type Runtime struct {
 	gens   atomic.Uint64 // numbers fault tables for the event queue
 	mu     sync.Mutex    // serialises writers of state and owns probes and restores
 	probes map[string]*probeLoop
+
+	pressureMu sync.Mutex
+	pressure   map[string]map[string]BrokerPressure // by policy, by broker: the last poll's figures
 	// restores holds items handed to Restore for a policy not pushed yet; SetPolicy applies them.
 	restores map[string][]fault.Item
 	// peers holds other replicas' claims by policy (SetPeerClaims), applied again to a table
@@ -124,6 +127,7 @@ func New(opts Options) *Runtime {
 		metrics:   opts.Metrics,
 		group:     opts.ProducerGroup,
 		probes:    make(map[string]*probeLoop),
+		pressure:  make(map[string]map[string]BrokerPressure),
 		restores:  make(map[string][]fault.Item),
 		peers:     make(map[string]map[string]fault.PeerClaim),
 		resolvers: make(map[string]*resolver),

@@ -1,0 +1,44 @@
+package brokersim
+
+import (
+	"encoding/json"
+	"strconv"
+
+	"github.com/detourmq/detour/pkg/remoting"
+)
+
+// idlePressure is what a Java broker with nothing queued reports: its send queue empty at the
+// default sendThreadPoolQueueCapacity of 10000, no lock held, no put time measured.
+var idlePressure = remoting.BrokerPressure{SendQueueCapacity: 10000}
+
+// runtimeInfo answers GET_BROKER_RUNTIME_INFO as AdminBrokerProcessor.getBrokerRuntimeInfo does:
+// SUCCESS with the runtime table as a KVTable in the body. The table carries the send path's
+// figures (Fault.Pressure, else an idle broker's) under the Java broker's keys, in the Java
+// broker's formats, and the broker's version; the rest of a Java broker's table (store, pull,
+// timer and schedule statistics) is left out, as nothing reads it from a simulator.
+func (b *Broker) runtimeInfo(req *remoting.Command) *remoting.Command {
+	p := idlePressure
+	if f := b.fault.Load().Fault; f.Pressure != nil {
+		p = *f.Pressure
+	}
+	table := map[string]string{
+		"brokerVersionDesc":                     "V5_5_0",
+		remoting.RuntimeSendQueueSize:           strconv.FormatInt(p.SendQueueSize, 10),
+		remoting.RuntimeSendQueueCapacity:       strconv.FormatInt(p.SendQueueCapacity, 10),
+		remoting.RuntimeSendQueueHeadWait:       strconv.FormatInt(p.SendQueueHeadWaitMillis, 10),
+		remoting.RuntimePageCacheLock:           strconv.FormatInt(p.PageCacheLockMillis, 10),
+		remoting.RuntimePutLatency99:            strconv.FormatFloat(max(p.PutLatency99Millis, 0), 'f', 2, 64),
+		"putMessageEntireTimeMax":               "0",
+		"msgPutTotalTodayNow":                   "0",
+		"EndTransactionThreadPoolQueueCapacity": "100000",
+	}
+	body, err := json.Marshal(struct {
+		Table map[string]string `json:"table"`
+	}{table})
+	if err != nil {
+		return remoting.NewResponse(req, remoting.SystemError, err.Error())
+	}
+	resp := remoting.NewResponse(req, remoting.Success, "")
+	resp.Body = body
+	return resp
+}
