@@ -379,3 +379,56 @@ func TestDelayedRequestsAreBoundedLikeTheBrokersQueue(t *testing.T) {
 		})
 	}
 }
+
+// TestRuntimeInfoReportsTheSendPathsFigures proves GET_BROKER_RUNTIME_INFO answers an idle
+// broker's figures (an empty send queue of RocketMQ's default capacity) and, with the Pressure
+// fault, the figures it sets, in a table detour's parser reads.
+func TestRuntimeInfoReportsTheSendPathsFigures(t *testing.T) {
+	b := startBroker(t, "broker-a", Options{})
+	c := newClient(t)
+	ask := func() remoting.BrokerPressure {
+		t.Helper()
+		resp, err := c.Invoke(timeout(t, 5*time.Second), b.Addr(), remoting.NewGetBrokerRuntimeInfoRequest())
+		if err != nil {
+			t.Fatal(err)
+		}
+		table, err := remoting.ParseBrokerRuntimeInfo(resp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return remoting.PressureOf(table)
+	}
+	if got, want := ask(), (remoting.BrokerPressure{SendQueueCapacity: 10000}); got != want {
+		t.Fatalf("idle figures %+v, want %+v", got, want)
+	}
+	pressed := remoting.BrokerPressure{SendQueueSize: 9000, SendQueueCapacity: 10000, SendQueueHeadWaitMillis: 180,
+		PageCacheLockMillis: 700, PutLatency99Millis: 12.5}
+	b.SetFault(Fault{Pressure: &pressed})
+	if got := ask(); got != pressed {
+		t.Fatalf("figures %+v, want %+v", got, pressed)
+	}
+}
+
+// TestBusyFaultRefusesSendsAndServesTheRest proves the Busy fault refuses sends with SYSTEM_BUSY
+// and a Java broker's "[TIMEOUT_CLEAN_QUEUE]" remark and stores nothing, while probes are served.
+func TestBusyFaultRefusesSendsAndServesTheRest(t *testing.T) {
+	b := startBroker(t, "broker-a", Options{})
+	b.CreateTopic("T", 1)
+	c := newClient(t)
+	b.SetFault(Fault{Busy: true})
+	req, _ := sendReq("T", 0, "x", true)
+	resp, err := c.Invoke(timeout(t, 5*time.Second), b.Addr(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Code != remoting.SystemBusy || !strings.HasPrefix(resp.Remark, "[TIMEOUT_CLEAN_QUEUE]broker busy") {
+		t.Fatalf("send answered %d %q, want SYSTEM_BUSY [TIMEOUT_CLEAN_QUEUE]", resp.Code, resp.Remark)
+	}
+	probe, err := c.Invoke(timeout(t, 5*time.Second), b.Addr(), remoting.NewGetMaxOffsetRequest("T", 0))
+	if err != nil || probe.Code != remoting.Success {
+		t.Fatalf("probe answered %v, %v", probe, err)
+	}
+	if b.Stats().MessagesStored != 0 {
+		t.Fatal("a busy broker stored the message")
+	}
+}
