@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -24,6 +25,7 @@ import (
 	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
 	"github.com/detourmq/detour/pkg/fault"
 	"github.com/detourmq/detour/pkg/producer"
+	"github.com/detourmq/detour/pkg/remoting"
 )
 
 // maxSeenBy is the most replicas an isolated broker's seenBy names: the schema's bound.
@@ -150,6 +152,10 @@ func (r *FaultPolicyReconciler) computeStatus(fp *routingv1alpha1.FaultPolicy, k
 	st.Brokers = int32(len(governed))
 	st.IsolatedBrokers = nil
 	isolated := 0
+	figures := map[string]producer.BrokerPressure{}
+	for _, f := range r.Runtime.Pressure(key) {
+		figures[f.Broker] = f
+	}
 	for _, it := range r.Runtime.Isolated(key) {
 		// Pod marks reach every policy's table; a policy reports them only for brokers it governs.
 		// Isolations learnt from sends (or restored) are always its own.
@@ -162,6 +168,9 @@ func (r *FaultPolicyReconciler) computeStatus(fp *routingv1alpha1.FaultPolicy, k
 		if len(st.IsolatedBrokers) < maxStatusBrokers {
 			ib := r.isolatedBroker(name, it, now)
 			ib.Cluster = cluster
+			if f, ok := figures[it.Broker]; ok && it.Reason == fault.ReasonBrokerPressure {
+				ib.Pressure = pressureFigures(f.BrokerPressure)
+			}
 			if !podMark {
 				ib.SeenBy = r.fleet.seenBy(key, it.Broker, !it.Peer)
 				ib.SeenBy = ib.SeenBy[:min(len(ib.SeenBy), maxSeenBy)]
@@ -229,6 +238,25 @@ func (r *FaultPolicyReconciler) governedBrokers(users []routingv1alpha1.Topic, k
 		}
 	}
 	return brokers
+}
+
+// pressureFigures renders a broker's send-path figures for status, leaving out the unknown ones.
+// Fractions are rounded up, so a figure over a threshold never shows at the threshold.
+func pressureFigures(p remoting.BrokerPressure) *routingv1alpha1.BrokerPressureFigures {
+	out := &routingv1alpha1.BrokerPressureFigures{}
+	if fill := p.SendQueueFillPercent(); fill >= 0 {
+		out.SendQueueFillPercent = ptr.To(int32(math.Ceil(fill)))
+	}
+	if p.SendQueueHeadWaitMillis >= 0 {
+		out.SendQueueHeadWaitMillis = ptr.To(p.SendQueueHeadWaitMillis)
+	}
+	if p.PageCacheLockMillis >= 0 {
+		out.PageCacheLockMillis = ptr.To(p.PageCacheLockMillis)
+	}
+	if p.PutLatency99Millis >= 0 {
+		out.PutLatency99Millis = ptr.To(int64(math.Ceil(p.PutLatency99Millis)))
+	}
+	return out
 }
 
 // isolatedBroker renders a fault item of the broker named name for status. Times are cut to

@@ -346,6 +346,33 @@ type IsolatedBroker struct {
 	// +kubebuilder:validation:MaxItems=32
 	// +kubebuilder:validation:items:MaxLength=253
 	SeenBy []string `json:"seenBy,omitempty"`
+
+	// pressure is what the broker last said of its send path (GET_BROKER_RUNTIME_INFO) when the
+	// status was written, for a broker isolated with reason BrokerPressure; a figure it did not
+	// report is left out.
+	// +optional
+	Pressure *BrokerPressureFigures `json:"pressure,omitempty"`
+}
+
+// BrokerPressureFigures are a broker's own send-path figures.
+type BrokerPressureFigures struct {
+	// sendQueueFillPercent is its send queue's size as a share of the queue's capacity, rounded
+	// up.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	SendQueueFillPercent *int32 `json:"sendQueueFillPercent,omitempty"`
+	// sendQueueHeadWaitMillis is how long the oldest queued send had waited.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	SendQueueHeadWaitMillis *int64 `json:"sendQueueHeadWaitMillis,omitempty"`
+	// pageCacheLockMillis is how long the put in progress had held the commit log's lock.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	PageCacheLockMillis *int64 `json:"pageCacheLockMillis,omitempty"`
+	// putLatency99Millis is the 99th percentile of its recent put times, rounded up.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	PutLatency99Millis *int64 `json:"putLatency99Millis,omitempty"`
 }
 
 // EffectiveFaultPolicy is a FaultPolicy with every field resolved against its preset: what the
