@@ -125,43 +125,22 @@ func (r *Runtime) probeRound(policy string, pl *probeLoop, only map[string]bool)
 		case <-ctx.Done():
 		}
 	}()
-	var (
-		wg       sync.WaitGroup
-		mu       sync.Mutex
-		suspects map[string]bool
-	)
-	suspect := func(name string) {
-		mu.Lock()
-		if suspects == nil {
-			suspects = make(map[string]bool)
-		}
-		suspects[name] = true
-		mu.Unlock()
-	}
+	var wg sync.WaitGroup
+	suspects := &suspectSet{}
 	topics := st.probeTopics(append(slices.Clone(held), watched...)) // set before any probe starts
 	probe := func(b Broker, timeout time.Duration, judge func(probeVerdict)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			v, ok := r.probeOnce(ctx, pl, policy, b, topics[b.Name], timeout)
-			if ok {
+			if v, ok := r.probeOnce(ctx, pl, policy, b, topics[b.Name], timeout); ok {
 				judge(v)
 			}
 		}()
 	}
-	tab := ps.Table
-	slow := func(v probeVerdict) bool { return v.good && tab.IsolationFor(v.latency) > 0 }
 	for _, b := range held {
-		probe(b, pl.timeout, func(v probeVerdict) {
-			ps.tol.ProbeResult(b.Name, v.good, v.latency)
-			if !v.good || slow(v) || ps.tol.Available(b.Name) {
-				suspect(b.Name)
-			}
-		})
+		probe(b, pl.timeout, func(v probeVerdict) { judgeHeld(ps, b.Name, v, suspects) })
 	}
-	// A watched broker is given as long to answer as a send attempt. Silence counts as a failed
-	// attempt and slowness as a slow send; a busy or refusing answer isolates nothing (the sends
-	// see what it means for a message) but brings the broker's next probe forward.
+	// A watched broker is given as long to answer as a send attempt.
 	attempt := ps.Retry.SendTimeout
 	if ps.Retry.PerAttemptTimeout > 0 {
 		attempt = ps.Retry.PerAttemptTimeout
@@ -170,23 +149,57 @@ func (r *Runtime) probeRound(policy string, pl *probeLoop, only map[string]bool)
 		r.pollPressure(ctx, &wg, policy, ps, st.routedBrokers(policy, nil), attempt, 2*pl.interval)
 	}
 	for _, b := range watched {
-		probe(b, attempt, func(v probeVerdict) {
-			switch {
-			case v.silent:
-				ps.tol.WatchFailed(b.Name, v.latency)
-			case slow(v):
-				ps.tol.WatchSlow(b.Name, v.latency)
-			case v.good:
-				return
-			}
-			suspect(b.Name)
-		})
+		probe(b, attempt, func(v probeVerdict) { judgeWatched(ps, b.Name, v, suspects) })
 	}
 	wg.Wait()
-	if len(suspects) > 0 {
-		r.log.V(1).Info("probe suspects", "policy", policy, "brokers", len(suspects), "followUp", only != nil)
+	if len(suspects.names) > 0 {
+		r.log.V(1).Info("probe suspects", "policy", policy, "brokers", len(suspects.names), "followUp", only != nil)
 	}
-	return suspects
+	return suspects.names
+}
+
+// suspectSet collects, from a round's concurrent probes, the brokers whose next probe comes early.
+type suspectSet struct {
+	mu    sync.Mutex
+	names map[string]bool
+}
+
+func (s *suspectSet) add(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.names == nil {
+		s.names = make(map[string]bool)
+	}
+	s.names[name] = true
+}
+
+// slowAnswer reports whether v is an answer slower than a threshold of the policy's table.
+func slowAnswer(ps *policyState, v probeVerdict) bool {
+	return v.good && ps.Table.IsolationFor(v.latency) > 0
+}
+
+// judgeHeld feeds a held broker's probe to the table; a failed or slow answer, or one that
+// readmitted the broker, makes it a suspect.
+func judgeHeld(ps *policyState, broker string, v probeVerdict, suspects *suspectSet) {
+	ps.tol.ProbeResult(broker, v.good, v.latency)
+	if !v.good || slowAnswer(ps, v) || ps.tol.Available(broker) {
+		suspects.add(broker)
+	}
+}
+
+// judgeWatched feeds a watched broker's probe to the table: silence counts as a failed attempt
+// and slowness as a slow send; a busy or refusing answer isolates nothing (the sends see what it
+// means for a message). Any of the three makes the broker a suspect.
+func judgeWatched(ps *policyState, broker string, v probeVerdict, suspects *suspectSet) {
+	switch {
+	case v.silent:
+		ps.tol.WatchFailed(broker, v.latency)
+	case slowAnswer(ps, v):
+		ps.tol.WatchSlow(broker, v.latency)
+	case v.good:
+		return
+	}
+	suspects.add(broker)
 }
 
 // pollPressure asks every broker in brokers for its runtime table, in parallel (each on wg), and
