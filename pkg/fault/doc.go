@@ -95,6 +95,10 @@
 // on repeat, that leaves the broker reachable and that a good probe does not end (a probe does
 // not pass the send queue).
 //
+// Pressured holds a broker out for a while because its own figures say it is about to refuse
+// sends (reason BrokerPressure): no failure, no growth, not ended by a probe, and the first the
+// cap releases.
+//
 // RefusedValidMessage, which no RocketMQ call site has, records a broker that refused as
 // MESSAGE_ILLEGAL a message another broker stored: a failed attempt with reason
 // RefusesValidMessages, grown on repeat like any other, that a good probe does not end (the
