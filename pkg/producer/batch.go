@@ -146,10 +146,16 @@ type encodedBatch struct {
 // uniqIDLength is the length of a UNIQ_KEY that AppendUniqID makes.
 const uniqIDLength = 32
 
+// The batch's own properties: WAIT as its first message has it.
+const (
+	batchWaitTrue  = remoting.PropertyWaitStoreMsgOK + "\x01true\x02"
+	batchWaitFalse = remoting.PropertyWaitStoreMsgOK + "\x01false\x02"
+)
+
 // encodeBatch encodes msgs as RocketMQ's DefaultMQProducer.batch does: every message with its
 // properties, a UNIQ_KEY (its own if it has one) and WAIT=true unless it sets WAIT; the batch with
-// a UNIQ_KEY of its own and the first message's WAIT. The body and the ids are each built in one
-// buffer sized up front: no allocation per message.
+// the first message's WAIT, but without a UNIQ_KEY of its own (see below). The body and the ids
+// are each built in one buffer sized up front: no allocation per message.
 func encodeBatch(msgs []*Message) (*encodedBatch, error) {
 	size, idsLen := 0, 0
 	for _, m := range msgs {
@@ -185,12 +191,14 @@ func encodeBatch(msgs []*Message) (*encodedBatch, error) {
 	for i := range eb.ids {
 		eb.ids[i] = eb.joined[spans[2*i]:spans[2*i+1]]
 	}
-	wait := "true"
+	// The batch's own properties carry WAIT only. RocketMQ's producer also gives the batch a
+	// UNIQ_KEY of its own, but 4.9.x brokers append the batch's properties to every message's
+	// (CommitLog's batch encoder; RocketMQ issue #9416, fixed in 5.x's store), so that UNIQ_KEY
+	// overrides each message's and consumers read every message of the batch under one id.
+	eb.props = batchWaitTrue
 	if !waitStoreMsgOK(msgs[0]) {
-		wait = "false"
+		eb.props = batchWaitFalse
 	}
-	eb.props = remoting.PropertyWaitStoreMsgOK + string(remoting.NameValueSeparator) + wait + string(remoting.PropertySeparator) +
-		remoting.PropertyUniqKey + string(remoting.NameValueSeparator) + remoting.NewUniqID() + string(remoting.PropertySeparator)
 	return eb, nil
 }
 

@@ -214,7 +214,7 @@ func TestEncodedBatchDecodesAsRocketMQsBatchBody(t *testing.T) {
 		}
 	}
 	props := remoting.DecodeProperties(eb.props)
-	if props[remoting.PropertyWaitStoreMsgOK] != "true" || len(props[remoting.PropertyUniqKey]) != uniqIDLength || len(props) != 2 {
+	if props[remoting.PropertyWaitStoreMsgOK] != "true" || len(props) != 1 {
 		t.Fatalf("batch properties %q", props)
 	}
 }
