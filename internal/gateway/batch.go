@@ -50,6 +50,8 @@ type batchMessage struct {
 	Tags       string            `json:"tags,omitempty"`
 	Keys       Keys              `json:"keys,omitempty"`
 	Properties map[string]string `json:"properties,omitempty"`
+	// MessageGroup is refused: a batch goes to one queue the runtime picks, not a group's.
+	MessageGroup string `json:"messageGroup,omitempty"`
 }
 
 // textBody is a JSON string taken as its UTF-8 bytes.
@@ -247,6 +249,9 @@ func fillMessage(m *producer.Message, jm *JSONMessage) *requestError {
 
 // fillBatchMessage sets m from bm, whose body bytes m takes over.
 func fillBatchMessage(m *producer.Message, bm *batchMessage) *requestError {
+	if bm.MessageGroup != "" {
+		return badRequest("a batch carries no message group: send ordered messages one per request")
+	}
 	if bm.Body != nil && bm.BodyText != nil {
 		return badRequest("set either body (base64) or bodyText, not both")
 	}

@@ -31,6 +31,16 @@ type Sender interface {
 	SendRoute(ctx context.Context, route string, m *producer.Message) (*producer.SendResult, error)
 }
 
+// OrderedSender sends a message to its message group's queue; *producer.Runtime is one. A Sender
+// that is not an OrderedSender answers messages with a group 501.
+type OrderedSender interface {
+	SendOrderedRoute(ctx context.Context, route string, m *producer.Message, group string) (*producer.SendResult, error)
+}
+
+// errNoOrderedSends is the error of a message group sent to a gateway whose Sender is no
+// OrderedSender.
+var errNoOrderedSends = errors.New("this gateway sends no ordered messages")
+
 // ErrTopicNotFound is returned (or wrapped) by a TopicResolver for a Topic that does not exist
 // or that the gateway does not serve.
 var ErrTopicNotFound = errors.New("topic not found")

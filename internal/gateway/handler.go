@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -215,7 +216,7 @@ func (s *Server) serveMessages(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	msg, err := readMessage(w, r)
+	msg, group, err := readMessage(w, r)
 	if err != nil {
 		var re *requestError
 		if errors.As(err, &re) {
@@ -232,12 +233,8 @@ func (s *Server) serveMessages(w http.ResponseWriter, r *http.Request) {
 		s.writeSendError(w, r, err)
 		return
 	}
-	res, err := s.opts.Sender.SendRoute(r.Context(), target.Route, msg)
-	if se, ok := err.(*producer.SendError); ok && target.BrokerPrefix != "" {
-		named := *se
-		named.BrokersTried = brokerNames(se.BrokersTried, target.BrokerPrefix)
-		err = &named
-	}
+	res, err := s.send(r.Context(), target.Route, msg, group)
+	err = withBrokerNames(err, target.BrokerPrefix)
 	if err == nil && target.BrokerPrefix != "" {
 		named := *res
 		named.Broker = strings.TrimPrefix(res.Broker, target.BrokerPrefix)
@@ -260,6 +257,37 @@ func (s *Server) serveMessages(w http.ResponseWriter, r *http.Request) {
 		Status:        res.Status,
 		LatencyMillis: res.Latency.Milliseconds(),
 	})
+}
+
+// send sends msg by route, to its group's queue when group is set.
+func (s *Server) send(ctx context.Context, route string, msg *producer.Message, group string) (*producer.SendResult, error) {
+	if group == "" {
+		return s.opts.Sender.SendRoute(ctx, route, msg)
+	}
+	ordered, ok := s.opts.Sender.(OrderedSender)
+	if !ok {
+		return nil, errNoOrderedSends
+	}
+	return ordered.SendOrderedRoute(ctx, route, msg, group)
+}
+
+// withBrokerNames returns err with the brokers a send tried named without prefix.
+func withBrokerNames(err error, prefix string) error {
+	if prefix == "" {
+		return err
+	}
+	switch e := err.(type) {
+	case *producer.SendError:
+		named := *e
+		named.BrokersTried = brokerNames(e.BrokersTried, prefix)
+		return &named
+	case *producer.OrderedSendError:
+		named := *e
+		named.Broker = strings.TrimPrefix(e.Broker, prefix)
+		named.Err = withBrokerNames(e.Err, prefix)
+		return &named
+	}
+	return err
 }
 
 // clientOf identifies the client of a request for the per-client bound of reviews: its remote
@@ -302,6 +330,10 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request, ns, name stri
 }
 
 func (s *Server) writeSendError(w http.ResponseWriter, r *http.Request, err error) {
+	if errors.Is(err, errNoOrderedSends) {
+		writeError(w, http.StatusNotImplemented, ErrorResponse{Code: CodeNotImplemented, Error: err.Error()})
+		return
+	}
 	if ve, ok := errors.AsType[*producer.ValidationError](err); ok {
 		if errors.Is(err, producer.ErrBodyTooLarge) {
 			writeError(w, http.StatusRequestEntityTooLarge, ErrorResponse{Code: CodeMessageTooLarge, Error: ve.Error()})
@@ -332,7 +364,8 @@ func (s *Server) writeSendError(w http.ResponseWriter, r *http.Request, err erro
 			// The caller went away; nobody reads the answer, and the broker is not to blame.
 			s.log.V(1).Info("Send gateway caller left before the send completed", "topic", se.Topic)
 		}
-		writeError(w, http.StatusServiceUnavailable, ErrorResponse{Code: CodeSendFailed, Error: se.Error(),
+		// err, not se: an ordered send's error also says its group was not moved.
+		writeError(w, http.StatusServiceUnavailable, ErrorResponse{Code: CodeSendFailed, Error: err.Error(),
 			Attempts: se.Attempts, BrokersTried: se.BrokersTried})
 		return
 	}

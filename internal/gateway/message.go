@@ -26,6 +26,9 @@ const (
 	// property "order-id". HTTP header names are case-insensitive, so names arrive lower-cased;
 	// the JSON form keeps a property name's case.
 	HeaderPropertyPrefix = "X-Detour-Property-"
+	// HeaderMessageGroup carries the message's group: every message of a group goes to the same
+	// queue, in order (see Runtime.SendOrderedRoute).
+	HeaderMessageGroup = "X-Detour-Message-Group"
 )
 
 // jsonOverhead is what a JSON request may carry besides the base64 body: tags, keys and
@@ -44,6 +47,9 @@ type JSONMessage struct {
 	Tags       string            `json:"tags,omitempty"`
 	Keys       Keys              `json:"keys,omitempty"`
 	Properties map[string]string `json:"properties,omitempty"`
+	// MessageGroup, when set, sends the message to its group's queue, in order with the group's
+	// other messages.
+	MessageGroup string `json:"messageGroup,omitempty"`
 }
 
 // Keys are a message's keys. In JSON they are a list of strings or one string of
@@ -93,9 +99,10 @@ func isJSON(r *http.Request) bool {
 	return err == nil && mt == "application/json"
 }
 
-// readMessage builds the message of a request, leaving Topic empty. A body over the limit is
-// refused with 413 without reading more of it than necessary.
-func readMessage(w http.ResponseWriter, r *http.Request) (*producer.Message, error) {
+// readMessage builds the message of a request, leaving Topic empty, and returns its message
+// group ("" for none). A body over the limit is refused with 413 without reading more of it than
+// necessary.
+func readMessage(w http.ResponseWriter, r *http.Request) (*producer.Message, string, error) {
 	asJSON := isJSON(r)
 	limit := int64(producer.MaxMessageSize)
 	if asJSON {
@@ -103,12 +110,12 @@ func readMessage(w http.ResponseWriter, r *http.Request) (*producer.Message, err
 	}
 	data, err := readBody(w, r, limit)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if asJSON {
 		return decodeJSONMessage(data)
 	}
-	return headerMessage(r.Header, data), nil
+	return headerMessage(r.Header, data), r.Header.Get(HeaderMessageGroup), nil
 }
 
 // readBody reads a request body of at most limit bytes; a larger one is refused with 413
@@ -203,24 +210,24 @@ func headerMessage(h http.Header, body []byte) *producer.Message {
 	return m
 }
 
-func decodeJSONMessage(data []byte) (*producer.Message, error) {
+func decodeJSONMessage(data []byte) (*producer.Message, string, error) {
 	// encoding/json turns bytes that are not UTF-8 into U+FFFD; refusing them keeps a message
 	// from being stored other than sent.
 	if !utf8.Valid(data) {
-		return nil, badRequest("decoding the JSON message: the request is not valid UTF-8")
+		return nil, "", badRequest("decoding the JSON message: the request is not valid UTF-8")
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	var jm JSONMessage
 	if err := dec.Decode(&jm); err != nil {
-		return nil, badRequest("decoding the JSON message: %v", err)
+		return nil, "", badRequest("decoding the JSON message: %v", err)
 	}
 	if dec.More() {
-		return nil, badRequest("decoding the JSON message: more than one JSON value")
+		return nil, "", badRequest("decoding the JSON message: more than one JSON value")
 	}
 	m := &producer.Message{}
 	if err := fillMessage(m, &jm); err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	return m, nil
+	return m, jm.MessageGroup, nil
 }

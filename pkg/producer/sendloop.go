@@ -46,6 +46,8 @@ type sendCall struct {
 	header remoting.SendHeader
 	body   []byte
 	uniq   string
+	// fixed, when set, is the one queue every attempt goes to (an ordered send's).
+	fixed *queueEntry
 
 	// now and remaining are the current attempt's start and the budget left at it.
 	now       time.Time
@@ -240,6 +242,9 @@ func (c *sendCall) followRoute() {
 // selectQueue picks the queue of attempt i (0 for the first). Under PresetDetour a retry after
 // MESSAGE_ILLEGAL refusals avoids every broker that refused the message (nil when none is left).
 func (c *sendCall) selectQueue(i int) *queueEntry {
+	if c.fixed != nil {
+		return c.fixedQueue()
+	}
 	if c.rules.retryRefusedMessage && len(c.refusals) > 0 {
 		return c.rt.pickAvoiding(c.last, c.refusals)
 	}
