@@ -55,6 +55,7 @@ func (r *ClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		if apierrors.IsNotFound(err) {
 			r.clusterWrites.forget(req.NamespacedName)
 			r.describer.forget(req.NamespacedName)
+			r.Runtime.RemoveRoute(clusterWatchKey(req.Namespace, req.Name))
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, err
@@ -72,8 +73,12 @@ func (r *ClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		return ctrl.Result{}, err
 	}
 
+	if look.err == nil {
+		syncClusterWatch(ctx, r.Runtime, &cl, look.view)
+	}
 	orig := cl.DeepCopy()
 	computeClusterStatus(&cl, look.view, pods, look.err)
+	markHidden(ctx, r.Client, r.Runtime, &cl)
 	result, err := r.clusterWrites.patchStatus(ctx, r.Client, &cl, orig,
 		!equality.Semantic.DeepEqual(cl.Status, orig.Status), r.metrics, "Cluster")
 	if err != nil || result.RequeueAfter > 0 {
@@ -166,14 +171,15 @@ func (r *ClusterReconciler) clustersOfPod(ctx context.Context, obj client.Object
 	return reqs
 }
 
-// SetupWithManager registers the reconciler with its watches: Clusters, broker pods and finished
-// looks at name servers.
+// SetupWithManager registers the reconciler with its watches: Clusters, broker pods, the
+// FaultPolicies Clusters name and finished looks at name servers.
 func (r *ClusterReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.describer.subscribe(r.looked.add)
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("cluster").
 		For(&routingv1alpha1.Cluster{}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.clustersOfPod)).
+		Watches(&routingv1alpha1.FaultPolicy{}, handler.EnqueueRequestsFromMapFunc(r.clustersOfPolicy)).
 		WatchesRawSource(r.looked.source()).
 		// Reconciles do not wait for name servers (the describer does); two workers keep one
 		// Cluster's pod listing or status write from holding another's.

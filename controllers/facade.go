@@ -75,34 +75,61 @@ func (v *FacadeView) topicOnCluster(ctx context.Context, topic string) (*routing
 	if !ok {
 		return nil, nil, false
 	}
+	t, ok := declaringTopic(ctx, v.Reader, cl, topic)
+	return cl, t, ok
+}
+
+// declaringTopic finds the Topic on cl that declares the RocketMQ topic.
+func declaringTopic(ctx context.Context, r client.Reader, cl *routingv1alpha1.Cluster, topic string) (*routingv1alpha1.Topic, bool) {
 	var topics routingv1alpha1.TopicList
-	if err := v.Reader.List(ctx, &topics, client.InNamespace(cl.Namespace)); err != nil {
-		return nil, nil, false
+	if err := r.List(ctx, &topics, client.InNamespace(cl.Namespace)); err != nil {
+		return nil, false
 	}
 	i := slices.IndexFunc(topics.Items, func(t routingv1alpha1.Topic) bool {
 		return t.Spec.ClusterRef != nil && t.Spec.ClusterRef.Name == cl.Name && t.Spec.TopicName == topic
 	})
 	if i < 0 {
-		return nil, nil, false
+		return nil, false
 	}
-	return cl, &topics.Items[i], true
+	return &topics.Items[i], true
+}
+
+// governingPolicy is the policy that governs topic on cl: the FaultPolicy of the Topic that
+// declares it, else the Cluster's faultPolicyRef; ok is false when neither governs it.
+func governingPolicy(ctx context.Context, r client.Reader, cl *routingv1alpha1.Cluster, topic string) (string, bool) {
+	if t, ok := declaringTopic(ctx, r, cl, topic); ok {
+		return topicPolicyKey(t), true
+	}
+	if ref := cl.Spec.FaultPolicyRef; ref != nil {
+		return PolicyKey(cl.Namespace, ref.Name), true
+	}
+	return "", false
 }
 
 // Hide returns the brokers of topic's route to publish read-only, with the reason, when a Topic
-// on the Cluster declares topic.
+// on the Cluster declares topic or the Cluster's own policy governs every topic.
 func (v *FacadeView) Hide(topic string, brokers []string) (map[string]string, bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), viewTimeout)
 	defer cancel()
-	cl, t, ok := v.topicOnCluster(ctx, topic)
+	cl, ok := v.cluster(ctx)
 	if !ok {
 		return nil, false
 	}
-	policyKey := topicPolicyKey(t)
-	pol, _ := v.Runtime.Policy(policyKey)
+	policyKey, ok := governingPolicy(ctx, v.Reader, cl, topic)
+	if !ok {
+		return nil, false
+	}
+	return hiddenBrokers(ctx, v.Reader, v.Runtime, cl, policyKey, brokers), true
+}
 
+// hiddenBrokers is what the facade publishes read-only of brokers on cl under policyKey, with the
+// reason: the brokers whose pods are not Ready or are terminating (when the policy respects pod
+// health) and those the policy isolates, never more than its isolation cap.
+func hiddenBrokers(ctx context.Context, r client.Reader, rt *producer.Runtime, cl *routingv1alpha1.Cluster, policyKey string, brokers []string) map[string]string {
+	pol, _ := rt.Policy(policyKey)
 	candidates := map[string]string{}
 	if pol.RespectPodHealth {
-		if pods, err := selectedBrokerPods(ctx, v.Reader, cl.Namespace, cl.Spec.BrokerSelector); err == nil {
+		if pods, err := selectedBrokerPods(ctx, r, cl.Namespace, cl.Spec.BrokerSelector); err == nil {
 			for name, p := range pods {
 				switch {
 				case p.Terminating:
@@ -113,13 +140,13 @@ func (v *FacadeView) Hide(topic string, brokers []string) (map[string]string, bo
 			}
 		}
 	}
-	for _, it := range v.Runtime.Isolated(policyKey) {
+	for _, it := range rt.Isolated(policyKey) {
 		name, ours := brokerNameIn(ClusterBrokerPrefix(cl.Namespace, cl.Name), it.Broker)
 		if _, ok := candidates[name]; ours && !ok {
 			candidates[name] = string(it.Reason)
 		}
 	}
-	return facade.CapHidden(candidates, brokers, pol.MaxIsolatedPercent), true
+	return facade.CapHidden(candidates, brokers, pol.MaxIsolatedPercent)
 }
 
 // FacadeEvents records an Event on the Topic whose route hid or showed a broker, at most one per

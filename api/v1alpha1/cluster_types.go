@@ -33,6 +33,14 @@ type ClusterSpec struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=3600
 	RouteRefreshSeconds int32 `json:"routeRefreshSeconds,omitempty"`
+
+	// faultPolicyRef names a FaultPolicy in this namespace that governs every topic the cluster
+	// publishes, without a Topic per topic: the name-server facade publishes the brokers it
+	// isolates, and those whose pods are not Ready or are terminating, read-only in every topic's
+	// route, and with probe.routedBrokers its probes watch every broker the cluster lists. A
+	// Topic on the cluster with a faultPolicyRef of its own governs its topic instead.
+	// +optional
+	FaultPolicyRef *FaultPolicyReference `json:"faultPolicyRef,omitempty"`
 }
 
 // ClusterBroker is one broker group the name servers publish.
@@ -67,6 +75,12 @@ type ClusterBroker struct {
 	// `mqadmin wipeWritePerm` or with brokerPermission 4 (read only).
 	// +required
 	Writable bool `json:"writable"`
+
+	// hidden, set with faultPolicyRef, says why the name-server facade publishes the broker
+	// read-only in the routes of topics the cluster's policy governs; unset while it is published
+	// as the name servers publish it.
+	// +optional
+	Hidden IsolationReason `json:"hidden,omitempty"`
 }
 
 // ClusterStatus is what the name servers publish of the cluster.
@@ -103,6 +117,11 @@ type ClusterStatus struct {
 	// writableBrokers is the number of published brokers with a master that take writes.
 	// +optional
 	WritableBrokers int32 `json:"writableBrokers,omitempty"`
+
+	// hiddenBrokers is the number of brokers the cluster's faultPolicyRef hides (see
+	// brokers[].hidden).
+	// +optional
+	HiddenBrokers int32 `json:"hiddenBrokers,omitempty"`
 }
 
 // Cluster is an existing RocketMQ cluster, reached through its name servers. Topics that reference
@@ -113,6 +132,8 @@ type ClusterStatus struct {
 // +kubebuilder:resource:shortName=rmqcluster,categories=detour
 // +kubebuilder:printcolumn:name="Brokers",type=integer,JSONPath=`.status.brokerCount`
 // +kubebuilder:printcolumn:name="Writable",type=integer,JSONPath=`.status.writableBrokers`
+// +kubebuilder:printcolumn:name="Policy",type=string,JSONPath=`.spec.faultPolicyRef.name`
+// +kubebuilder:printcolumn:name="Hidden",type=integer,JSONPath=`.status.hiddenBrokers`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type Cluster struct {
