@@ -78,12 +78,24 @@ type Options struct {
 	// ReplicaViews and merges theirs into the runtime (see FleetOptions); nil keeps each
 	// replica to what it learns itself.
 	Fleet *FleetOptions
+	// ClusterFacades, when set, serves a name-server facade for every Cluster that asks for one
+	// (spec.facade); nil serves none.
+	ClusterFacades *ClusterFacadeOptions
 }
 
 // Controllers is what Setup registered, for the process's health checks.
 type Controllers struct {
 	restored atomic.Bool
 	fleet    *fleet
+	facades  *ClusterFacades
+}
+
+// ClusterFacadeAddr returns where the facade of a Cluster listens on this replica, if it does.
+func (c *Controllers) ClusterFacadeAddr(cluster types.NamespacedName) (string, bool) {
+	if c.facades == nil {
+		return "", false
+	}
+	return c.facades.Addr(cluster)
 }
 
 // IsolationsRestored reports whether the isolations recorded in FaultPolicy status have been
@@ -162,6 +174,12 @@ func Setup(mgr ctrl.Manager, rt *producer.Runtime, opts Options) (*Controllers, 
 	}
 	if err := setupFleet(mgr, rt, s); err != nil {
 		return nil, err
+	}
+	if o := opts.ClusterFacades; o != nil {
+		out.facades = &ClusterFacades{Reader: c, Runtime: rt, Recorder: mgr.GetEventRecorder("detour-namesrv-facade"), Options: *o}
+		if err := out.facades.SetupWithManager(mgr); err != nil {
+			return nil, fmt.Errorf("cluster facade controller: %w", err)
+		}
 	}
 	if err := mgr.Add(&isolationPump{Client: c, Runtime: rt, shared: s}); err != nil {
 		return nil, err

@@ -41,6 +41,22 @@ type ClusterSpec struct {
 	// Topic on the cluster with a faultPolicyRef of its own governs its topic instead.
 	// +optional
 	FaultPolicyRef *FaultPolicyReference `json:"faultPolicyRef,omitempty"`
+
+	// facade asks for a name-server facade of this Cluster's own: every manager replica serves
+	// RocketMQ's name-server protocol for this Cluster alone on its port. Clients given that
+	// address as namesrvAddr see only this Cluster's brokers.
+	// +optional
+	Facade *ClusterFacade `json:"facade,omitempty"`
+}
+
+// ClusterFacade is a Cluster's own name-server facade.
+type ClusterFacade struct {
+	// port is the TCP port the facade is served on, on every manager replica; two Clusters must
+	// not share one.
+	// +required
+	// +kubebuilder:validation:Minimum=1024
+	// +kubebuilder:validation:Maximum=65535
+	Port int32 `json:"port"`
 }
 
 // ClusterBroker is one broker group the name servers publish.

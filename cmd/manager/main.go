@@ -53,6 +53,7 @@ type options struct {
 	gatewayCertDir          string
 	facadeAddr              string
 	facadeCluster           string
+	clusterFacadeHost       string
 	facadePerSource         int
 	facadeIdleTimeout       time.Duration
 	enableHTTP2             bool
@@ -130,6 +131,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		"The address RocketMQ's name-server protocol is served on, in front of a Cluster's name servers, so unmodified clients avoid the brokers detour would avoid; 0 disables it.")
 	fs.StringVar(&o.facadeCluster, "namesrv-facade-cluster", "",
 		"The Cluster (namespace/name) the name-server facade fronts; empty means the only Cluster there is.")
+	fs.StringVar(&o.clusterFacadeHost, "cluster-facade-bind-host", "",
+		"The host the name-server facades of Clusters that ask for one (spec.facade.port) listen on; empty means every interface.")
 	fs.IntVar(&o.facadePerSource, "namesrv-facade-max-conns-per-source", 0,
 		"Connections one IP address may hold to the name-server facade; 0 means a sixteenth of its 1024 (64), negative no share (clients behind one NAT address).")
 	fs.DurationVar(&o.facadeIdleTimeout, "namesrv-facade-idle-timeout", facade.DefaultIdleTimeout,

@@ -214,7 +214,11 @@ func newOperator(cfg *rest.Config, o *options, log logr.Logger, hooks ...operato
 			op.closeRuntime()
 		}
 	}()
-	if op.ctrls, err = controllers.Setup(mgr, op.rt, controllers.Options{Leadership: lead, Namespace: o.namespace, Fleet: fleet}); err != nil {
+	clusterFacades := &controllers.ClusterFacadeOptions{Host: o.clusterFacadeHost, Base: facade.Options{
+		Metrics: controllers.NameServerFacadeMetrics(), MaxConnsPerSource: o.facadePerSource, IdleTimeout: o.facadeIdleTimeout,
+		Logger: log.WithName("namesrv-facade")}}
+	if op.ctrls, err = controllers.Setup(mgr, op.rt, controllers.Options{Leadership: lead, Namespace: o.namespace, Fleet: fleet,
+		ClusterFacades: clusterFacades}); err != nil {
 		return nil, fmt.Errorf("setting up the controllers: %w", err)
 	}
 
