@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,8 +10,8 @@ import (
 	"net/http"
 	"path"
 	"runtime/debug"
-	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -96,9 +97,9 @@ func (s *Server) instrument(next http.Handler) http.Handler {
 		start := time.Now()
 		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
 		defer func() {
-			code := strconv.Itoa(rec.status)
-			gatewayMetrics.requests.WithLabelValues(code).Inc()
-			gatewayMetrics.duration.WithLabelValues(code).Observe(time.Since(start).Seconds())
+			series := seriesOf(rec.status)
+			series.requests.Inc()
+			series.duration.Observe(time.Since(start).Seconds())
 			gatewayMetrics.inFlight.Dec()
 			s.inFlight.Add(-1)
 		}()
@@ -385,9 +386,30 @@ func writeError(w http.ResponseWriter, status int, body ErrorResponse) {
 	writeJSON(w, status, body)
 }
 
+// Header values every JSON answer carries, shared: net/http only reads them.
+var (
+	jsonContentType = []string{"application/json"}
+	noSniff         = []string{"nosniff"}
+)
+
+// jsonBuffers hold answers while they are encoded, so an answer costs no buffer of its own.
+var jsonBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// writeJSON answers status with body as JSON, written at once (net/http sets the length of an
+// answer that fits its buffer).
 func writeJSON(w http.ResponseWriter, status int, body any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
+	buf := jsonBuffers.Get().(*bytes.Buffer)
+	defer func() {
+		// A buffer grown by a large answer (a big batch's ids) is left to the collector.
+		if buf.Cap() <= 64<<10 {
+			buf.Reset()
+			jsonBuffers.Put(buf)
+		}
+	}()
+	_ = json.NewEncoder(buf).Encode(body)
+	h := w.Header()
+	h["Content-Type"] = jsonContentType
+	h["X-Content-Type-Options"] = noSniff
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(body)
+	_, _ = w.Write(buf.Bytes())
 }

@@ -1,7 +1,9 @@
 package gateway
 
 import (
+	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -46,4 +48,29 @@ func RegisterMetrics(reg prometheus.Registerer) {
 	registerOnce.Do(func() {
 		reg.MustRegister(gatewayMetrics.requests, gatewayMetrics.duration, gatewayMetrics.inFlight, gatewayMetrics.panics)
 	})
+}
+
+// statusSeries are the request counter and duration histogram of one HTTP status.
+type statusSeries struct {
+	requests prometheus.Counter
+	duration prometheus.Observer
+}
+
+// byStatus caches each status's series: looking them up by label value costs a hash of the
+// label and a locked map read on every request.
+var byStatus [600]atomic.Pointer[statusSeries]
+
+// seriesOf returns the series of status, looked up once per status.
+func seriesOf(status int) *statusSeries {
+	if status < 0 || status >= len(byStatus) {
+		code := strconv.Itoa(status)
+		return &statusSeries{gatewayMetrics.requests.WithLabelValues(code), gatewayMetrics.duration.WithLabelValues(code)}
+	}
+	if s := byStatus[status].Load(); s != nil {
+		return s
+	}
+	code := strconv.Itoa(status)
+	s := &statusSeries{gatewayMetrics.requests.WithLabelValues(code), gatewayMetrics.duration.WithLabelValues(code)}
+	byStatus[status].Store(s)
+	return s
 }
