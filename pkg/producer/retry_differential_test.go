@@ -30,19 +30,16 @@ import (
 //
 // Not covered here: retries of async sends after transport failures (RocketMQ retries them inside
 // its async callback, where neither the broker nor the driver can count them; the send loop's
-// unit tests and the source cover them) and the timeout budget (its edge is a millisecond
-// comparison no test on a shared machine can hold).
+// unit tests and the source cover them). The time budget, selection across brokers and the fault
+// updates of whole sync sends are the loop differential's (TestDifferentialSendLoopMatches
+// RocketMQsProducer), which runs on a virtual clock.
 func TestDifferentialRetryRulesMatchRocketMQsProducer(t *testing.T) {
 	// broker-a serves topic and takes each scenario's fault; broker-b serves refusedTopic and
 	// refuses every connection from the start, so that no connection RocketMQ's client starts in
 	// the background can succeed later and deliver a oneway send into another scenario's count.
 	const topic, refusedTopic = "TopicRetryRules", "TopicRefused"
 	refused := brokersim.Fault{Refuse: true}
-	scenarios := []struct {
-		name  string
-		mode  string
-		fault brokersim.Fault
-	}{
+	scenarios := []retryScenario{
 		{"sync SYSTEM_BUSY", "sync", brokersim.Fault{Code: remoting.SystemBusy}},
 		{"sync SYSTEM_ERROR", "sync", brokersim.Fault{Code: remoting.SystemError}},
 		{"sync TOPIC_NOT_EXIST", "sync", brokersim.Fault{Code: remoting.TopicNotExist}},
@@ -97,45 +94,68 @@ func TestDifferentialRetryRulesMatchRocketMQsProducer(t *testing.T) {
 							t.Fatalf("RocketMQ's first send to a healthy broker: %+v", o)
 						}
 					}
-					r := New(Options{})
-					t.Cleanup(func() { r.Close() })
-					if err := r.SetPolicy(mustPresetPolicy(t, "p", preset)); err != nil {
-						t.Fatal(err)
-					}
-					r.SetBroker(Broker{Name: "broker-a", Addr: b.Addr(), Ready: true})
-					r.SetBroker(Broker{Name: "broker-b", Addr: dead.Addr(), Ready: true})
-					for _, rt := range []Route{
-						{Topic: topic, Policy: "p", Brokers: []BrokerQueues{{Broker: "broker-a", WriteQueues: 2}}},
-						{Topic: refusedTopic, Policy: "p", Brokers: []BrokerQueues{{Broker: "broker-b", WriteQueues: 2}}},
-					} {
-						if err := r.SetRoute(rt); err != nil {
-							t.Fatal(err)
-						}
-					}
+					r := retryRulesRuntime(t, preset, b.Addr(), dead.Addr(), topic, refusedTopic)
 					dead.SetFault(refused)
-					for _, sc := range scenarios {
-						to := topic
-						if sc.fault.Refuse {
-							to = refusedTopic
-						} else {
-							b.SetFault(sc.fault)
-						}
-						before := b.Stats().SendsReceived
-						jo := java.send(t, sc.mode, to)
-						jo.Attempts = attemptsOf(t, b, before, sc.fault, jo)
-						before = b.Stats().SendsReceived
-						do := detourSend(r, sc.mode, to)
-						do.Attempts = attemptsOf(t, b, before, sc.fault, do)
-						b.SetFault(brokersim.Fault{})
-						if jo.OK != do.OK || jo.Attempts != do.Attempts || (!jo.OK && sc.fault.Code != 0 && jo.Code != do.Code) {
-							t.Errorf("%s: RocketMQ %s made %d attempts (ok %v, code %d: %s); detour %d (ok %v, code %d: %s)",
-								sc.name, java.version, jo.Attempts, jo.OK, jo.Code, jo.Message, do.Attempts, do.OK, do.Code, do.Message)
-						}
-					}
+					compareRetryScenarios(t, java, r, b, topic, refusedTopic, scenarios)
 				})
 			}
 		})
 	}
+}
+
+// retryScenario is one send mode against one broker fault.
+type retryScenario struct {
+	name  string
+	mode  string
+	fault brokersim.Fault
+}
+
+// compareRetryScenarios sends once per scenario through RocketMQ's producer and through r, and
+// requires the same attempts (counted by broker-a, or from the final error for a refusing
+// broker, whose topic is refusedTopic) and the same end.
+func compareRetryScenarios(t *testing.T, java *sendScript, r *Runtime, b *brokersim.Broker, topic, refusedTopic string, scenarios []retryScenario) {
+	t.Helper()
+	for _, sc := range scenarios {
+		to := topic
+		if sc.fault.Refuse {
+			to = refusedTopic
+		} else {
+			b.SetFault(sc.fault)
+		}
+		before := b.Stats().SendsReceived
+		jo := java.send(t, sc.mode, to)
+		jo.Attempts = attemptsOf(t, b, before, sc.fault, jo)
+		before = b.Stats().SendsReceived
+		do := detourSend(r, sc.mode, to)
+		do.Attempts = attemptsOf(t, b, before, sc.fault, do)
+		b.SetFault(brokersim.Fault{})
+		if jo.OK != do.OK || jo.Attempts != do.Attempts || (!jo.OK && sc.fault.Code != 0 && jo.Code != do.Code) {
+			t.Errorf("%s: RocketMQ %s made %d attempts (ok %v, code %d: %s); detour %d (ok %v, code %d: %s)",
+				sc.name, java.version, jo.Attempts, jo.OK, jo.Code, jo.Message, do.Attempts, do.OK, do.Code, do.Message)
+		}
+	}
+}
+
+// retryRulesRuntime is a runtime under preset that sends topic to broker-a at addr and
+// refusedTopic to broker-b at deadAddr, two queues each.
+func retryRulesRuntime(t *testing.T, preset Preset, addr, deadAddr, topic, refusedTopic string) *Runtime {
+	t.Helper()
+	r := New(Options{})
+	t.Cleanup(func() { r.Close() })
+	if err := r.SetPolicy(mustPresetPolicy(t, "p", preset)); err != nil {
+		t.Fatal(err)
+	}
+	r.SetBroker(Broker{Name: "broker-a", Addr: addr, Ready: true})
+	r.SetBroker(Broker{Name: "broker-b", Addr: deadAddr, Ready: true})
+	for _, rt := range []Route{
+		{Topic: topic, Policy: "p", Brokers: []BrokerQueues{{Broker: "broker-a", WriteQueues: 2}}},
+		{Topic: refusedTopic, Policy: "p", Brokers: []BrokerQueues{{Broker: "broker-b", WriteQueues: 2}}},
+	} {
+		if err := r.SetRoute(rt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return r
 }
 
 // sendOutcome is how one send ended, on either side.

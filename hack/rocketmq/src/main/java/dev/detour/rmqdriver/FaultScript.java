@@ -62,10 +62,37 @@ public final class FaultScript {
     /** Names of the classes the rewriting loader defines itself. */
     private static final String[] OWN = {"org.apache.rocketmq.client.latency.", "dev.detour.rmqdriver.FaultScript"};
 
+    /** The classes whose clock the script must move: each must read System.currentTimeMillis. */
+    private static final String[] CLOCKED = {"org.apache.rocketmq.client.latency.LatencyFaultToleranceImpl",
+        "org.apache.rocketmq.client.latency.LatencyFaultToleranceImpl$FaultItem"};
+
     public static void main(String[] args) throws Exception {
-        ClassLoader parent = FaultScript.class.getClassLoader();
-        ClassLoader loader = new ClockLoader(parent);
-        Class<?> runner = Class.forName(Runner.class.getName(), true, loader);
+        System.exit(runThrough(Runner.class.getName(), new ClockLoader(FaultScript.class.getClassLoader(), OWN, clocked(CLOCKED))));
+    }
+
+    /**
+     * The classes that must run on the script's clock: given ones, and the one the system
+     * property detour.clocked names (a test names a class without a clock call, which must fail).
+     */
+    static String[] clocked(String[] given) {
+        String extra = System.getProperty("detour.clocked", "");
+        if (extra.isEmpty()) {
+            return given;
+        }
+        String[] all = java.util.Arrays.copyOf(given, given.length + 1);
+        all[given.length] = extra;
+        return all;
+    }
+
+    /**
+     * Runs runnerClass's static run(InputStream, PrintStream) as loader defines it, then checks that
+     * loader rewrote the clock of every class it must have.
+     */
+    static int runThrough(String runnerClass, ClockLoader loader) throws Exception {
+        // Every class that must run on the script's clock is defined (and so rewritten) now,
+        // even when a script never reaches it (no fault item without fault tolerance).
+        loader.defineClocked();
+        Class<?> runner = Class.forName(runnerClass, true, loader);
         PrintStream out = new PrintStream(new java.io.FileOutputStream(java.io.FileDescriptor.out), false, "UTF-8");
         int code;
         try {
@@ -75,7 +102,8 @@ public final class FaultScript {
             throw (Exception) e.getCause();
         }
         out.flush();
-        System.exit(code);
+        loader.checkRewritten();
+        return code;
     }
 
     /** The clock the rewritten classes read: milliseconds that move only when the script says. */
@@ -95,13 +123,40 @@ public final class FaultScript {
     }
 
     /**
-     * Loads the latency package and this driver itself, with every call of
+     * Loads the classes named by its prefixes (RocketMQ's and the driver's own) with every call of
      * System.currentTimeMillis() turned into VirtualClock.currentTimeMillis(); everything else
-     * comes from the parent.
+     * comes from the parent. It fails loudly rather than leave a class on the real clock: defining
+     * a class it must rewrite that has no such call throws, and so does checkRewritten for one
+     * it never defined.
      */
     static final class ClockLoader extends ClassLoader {
-        ClockLoader(ClassLoader parent) {
+        private final String[] own;
+        private final java.util.Set<String> clocked;
+        private final java.util.Set<String> rewritten = java.util.concurrent.ConcurrentHashMap.newKeySet();
+
+        ClockLoader(ClassLoader parent, String[] own, String[] clocked) {
             super(parent);
+            this.own = own;
+            this.clocked = java.util.Set.of(clocked);
+        }
+
+        /** Defines every class that must run on the virtual clock. */
+        void defineClocked() throws ClassNotFoundException {
+            for (String c : clocked) {
+                if (!own(c)) {
+                    throw new IllegalStateException("the clock rewrite does not load " + c + ": its time would not be the script's");
+                }
+                Class.forName(c, false, this);
+            }
+        }
+
+        /** Throws unless every class that must run on the virtual clock was rewritten. */
+        void checkRewritten() {
+            for (String c : clocked) {
+                if (!rewritten.contains(c)) {
+                    throw new IllegalStateException("the clock rewrite never rewrote " + c + ": the script did not drive its time");
+                }
+            }
         }
 
         @Override
@@ -121,8 +176,8 @@ public final class FaultScript {
             }
         }
 
-        private static boolean own(String name) {
-            for (String p : OWN) {
+        private boolean own(String name) {
+            for (String p : own) {
                 if (name.startsWith(p)) {
                     return true;
                 }
@@ -139,6 +194,15 @@ public final class FaultScript {
                 ByteArrayOutputStream buf = new ByteArrayOutputStream();
                 in.transferTo(buf);
                 byte[] b = ClockRewrite.rewrite(buf.toByteArray(), VirtualClock.class.getName().replace('.', '/'));
+                if (b == null) {
+                    if (clocked.contains(name)) {
+                        throw new IllegalStateException("the clock rewrite found no call of System.currentTimeMillis() in "
+                            + name + ": its time would not be the script's");
+                    }
+                    b = buf.toByteArray();
+                } else {
+                    rewritten.add(name);
+                }
                 return defineClass(name, b, 0, b.length);
             } catch (IOException e) {
                 throw new ClassNotFoundException(name, e);
@@ -146,7 +210,10 @@ public final class FaultScript {
         }
     }
 
-    /** Points the Methodref entries of System.currentTimeMillis at another class's method of that name. */
+    /**
+     * Points the Methodref entries of System.currentTimeMillis at another class's method of that
+     * name; null when the class has none.
+     */
     static final class ClockRewrite {
         private ClockRewrite() {
         }
@@ -184,7 +251,7 @@ public final class FaultScript {
                 }
             }
             if (patch.isEmpty()) {
-                return b;
+                return null;
             }
             byte[] name = clockClass.getBytes(StandardCharsets.UTF_8);
             ByteArrayOutputStream out = new ByteArrayOutputStream(b.length + name.length + 6);
