@@ -33,13 +33,23 @@ type ClusterFacadeOptions struct {
 	// Base holds the settings every Cluster's facade shares (bounds, timeouts, metrics, logger);
 	// its Addr, View and OnChange are set per Cluster.
 	Base facade.Options
+	// ServiceNamespace and ServiceSelector, when the selector is set, have the leader keep a
+	// Service per Cluster facade in that namespace (the manager's), selecting the manager's pods
+	// by those labels.
+	ServiceNamespace string
+	ServiceSelector  map[string]string
 }
 
 // ClusterFacades serves, on every replica, a name-server facade for each Cluster that asks for
 // one: a listener on the Cluster's port whose view is that Cluster alone, so one detour fronts
 // several RocketMQ clusters and each facade publishes only its own cluster's brokers.
 type ClusterFacades struct {
-	Reader   client.Reader
+	Reader client.Reader
+	// Client writes the facades' Services; APIReader reads them (they are not cached).
+	Client    client.Client
+	APIReader client.Reader
+	// Leading says whether this replica keeps the Services; nil means always.
+	Leading  func() bool
 	Runtime  *producer.Runtime
 	Recorder recorder.EventRecorder
 	Options  ClusterFacadeOptions
@@ -62,9 +72,12 @@ func (f *ClusterFacades) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 		return ctrl.Result{}, err
 	} else if err != nil || cl.Spec.Facade == nil || !cl.DeletionTimestamp.IsZero() {
 		f.stop(req.NamespacedName)
-		return ctrl.Result{}, nil
+		return ctrl.Result{}, f.removeService(ctx, req.NamespacedName)
 	}
 	port := cl.Spec.Facade.Port
+	if err := f.keepService(ctx, req.NamespacedName, port); err != nil {
+		return ctrl.Result{}, err
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.stopped {
@@ -72,7 +85,7 @@ func (f *ClusterFacades) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	}
 	if cur := f.serving[req.NamespacedName]; cur != nil {
 		if cur.port == port {
-			return ctrl.Result{}, nil
+			return f.again(), nil
 		}
 		_ = cur.srv.Close()
 		delete(f.serving, req.NamespacedName)
@@ -84,8 +97,25 @@ func (f *ClusterFacades) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	}
 	f.serving[req.NamespacedName] = &clusterFacade{port: port, srv: srv}
 	ctrl.LoggerFrom(ctx).Info("Serving the Cluster's name-server facade", "cluster", req.NamespacedName, "addr", srv.Addr())
-	return ctrl.Result{}, nil
+	return f.again(), nil
 }
+
+// again is when to look at a Cluster's facade once more: with Services kept, a replica that
+// wins the lease creates the missing ones within serviceRecheck, and the leader puts back a
+// deleted one within a minute.
+func (f *ClusterFacades) again() ctrl.Result {
+	switch {
+	case len(f.Options.ServiceSelector) == 0:
+		return ctrl.Result{}
+	case f.servicesKept():
+		return ctrl.Result{RequeueAfter: time.Minute}
+	}
+	return ctrl.Result{RequeueAfter: serviceRecheck}
+}
+
+// serviceRecheck is how often a replica that does not lead looks whether it leads now, to keep
+// the facades' Services.
+const serviceRecheck = 10 * time.Second
 
 // start listens for one Cluster. Callers hold mu.
 func (f *ClusterFacades) start(key types.NamespacedName, port int32) (*facade.Server, error) {

@@ -3,11 +3,13 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -133,4 +135,33 @@ func TestClusterPolicyHidesAFrozenBrokerWithoutTopics(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestFacadeServiceNamesAreValidServiceNames proves every Cluster gets a Service name the API
+// server accepts (a DNS-1035 label), distinct for distinct Clusters even when cut.
+func TestFacadeServiceNamesAreValidServiceNames(t *testing.T) {
+	long := strings.Repeat("a", 63)
+	tests := []struct {
+		cluster types.NamespacedName
+		want    string // "" means cut with a hash
+	}{
+		{types.NamespacedName{Namespace: "shop", Name: "prod"}, "namesrv-shop-prod"},
+		{types.NamespacedName{Namespace: "shop", Name: "prod.eu"}, ""},
+		{types.NamespacedName{Namespace: long, Name: long}, ""},
+		{types.NamespacedName{Namespace: long, Name: long + "b"}, ""},
+	}
+	seen := map[string]bool{}
+	for _, tc := range tests {
+		got := FacadeServiceName(tc.cluster)
+		if errs := validation.IsDNS1035Label(got); len(errs) > 0 {
+			t.Errorf("%v: %q is no Service name: %v", tc.cluster, got, errs)
+		}
+		if tc.want != "" && got != tc.want {
+			t.Errorf("%v: %q, want %q", tc.cluster, got, tc.want)
+		}
+		if seen[got] {
+			t.Errorf("%v: %q names another Cluster's Service too", tc.cluster, got)
+		}
+		seen[got] = true
+	}
 }

@@ -176,7 +176,8 @@ func Setup(mgr ctrl.Manager, rt *producer.Runtime, opts Options) (*Controllers, 
 		return nil, err
 	}
 	if o := opts.ClusterFacades; o != nil {
-		out.facades = &ClusterFacades{Reader: c, Runtime: rt, Recorder: mgr.GetEventRecorder("detour-namesrv-facade"), Options: *o}
+		out.facades = &ClusterFacades{Reader: c, Client: c, APIReader: mgr.GetAPIReader(), Leading: s.leading,
+			Runtime: rt, Recorder: mgr.GetEventRecorder("detour-namesrv-facade"), Options: *o}
 		if err := out.facades.SetupWithManager(mgr); err != nil {
 			return nil, fmt.Errorf("cluster facade controller: %w", err)
 		}

@@ -3,17 +3,21 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net"
 	"slices"
 	"strconv"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
+	"github.com/detourmq/detour/controllers"
 	"github.com/detourmq/detour/pkg/brokersim"
 	"github.com/detourmq/detour/pkg/remoting"
 )
@@ -47,7 +51,8 @@ func routeVia(addr, topic string) ([]string, int16, error) {
 // TestTwoClustersBehindTwoFacadesPublishOnlyTheirOwnBrokers puts two RocketMQ clusters (brokersim
 // name servers and brokers) behind one replica, each Cluster asking for a facade of its own: each
 // facade publishes the routes of its own cluster only, a topic of one cluster is unknown to the
-// other's facade, and a facade whose Cluster stops asking closes.
+// other's facade, the operator keeps a Service per facade, and a facade whose Cluster stops
+// asking closes and loses its Service.
 func TestTwoClustersBehindTwoFacadesPublishOnlyTheirOwnBrokers(t *testing.T) {
 	ns := newNamespace(t)
 	ctx := context.Background()
@@ -88,7 +93,8 @@ func TestTwoClustersBehindTwoFacadesPublishOnlyTheirOwnBrokers(t *testing.T) {
 			}
 		}
 	}
-	op := startOperator(t, adminConfig, testOptions(t, ns, "--cluster-facade-bind-host=127.0.0.1"))
+	op := startOperator(t, adminConfig, testOptions(t, ns, "--cluster-facade-bind-host=127.0.0.1",
+		"--cluster-facade-service-selector=app.kubernetes.io/name=detour,app.kubernetes.io/component=manager"))
 	addr := func(side string) string {
 		return net.JoinHostPort("127.0.0.1", strconv.Itoa(int(ports[side])))
 	}
@@ -111,7 +117,24 @@ func TestTwoClustersBehindTwoFacadesPublishOnlyTheirOwnBrokers(t *testing.T) {
 		})
 	}
 
-	// A Cluster that stops asking loses its facade.
+	// The operator keeps a Service per facade, on the facade's port of the manager's pods.
+	for side := range ports {
+		eventually(t, "the Service of the "+side+" facade", func() error {
+			var svc corev1.Service
+			key := types.NamespacedName{Namespace: ns, Name: controllers.FacadeServiceName(types.NamespacedName{Namespace: ns, Name: side})}
+			if err := k8sClient.Get(ctx, key, &svc); err != nil {
+				return err
+			}
+			want := map[string]string{"app.kubernetes.io/name": "detour", "app.kubernetes.io/component": "manager"}
+			if !maps.Equal(svc.Spec.Selector, want) || len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Port != ports[side] ||
+				svc.Spec.Ports[0].TargetPort.IntValue() != int(ports[side]) {
+				return fmt.Errorf("service selector %v ports %+v", svc.Spec.Selector, svc.Spec.Ports)
+			}
+			return nil
+		})
+	}
+
+	// A Cluster that stops asking loses its facade and its Service.
 	cl := &routingv1alpha1.Cluster{}
 	if err := k8sClient.Get(ctx, types.NamespacedName{Namespace: ns, Name: "left"}, cl); err != nil {
 		t.Fatal(err)
@@ -120,9 +143,13 @@ func TestTwoClustersBehindTwoFacadesPublishOnlyTheirOwnBrokers(t *testing.T) {
 	if err := k8sClient.Update(ctx, cl); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the left facade to close", func() error {
+	eventually(t, "the left facade to close and its Service to go", func() error {
 		if _, _, err := routeVia(addr("left"), "Shared"); err == nil {
 			return fmt.Errorf("still answering")
+		}
+		key := types.NamespacedName{Namespace: ns, Name: controllers.FacadeServiceName(types.NamespacedName{Namespace: ns, Name: "left"})}
+		if err := k8sClient.Get(ctx, key, &corev1.Service{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("the Service stays (err %v)", err)
 		}
 		return nil
 	})

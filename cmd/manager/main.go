@@ -54,6 +54,7 @@ type options struct {
 	facadeAddr              string
 	facadeCluster           string
 	clusterFacadeHost       string
+	facadeServiceSelector   map[string]string
 	facadePerSource         int
 	facadeIdleTimeout       time.Duration
 	enableHTTP2             bool
@@ -133,6 +134,16 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		"The Cluster (namespace/name) the name-server facade fronts; empty means the only Cluster there is.")
 	fs.StringVar(&o.clusterFacadeHost, "cluster-facade-bind-host", "",
 		"The host the name-server facades of Clusters that ask for one (spec.facade.port) listen on; empty means every interface.")
+	fs.Func("cluster-facade-service-selector", "Labels of the manager's pods (e.g. control-plane=controller-manager): the leader then keeps a Service "+
+		"per Cluster facade in the manager's namespace, selecting them. Empty keeps none.",
+		func(v string) error {
+			m, err := labels.ConvertSelectorToLabelsMap(v)
+			if err != nil {
+				return fmt.Errorf("not a list of labels: %w", err)
+			}
+			o.facadeServiceSelector = m
+			return nil
+		})
 	fs.IntVar(&o.facadePerSource, "namesrv-facade-max-conns-per-source", 0,
 		"Connections one IP address may hold to the name-server facade; 0 means a sixteenth of its 1024 (64), negative no share (clients behind one NAT address).")
 	fs.DurationVar(&o.facadeIdleTimeout, "namesrv-facade-idle-timeout", facade.DefaultIdleTimeout,

@@ -217,6 +217,13 @@ func newOperator(cfg *rest.Config, o *options, log logr.Logger, hooks ...operato
 	clusterFacades := &controllers.ClusterFacadeOptions{Host: o.clusterFacadeHost, Base: facade.Options{
 		Metrics: controllers.NameServerFacadeMetrics(), MaxConnsPerSource: o.facadePerSource, IdleTimeout: o.facadeIdleTimeout,
 		Logger: log.WithName("namesrv-facade")}}
+	if len(o.facadeServiceSelector) > 0 {
+		// The Services live with the manager's pods, which they select: the Lease's namespace.
+		if clusterFacades.ServiceNamespace, err = leaseNamespace(o); err != nil {
+			return nil, fmt.Errorf("--cluster-facade-service-selector: %w", err)
+		}
+		clusterFacades.ServiceSelector = o.facadeServiceSelector
+	}
 	if op.ctrls, err = controllers.Setup(mgr, op.rt, controllers.Options{Leadership: lead, Namespace: o.namespace, Fleet: fleet,
 		ClusterFacades: clusterFacades}); err != nil {
 		return nil, fmt.Errorf("setting up the controllers: %w", err)
