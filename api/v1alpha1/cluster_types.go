@@ -43,8 +43,9 @@ type ClusterSpec struct {
 	FaultPolicyRef *FaultPolicyReference `json:"faultPolicyRef,omitempty"`
 
 	// facade asks for a name-server facade of this Cluster's own: every manager replica serves
-	// RocketMQ's name-server protocol for this Cluster alone on its port. Clients given that
-	// address as namesrvAddr see only this Cluster's brokers.
+	// RocketMQ's name-server protocol for this Cluster alone on its port, and the operator keeps a
+	// Service for it when it knows its pods' labels (--cluster-facade-service-selector). Clients
+	// given that address as namesrvAddr see only this Cluster's brokers.
 	// +optional
 	Facade *ClusterFacade `json:"facade,omitempty"`
 }
