@@ -26,7 +26,9 @@ const peerHeld = math.MaxInt64
 // what this table learns: its own isolations, reachable flags and failure counts stay as they
 // are, and Isolated marks brokers held only by claims with Item.Peer. Claims count toward
 // MaxIsolatedPercent like any isolation; a claim the cap released is not applied again until it
-// changes. Under SemanticsDisabled claims are ignored, as fault tolerance off isolates nothing.
+// changes. Claims on brokers the table does not know are ignored (call again once it knows more:
+// the producer runtime does after every change of its routes and brokers). Under
+// SemanticsDisabled claims are ignored, as fault tolerance off isolates nothing.
 func (t *Tolerance) SetPeerClaims(claims map[string]PeerClaim) {
 	ev := t.lock()
 	now := t.tick()
@@ -42,10 +44,14 @@ func (t *Tolerance) SetPeerClaims(claims map[string]PeerClaim) {
 		}
 	}
 	for name, c := range claims {
-		if e := t.lookup(name); e != nil && e.present && e.hasClaim && e.claim.equal(c) {
+		e := t.lookup(name)
+		if e == nil || !e.present {
+			// A claim never adds a broker: a peer cannot grow the table or move the cap's count.
+			continue
+		}
+		if e.hasClaim && e.claim.equal(c) {
 			continue // unchanged: a cap release of it stands
 		}
-		e := t.obtain(name, now)
 		was := blocked(e, now)
 		e.claim, e.hasClaim = c, true
 		e.peer = t.claimEnd(c, now)

@@ -1,6 +1,7 @@
 package fault
 
 import (
+	"strconv"
 	"testing"
 	"time"
 )
@@ -19,6 +20,7 @@ func TestPeerClaimsHoldBrokersOutUntilTheyEnd(t *testing.T) {
 		steps func(t *testing.T, tol *Tolerance, clk *ManualClock)
 	}{
 		{"a timed claim holds the broker until its end", Options{}, func(t *testing.T, tol *Tolerance, clk *ManualClock) {
+			tol.Entry("b")
 			tol.SetPeerClaims(map[string]PeerClaim{"b": timed})
 			wantBroker(t, tol, "b", false)
 			items := tol.Isolated()
@@ -29,6 +31,7 @@ func TestPeerClaimsHoldBrokersOutUntilTheyEnd(t *testing.T) {
 			wantBroker(t, tol, "b", true)
 		}},
 		{"a claim without an end holds until it is withdrawn", Options{}, func(t *testing.T, tol *Tolerance, clk *ManualClock) {
+			tol.Entry("b")
 			tol.SetPeerClaims(map[string]PeerClaim{"b": held})
 			clk.Advance(time.Hour)
 			wantBroker(t, tol, "b", false)
@@ -61,11 +64,26 @@ func TestPeerClaimsHoldBrokersOutUntilTheyEnd(t *testing.T) {
 				t.Fatalf("the same claim again: %d brokers isolated under a cap of one, %d changes (want none)", n, changes)
 			}
 		}},
+		{"a claim on a broker the table does not know adds nothing", Options{MaxIsolatedPercent: 50}, func(t *testing.T, tol *Tolerance, clk *ManualClock) {
+			tol.Entry("a")
+			tol.Entry("b")
+			tol.Update("a", 0, TransportError)
+			ghosts := map[string]PeerClaim{}
+			for i := range 1000 {
+				ghosts["ghost-"+strconv.Itoa(i)] = held
+			}
+			tol.SetPeerClaims(ghosts) // a thousand more brokers would let the cap isolate b too
+			tol.Update("b", 0, TransportError)
+			if n, known := len(tol.Isolated()), len(tol.Brokers()); n != 1 || known != 2 {
+				t.Fatalf("%d isolated of %d known; a peer's claims on unknown brokers moved the cap or grew the table", n, known)
+			}
+		}},
 		{"fault tolerance off ignores claims", Options{Semantics: SemanticsDisabled}, func(t *testing.T, tol *Tolerance, clk *ManualClock) {
 			tol.SetPeerClaims(map[string]PeerClaim{"b": held})
 			wantBroker(t, tol, "b", true)
 		}},
 		{"a claim that already ended isolates nothing", Options{}, func(t *testing.T, tol *Tolerance, clk *ManualClock) {
+			tol.Entry("b")
 			clk.Advance(6 * time.Second)
 			tol.SetPeerClaims(map[string]PeerClaim{"b": timed})
 			wantBroker(t, tol, "b", true)
@@ -87,6 +105,7 @@ func TestPeerClaimsReportChanges(t *testing.T) {
 	clk := NewManualClock(t0)
 	var changes []Change
 	tol := New(Options{Clock: clk, OnChange: func(c Change) { changes = append(changes, c) }})
+	tol.Entry("b")
 	tol.SetPeerClaims(map[string]PeerClaim{"b": {Reason: ReasonSendFailed, Until: t0.Add(2 * time.Second)}})
 	if len(changes) != 1 || !changes[0].Isolated || !changes[0].Item.Peer {
 		t.Fatalf("changes after a claim: %+v", changes)

@@ -222,7 +222,7 @@ func (r *Runtime) onChange(policy string, gen uint64, c fault.Change) {
 
 // update builds and publishes a new snapshot. fn receives a copy whose maps it may replace but must
 // not mutate in place (they are shared with the published snapshot); it returns the topics whose
-// compiled routes must be rebuilt, or all=true.
+// compiled routes must be rebuilt, or all=true. Callers hold r.mu.
 func (r *Runtime) update(fn func(s *snapshot) (topics []string, all bool)) {
 	old := r.state.Load()
 	s := *old
@@ -254,6 +254,12 @@ func (r *Runtime) update(fn func(s *snapshot) (topics []string, all bool)) {
 		s.index = newRouteIndex(s.routes)
 	}
 	r.state.Store(&s)
+	// Routes may have brought brokers other replicas claim: claims apply to known brokers only.
+	for policy, claims := range r.peers {
+		if p, ok := s.policies[policy]; ok {
+			p.tol.SetPeerClaims(claims)
+		}
+	}
 }
 
 // policyFor resolves a route's policy name; unknown names use the default policy.
