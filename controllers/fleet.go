@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -151,11 +152,13 @@ func (p *fleetPublisher) Start(ctx context.Context) error {
 	defer renew.Stop()
 	var lastWrite time.Time
 	for {
+		fired := false
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-p.fleet.changed:
 		case <-renew.C:
+			fired = true
 		}
 		// Coalesce: whatever changes before the interval is up goes into this one write.
 		if wait := time.Until(lastWrite.Add(opts.WriteInterval)); wait > 0 {
@@ -172,9 +175,13 @@ func (p *fleetPublisher) Start(ctx context.Context) error {
 			renew.Reset(opts.WriteInterval)
 			continue
 		}
-		if wrote {
+		switch {
+		case wrote:
 			lastWrite = time.Now()
 			renew.Reset(opts.LeaseDuration / 3)
+		case fired:
+			// Woken for a renewal that was not due yet: wake again when it is.
+			renew.Reset(max(time.Until(p.last.Spec.RenewTime.Add(opts.LeaseDuration/3)), opts.WriteInterval))
 		}
 	}
 }
@@ -303,31 +310,65 @@ func (m *FleetMerger) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Resul
 	if m.applied == nil {
 		m.applied = map[string]bool{}
 	}
-	var touched []string
 	for policy := range m.applied {
 		if _, ok := claims[policy]; !ok {
 			m.Runtime.SetPeerClaims(policy, nil)
 			delete(m.applied, policy)
-			touched = append(touched, policy)
 		}
 	}
 	for policy, c := range claims {
 		m.Runtime.SetPeerClaims(policy, c)
 		m.applied[policy] = true
-		touched = append(touched, policy)
 	}
 	f.mu.Lock()
+	changed := changedPolicies(f.seen, seen)
+	liveChanged := f.live != live
 	f.seen, f.live = seen, live
 	f.mu.Unlock()
 	f.merged.Store(true)
-	if m.leading() {
-		m.collect(ctx, views.Items, now)
+	if !m.leading() {
+		return m.requeue(next, now), nil
 	}
-	m.resyncPolicies(ctx, touched)
+	m.collect(ctx, views.Items, now)
+	if liveChanged {
+		// Every policy's status counts the replicas.
+		var all routingv1alpha1.FaultPolicyList
+		if err := m.List(ctx, &all); err != nil {
+			return ctrl.Result{}, err
+		}
+		changed = changed[:0]
+		for i := range all.Items {
+			changed = append(changed, PolicyKey(all.Items[i].Namespace, all.Items[i].Name))
+		}
+	}
+	m.resyncPolicies(ctx, changed)
+	return m.requeue(next, now), nil
+}
+
+// requeue wakes the merger when the next live view expires, so a dead replica's claims end on
+// time without any other change.
+func (m *FleetMerger) requeue(next, now time.Time) ctrl.Result {
 	if next.IsZero() {
-		return ctrl.Result{}, nil
+		return ctrl.Result{}
 	}
-	return ctrl.Result{RequeueAfter: max(next.Sub(now), 10*time.Millisecond)}, nil
+	return ctrl.Result{RequeueAfter: max(next.Sub(now), 10*time.Millisecond)}
+}
+
+// changedPolicies lists the policies whose replicas behind an isolation differ between two
+// merges: their status must be written again, though no isolation of this runtime changed.
+func changedPolicies(before, after map[string]map[string][]string) []string {
+	var out []string
+	for policy, brokers := range after {
+		if !maps.EqualFunc(brokers, before[policy], slices.Equal) {
+			out = append(out, policy)
+		}
+	}
+	for policy := range before {
+		if _, ok := after[policy]; !ok {
+			out = append(out, policy)
+		}
+	}
+	return out
 }
 
 // resyncPolicies asks the FaultPolicy reconciler to write the policies whose fleet view may have

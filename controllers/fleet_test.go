@@ -112,3 +112,25 @@ func TestReplicasShareIsolationsNextExpiry(t *testing.T) {
 		t.Fatalf("next expiry %v, want %v", next, now.Add(5*time.Second))
 	}
 }
+
+// TestReplicasShareIsolationsRewriteOnlyPoliciesWhoseViewChanged proves the leader writes again
+// the status of exactly the policies where which replicas isolate what changed.
+func TestReplicasShareIsolationsRewriteOnlyPoliciesWhoseViewChanged(t *testing.T) {
+	before := map[string]map[string][]string{
+		"shop/same":    {"shop/b": {"a"}},
+		"shop/more":    {"shop/b": {"a"}},
+		"shop/gone":    {"shop/b": {"a"}},
+		"shop/readmit": {"shop/b": {"a"}, "shop/c": {"a"}},
+	}
+	after := map[string]map[string][]string{
+		"shop/same":    {"shop/b": {"a"}},
+		"shop/more":    {"shop/b": {"a", "c"}},
+		"shop/readmit": {"shop/b": {"a"}},
+		"shop/new":     {"shop/b": {"c"}},
+	}
+	got := changedPolicies(before, after)
+	slices.Sort(got)
+	if want := []string{"shop/gone", "shop/more", "shop/new", "shop/readmit"}; !slices.Equal(got, want) {
+		t.Fatalf("changed %v, want %v", got, want)
+	}
+}
