@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"maps"
 	"net/http"
 	"strconv"
@@ -39,7 +40,38 @@ type JSONBatch struct {
 // batchRequest is how the gateway decodes a JSONBatch: each body straight into the bytes the
 // message keeps, with no string or pointer in between.
 type batchRequest struct {
-	Messages []batchMessage `json:"messages"`
+	Messages batchMessages `json:"messages"`
+}
+
+// batchMessages decodes a batch's messages one by one and stops past MaxBatchMessages, so a
+// request of hundreds of thousands of tiny messages costs what it sent, not a decoded message
+// for each.
+type batchMessages []batchMessage
+
+// errBatchTooLarge is the decoding error of a batch over MaxBatchMessages messages.
+var errBatchTooLarge = fmt.Errorf("the batch holds more than %d messages, the limit", producer.MaxBatchMessages)
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (b *batchMessages) UnmarshalJSON(data []byte) error {
+	if string(data) == "null" {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	// The outer decoder's setting does not reach an Unmarshaler.
+	dec.DisallowUnknownFields()
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('[') {
+		return errors.New("messages must be a list")
+	}
+	for dec.More() {
+		if len(*b) == producer.MaxBatchMessages {
+			return errBatchTooLarge
+		}
+		*b = append(*b, batchMessage{})
+		if err := dec.Decode(&(*b)[len(*b)-1]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // batchMessage is JSONMessage as the gateway decodes it in a batch. A body that is absent or
@@ -193,6 +225,9 @@ func readBatch(w http.ResponseWriter, r *http.Request) ([]*producer.Message, err
 	dec.DisallowUnknownFields()
 	var jb batchRequest
 	if err := dec.Decode(&jb); err != nil {
+		if errors.Is(err, errBatchTooLarge) {
+			return nil, badRequest("%v", errBatchTooLarge)
+		}
 		return nil, badRequest("decoding the JSON batch: %v", err)
 	}
 	if dec.More() {
@@ -200,9 +235,6 @@ func readBatch(w http.ResponseWriter, r *http.Request) ([]*producer.Message, err
 	}
 	if len(jb.Messages) == 0 {
 		return nil, badRequest(`the batch holds no message: send {"messages":[...]}`)
-	}
-	if len(jb.Messages) > producer.MaxBatchMessages {
-		return nil, badRequest("the batch holds %d messages, over the limit of %d", len(jb.Messages), producer.MaxBatchMessages)
 	}
 	// One allocation for all the messages; each message's body, tags, keys and properties are
 	// its own.

@@ -1,11 +1,13 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -76,6 +78,10 @@ func TestBatchesThatCannotBeSentAreRefusedBeforeTheBroker(t *testing.T) {
 			http.StatusBadRequest, CodeInvalidMessage, "the batch holds no message"},
 		{"unknown field", post(ordersBatchPath, "application/json", []byte(`{"messages":[{"bodyText":"m"}],"topic":"X"}`), nil),
 			http.StatusBadRequest, CodeInvalidMessage, `unknown field "topic"`},
+		{"unknown field in a message", post(ordersBatchPath, "application/json", []byte(`{"messages":[{"bodyText":"m","bogus":1}]}`), nil),
+			http.StatusBadRequest, CodeInvalidMessage, `unknown field "bogus"`},
+		{"messages not a list", post(ordersBatchPath, "application/json", []byte(`{"messages":{"bodyText":"m"}}`), nil),
+			http.StatusBadRequest, CodeInvalidMessage, "messages must be a list"},
 		{"a reserved property", post(ordersBatchPath, "application/json",
 			[]byte(`{"messages":[{"bodyText":"m"},{"bodyText":"m","properties":{"DELAY":"3"}}]}`), nil),
 			http.StatusBadRequest, CodeInvalidMessage, "batch message 1: The Property<DELAY> is used by system"},
@@ -93,7 +99,7 @@ func TestBatchesThatCannotBeSentAreRefusedBeforeTheBroker(t *testing.T) {
 		{"an empty body", post(ordersBatchPath, "application/json", []byte(`{"messages":[{"bodyText":"m"},{"bodyText":""}]}`), nil),
 			http.StatusBadRequest, CodeInvalidMessage, "batch message 1: the message body length is zero"},
 		{"over the count", post(ordersBatchPath, "application/json", jsonBody(t, map[string]any{"messages": tooMany}), nil),
-			http.StatusBadRequest, CodeInvalidMessage, "4097 messages, over the limit of 4096"},
+			http.StatusBadRequest, CodeInvalidMessage, "the batch holds more than 4096 messages, the limit"},
 		{"encoded over 4 MiB", post(ordersBatchPath, "application/json",
 			[]byte(`{"messages":[{"body":"`+half+`"},{"body":"`+half+`"}]}`), nil),
 			http.StatusRequestEntityTooLarge, CodeMessageTooLarge, "the message body size over max value, MAX: 4194304"},
@@ -155,5 +161,36 @@ func TestBatchThroughASenderWithoutBatchesIsNotImplemented(t *testing.T) {
 	srv.Handler().ServeHTTP(rec, post(ordersBatchPath, "application/json", []byte(`{"messages":[{"bodyText":"m"}]}`), nil))
 	if rec.Code != http.StatusNotImplemented || !strings.Contains(rec.Body.String(), CodeNotImplemented) {
 		t.Fatalf("answer %d %s", rec.Code, rec.Body)
+	}
+}
+
+// TestABatchOfCountlessTinyMessagesIsRefusedWithoutDecodingThem is the hostile-peer trial of the
+// batch endpoint: a request at its size bound holding about a million one-byte messages is
+// refused having decoded no more than the limit, its cost bounded by what it sent.
+func TestABatchOfCountlessTinyMessagesIsRefusedWithoutDecodingThem(t *testing.T) {
+	bed := newTestBed(t, nil)
+	var body bytes.Buffer
+	body.WriteString(`{"messages":[`)
+	const one = `{"bodyText":"x"},`
+	for int64(body.Len()+len(one)+2) < maxBatchRequest {
+		body.WriteString(one)
+	}
+	body.Truncate(body.Len() - 1)
+	body.WriteString(`]}`)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	res, out := bed.do(t, post(ordersBatchPath, "application/json", body.Bytes(), nil))
+	runtime.ReadMemStats(&after)
+	if res.StatusCode != http.StatusBadRequest || !strings.Contains(string(out), "more than 4096 messages") {
+		t.Fatalf("answer %d %.300s", res.StatusCode, out)
+	}
+	// The request's own bytes are read (about 10 MiB, twice: the body and the decoder's buffer);
+	// decoding every one of its messages would allocate hundreds of MiB more.
+	if allocated := after.TotalAlloc - before.TotalAlloc; allocated > 64<<20 {
+		t.Fatalf("refusing a batch of %d bytes allocated %d MiB", body.Len(), allocated>>20)
+	}
+	if n := bed.good.Stats().SendsReceived; n != 0 {
+		t.Fatalf("%d sends reached the broker", n)
 	}
 }

@@ -30,7 +30,7 @@ type testBed struct {
 	good    *brokersim.Broker
 }
 
-func newTestBed(t *testing.T, auth Authorizer) *testBed {
+func newTestBed(t testing.TB, auth Authorizer) *testBed {
 	t.Helper()
 	good, err := brokersim.StartBroker("broker-good", "127.0.0.1:0")
 	if err != nil {
