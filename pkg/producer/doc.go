@@ -90,7 +90,8 @@
 //
 // With probing on, a policy's probe loop sends GET_MAX_OFFSET to its isolated brokers at the
 // policy's interval and feeds the outcomes back (fault.Tolerance.ProbeResult): a healed broker
-// returns after a good probe, a dead one stays out. A timer asks every table to expire finished
+// returns after a good probe (SUCCESS with a readable offset, as RocketMQ's detector decodes it),
+// a dead one stays out. A timer asks every table to expire finished
 // isolations, so "left isolation" events arrive without a send. Events delivers every change on a
 // buffered channel that never blocks a sender (see Events).
 package producer

@@ -291,7 +291,13 @@ func (r *Runtime) probeOnce(ctx context.Context, pl *probeLoop, policy string, b
 	req := remoting.NewGetMaxOffsetRequest(topic, 0)
 	start := time.Now()
 	resp, err := r.client.Invoke(pctx, b.Addr, req)
-	v := probeVerdict{silent: err != nil, good: err == nil && resp.Code == remoting.Success, latency: time.Since(start)}
+	silent := err != nil
+	if err == nil {
+		// As RocketMQ's detector: a good answer is SUCCESS with the offset asked for, which
+		// getMaxOffset must decode; anything else is a failed probe.
+		_, err = remoting.ParseMaxOffsetResponse(resp)
+	}
+	v := probeVerdict{silent: silent, good: err == nil, latency: time.Since(start)}
 	select {
 	case <-pl.stop:
 		return v, false // the policy changed or went away mid-round
