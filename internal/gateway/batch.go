@@ -84,6 +84,9 @@ type batchMessage struct {
 	Properties map[string]string `json:"properties,omitempty"`
 	// MessageGroup is refused: a batch goes to one queue the runtime picks, not a group's.
 	MessageGroup string `json:"messageGroup,omitempty"`
+	// DeliverAtMillis and DelayMillis are refused: RocketMQ delays no message of a batch.
+	DeliverAtMillis int64 `json:"deliverAtMillis,omitempty"`
+	DelayMillis     int64 `json:"delayMillis,omitempty"`
 }
 
 // textBody is a JSON string taken as its UTF-8 bytes.
@@ -283,6 +286,9 @@ func fillMessage(m *producer.Message, jm *JSONMessage) *requestError {
 func fillBatchMessage(m *producer.Message, bm *batchMessage) *requestError {
 	if bm.MessageGroup != "" {
 		return badRequest("a batch carries no message group: send ordered messages one per request")
+	}
+	if bm.DeliverAtMillis != 0 || bm.DelayMillis != 0 {
+		return badRequest("a batch carries no delivery time (RocketMQ delays no message of a batch): send timed messages one per request")
 	}
 	if bm.Body != nil && bm.BodyText != nil {
 		return badRequest("set either body (base64) or bodyText, not both")

@@ -37,6 +37,16 @@ type OrderedSender interface {
 	SendOrderedRoute(ctx context.Context, route string, m *producer.Message, group string) (*producer.SendResult, error)
 }
 
+// TimedSender sends a message to be delivered not before a time; *producer.Runtime is one. A
+// Sender that is not a TimedSender answers messages with a delivery time 501.
+type TimedSender interface {
+	SendTimedRoute(ctx context.Context, route string, m *producer.Message, deliverAt time.Time) (*producer.SendResult, error)
+}
+
+// errNoTimedSends is the error of a delivery time sent to a gateway whose Sender is no
+// TimedSender.
+var errNoTimedSends = errors.New("this gateway sends no timed messages")
+
 // errNoOrderedSends is the error of a message group sent to a gateway whose Sender is no
 // OrderedSender.
 var errNoOrderedSends = errors.New("this gateway sends no ordered messages")

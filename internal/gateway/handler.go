@@ -217,7 +217,7 @@ func (s *Server) serveMessages(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	msg, group, err := readMessage(w, r)
+	msg, how, err := readMessage(w, r)
 	if err != nil {
 		var re *requestError
 		if errors.As(err, &re) {
@@ -234,7 +234,7 @@ func (s *Server) serveMessages(w http.ResponseWriter, r *http.Request) {
 		s.writeSendError(w, r, err)
 		return
 	}
-	res, err := s.send(r.Context(), target.Route, msg, group)
+	res, err := s.send(r.Context(), target.Route, msg, how)
 	err = withBrokerNames(err, target.BrokerPrefix)
 	if err == nil && target.BrokerPrefix != "" {
 		named := *res
@@ -260,16 +260,29 @@ func (s *Server) serveMessages(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// send sends msg by route, to its group's queue when group is set.
-func (s *Server) send(ctx context.Context, route string, msg *producer.Message, group string) (*producer.SendResult, error) {
-	if group == "" {
-		return s.opts.Sender.SendRoute(ctx, route, msg)
+// send sends msg by route as how asks: to its group's queue, for later, or plainly.
+func (s *Server) send(ctx context.Context, route string, msg *producer.Message, how delivery) (*producer.SendResult, error) {
+	at, err := how.deliverAt(time.Now())
+	if err != nil {
+		return nil, err
 	}
-	ordered, ok := s.opts.Sender.(OrderedSender)
-	if !ok {
-		return nil, errNoOrderedSends
+	switch {
+	case how.group != "" && !at.IsZero():
+		return nil, badRequest("a message group's message is sent at once: set a group or a delivery time, not both")
+	case how.group != "":
+		ordered, ok := s.opts.Sender.(OrderedSender)
+		if !ok {
+			return nil, errNoOrderedSends
+		}
+		return ordered.SendOrderedRoute(ctx, route, msg, how.group)
+	case !at.IsZero():
+		timed, ok := s.opts.Sender.(TimedSender)
+		if !ok {
+			return nil, errNoTimedSends
+		}
+		return timed.SendTimedRoute(ctx, route, msg, at)
 	}
-	return ordered.SendOrderedRoute(ctx, route, msg, group)
+	return s.opts.Sender.SendRoute(ctx, route, msg)
 }
 
 // withBrokerNames returns err with the brokers a send tried named without prefix.
@@ -331,7 +344,15 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request, ns, name stri
 }
 
 func (s *Server) writeSendError(w http.ResponseWriter, r *http.Request, err error) {
-	if errors.Is(err, errNoOrderedSends) {
+	if re, ok := errors.AsType[*requestError](err); ok {
+		writeRequestError(w, re)
+		return
+	}
+	if errors.Is(err, producer.ErrTimedDeliveryUnsupported) {
+		writeError(w, http.StatusBadRequest, ErrorResponse{Code: CodeInvalidMessage, Error: err.Error()})
+		return
+	}
+	if errors.Is(err, errNoOrderedSends) || errors.Is(err, errNoTimedSends) {
 		writeError(w, http.StatusNotImplemented, ErrorResponse{Code: CodeNotImplemented, Error: err.Error()})
 		return
 	}

@@ -9,7 +9,9 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/detourmq/detour/pkg/producer"
@@ -29,7 +31,54 @@ const (
 	// HeaderMessageGroup carries the message's group: every message of a group goes to the same
 	// queue, in order (see Runtime.SendOrderedRoute).
 	HeaderMessageGroup = "X-Detour-Message-Group"
+	// HeaderDeliverAt carries when consumers may have the message at the earliest, in
+	// milliseconds since the Unix epoch; HeaderDelay the same as a delay from now, in
+	// milliseconds (see Runtime.SendTimedRoute).
+	HeaderDeliverAt = "X-Detour-Deliver-At-Millis"
+	HeaderDelay     = "X-Detour-Delay-Millis"
 )
+
+// delivery is how a request asks for its message to be sent: by group, or for later.
+type delivery struct {
+	group          string
+	deliverAtMilli int64
+	delayMilli     int64
+}
+
+// deliverAt is when the message may be delivered, zero for at once.
+func (d delivery) deliverAt(now time.Time) (time.Time, error) {
+	switch {
+	case d.deliverAtMilli < 0 || d.delayMilli < 0:
+		return time.Time{}, badRequest("a delivery time or delay cannot be negative")
+	case d.deliverAtMilli > 0 && d.delayMilli > 0:
+		return time.Time{}, badRequest("set either a delivery time or a delay, not both")
+	case d.deliverAtMilli > 0:
+		return time.UnixMilli(d.deliverAtMilli), nil
+	case d.delayMilli > 0:
+		return now.Add(time.Duration(d.delayMilli) * time.Millisecond), nil
+	}
+	return time.Time{}, nil
+}
+
+// headerDelivery reads the delivery headers of the raw form.
+func headerDelivery(h http.Header) (delivery, error) {
+	d := delivery{group: h.Get(HeaderMessageGroup)}
+	for _, f := range []struct {
+		name string
+		dst  *int64
+	}{{HeaderDeliverAt, &d.deliverAtMilli}, {HeaderDelay, &d.delayMilli}} {
+		v := h.Get(f.name)
+		if v == "" {
+			continue
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return d, badRequest("%s is not a whole number of milliseconds: %q", f.name, v)
+		}
+		*f.dst = n
+	}
+	return d, nil
+}
 
 // jsonOverhead is what a JSON request may carry besides the base64 body: tags, keys and
 // properties.
@@ -50,6 +99,10 @@ type JSONMessage struct {
 	// MessageGroup, when set, sends the message to its group's queue, in order with the group's
 	// other messages.
 	MessageGroup string `json:"messageGroup,omitempty"`
+	// DeliverAtMillis (milliseconds since the Unix epoch) or DelayMillis (from now) ask for the
+	// message to reach consumers no earlier.
+	DeliverAtMillis int64 `json:"deliverAtMillis,omitempty"`
+	DelayMillis     int64 `json:"delayMillis,omitempty"`
 }
 
 // Keys are a message's keys. In JSON they are a list of strings or one string of
@@ -99,10 +152,9 @@ func isJSON(r *http.Request) bool {
 	return err == nil && mt == "application/json"
 }
 
-// readMessage builds the message of a request, leaving Topic empty, and returns its message
-// group ("" for none). A body over the limit is refused with 413 without reading more of it than
-// necessary.
-func readMessage(w http.ResponseWriter, r *http.Request) (*producer.Message, string, error) {
+// readMessage builds the message of a request, leaving Topic empty, and returns how it asks to be
+// delivered. A body over the limit is refused with 413 without reading more of it than necessary.
+func readMessage(w http.ResponseWriter, r *http.Request) (*producer.Message, delivery, error) {
 	asJSON := isJSON(r)
 	limit := int64(producer.MaxMessageSize)
 	if asJSON {
@@ -110,12 +162,16 @@ func readMessage(w http.ResponseWriter, r *http.Request) (*producer.Message, str
 	}
 	data, err := readBody(w, r, limit)
 	if err != nil {
-		return nil, "", err
+		return nil, delivery{}, err
 	}
 	if asJSON {
 		return decodeJSONMessage(data)
 	}
-	return headerMessage(r.Header, data), r.Header.Get(HeaderMessageGroup), nil
+	d, err := headerDelivery(r.Header)
+	if err != nil {
+		return nil, d, err
+	}
+	return headerMessage(r.Header, data), d, nil
 }
 
 // readBody reads a request body of at most limit bytes; a larger one is refused with 413
@@ -210,24 +266,24 @@ func headerMessage(h http.Header, body []byte) *producer.Message {
 	return m
 }
 
-func decodeJSONMessage(data []byte) (*producer.Message, string, error) {
+func decodeJSONMessage(data []byte) (*producer.Message, delivery, error) {
 	// encoding/json turns bytes that are not UTF-8 into U+FFFD; refusing them keeps a message
 	// from being stored other than sent.
 	if !utf8.Valid(data) {
-		return nil, "", badRequest("decoding the JSON message: the request is not valid UTF-8")
+		return nil, delivery{}, badRequest("decoding the JSON message: the request is not valid UTF-8")
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	var jm JSONMessage
 	if err := dec.Decode(&jm); err != nil {
-		return nil, "", badRequest("decoding the JSON message: %v", err)
+		return nil, delivery{}, badRequest("decoding the JSON message: %v", err)
 	}
 	if dec.More() {
-		return nil, "", badRequest("decoding the JSON message: more than one JSON value")
+		return nil, delivery{}, badRequest("decoding the JSON message: more than one JSON value")
 	}
 	m := &producer.Message{}
 	if err := fillMessage(m, &jm); err != nil {
-		return nil, "", err
+		return nil, delivery{}, err
 	}
-	return m, jm.MessageGroup, nil
+	return m, delivery{group: jm.MessageGroup, deliverAtMilli: jm.DeliverAtMillis, delayMilli: jm.DelayMillis}, nil
 }

@@ -21,8 +21,12 @@ func (b *Broker) runtimeInfo(req *remoting.Command) *remoting.Command {
 	if f := b.fault.Load().Fault; f.Pressure != nil {
 		p = *f.Pressure
 	}
+	version := b.opts.Version
+	if version == "" {
+		version = "V5_5_0"
+	}
 	table := map[string]string{
-		"brokerVersionDesc":                     "V5_5_0",
+		"brokerVersionDesc":                     version,
 		remoting.RuntimeSendQueueSize:           strconv.FormatInt(p.SendQueueSize, 10),
 		remoting.RuntimeSendQueueCapacity:       strconv.FormatInt(p.SendQueueCapacity, 10),
 		remoting.RuntimeSendQueueHeadWait:       strconv.FormatInt(p.SendQueueHeadWaitMillis, 10),

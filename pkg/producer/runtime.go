@@ -102,6 +102,9 @@ type Runtime struct {
 	mu     sync.Mutex    // serialises writers of state and owns probes and restores
 	probes map[string]*probeLoop
 
+	// lines caches each broker address's RocketMQ line for timed sends (see lineOf).
+	lines sync.Map
+
 	pressureMu sync.Mutex
 	pressure   map[string]map[string]BrokerPressure // by policy, by broker: the last poll's figures
 	// restores holds items handed to Restore for a policy not pushed yet; SetPolicy applies them.
