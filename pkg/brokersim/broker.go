@@ -113,8 +113,10 @@ type Options struct {
 	NoAutoCreate bool
 	// DefaultQueues is the queue count of auto-created topics (default 4).
 	DefaultQueues int
-	// Version is the brokerVersionDesc GET_BROKER_RUNTIME_INFO reports (default "V5_5_0"). It
-	// changes nothing else: the simulator serves 5.x's timer messages whatever it reports.
+	// Version is the brokerVersionDesc GET_BROKER_RUNTIME_INFO reports (default "V5_5_0"), and
+	// for V4_9_7, V4_9_8, V5_0_0 and V5_5_0 the version number in that answer's header (others
+	// keep the simulator's usual header version). It changes nothing else: the simulator serves
+	// 5.x's timer messages whatever it reports.
 	Version string
 	// CountOnly keeps counters and offsets but not the messages themselves, for benchmarks
 	// that send millions of messages.

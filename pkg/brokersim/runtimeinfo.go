@@ -44,5 +44,13 @@ func (b *Broker) runtimeInfo(req *remoting.Command) *remoting.Command {
 	}
 	resp := remoting.NewResponse(req, remoting.Success, "")
 	resp.Body = body
+	if n, ok := versionNumbers[version]; ok {
+		// A Java broker's answers carry its MQVersion.CURRENT_VERSION.
+		resp.Version = n
+	}
 	return resp
 }
+
+// versionNumbers are RocketMQ's version numbers (MQVersion.Version ordinals) of the versions a
+// simulator may report.
+var versionNumbers = map[string]int16{"V4_9_7": 407, "V4_9_8": 409, "V5_0_0": 413, "V5_5_0": 513}

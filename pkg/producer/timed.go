@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/detourmq/detour/pkg/remoting"
@@ -34,7 +33,7 @@ const timerPrecision = time.Second
 // different lines.
 var ErrTimedDeliveryUnsupported = errors.New("timed delivery unsupported")
 
-// Line is a broker's RocketMQ release line, as its GET_BROKER_RUNTIME_INFO names its version.
+// Line is a broker's RocketMQ release line, as the version in its answers' headers says.
 type Line int
 
 // Lines of RocketMQ brokers.
@@ -75,8 +74,8 @@ func (r *Runtime) SendTimed(ctx context.Context, m *Message, deliverAt time.Time
 // deliverAt, as the route's brokers' line supports: a 5.x broker gets a timer message
 // (TIMER_DELIVER_MS, asked for the second mark after deliverAt because the broker rounds down),
 // up to MaxTimerDelay ahead; a 4.x broker gets the shortest of DelayLevels (the default
-// messageDelayLevel) that is not shorter than the delay, up to two hours. The line is asked of
-// each broker (GET_BROKER_RUNTIME_INFO) and remembered for a minute. A delay the line cannot
+// messageDelayLevel) that is not shorter than the delay, up to two hours. The line is read from
+// the version in each broker's answer to GET_BROKER_RUNTIME_INFO, remembered for a minute. A delay the line cannot
 // carry out, or a route over brokers of both lines, is refused before the message is sent, with
 // an error matching ErrTimedDeliveryUnsupported; a time already past sends the message plainly.
 // Selection, retries and isolation are those of Send.
@@ -162,7 +161,13 @@ func (r *Runtime) routeLine(ctx context.Context, rt *route) (Line, error) {
 	return line, nil
 }
 
-// lineOf returns the line of the broker at addr, asking it when not known within lineTTL.
+// v5_0_0 is RocketMQ's version number (MQVersion.Version.V5_0_0.ordinal()) of 5.0.0.
+const v5_0_0 = 413
+
+// lineOf returns the line of the broker at addr, asking it when not known within lineTTL. A
+// broker puts its version number (MQVersion.CURRENT_VERSION) in the header of every answer, a
+// refusal included: a broker just started answers GET_BROKER_RUNTIME_INFO with SYSTEM_ERROR
+// until its statistics have a first sample, and its version all the same.
 func (r *Runtime) lineOf(ctx context.Context, addr string) (Line, error) {
 	if v, ok := r.lines.Load(addr); ok {
 		if k := v.(knownLine); time.Since(k.at) < lineTTL {
@@ -175,19 +180,14 @@ func (r *Runtime) lineOf(ctx context.Context, addr string) (Line, error) {
 	if err != nil {
 		return LineUnknown, err
 	}
-	table, err := remoting.ParseBrokerRuntimeInfo(resp)
-	if err != nil {
-		return LineUnknown, err
-	}
-	desc := table["brokerVersionDesc"]
 	var l Line
 	switch {
-	case strings.HasPrefix(desc, "V4_"):
-		l = Line4
-	case strings.HasPrefix(desc, "V5_"):
+	case resp.Version >= v5_0_0:
 		l = Line5
+	case resp.Version > 0:
+		l = Line4
 	default:
-		return LineUnknown, fmt.Errorf("%w: the broker names its version %q", ErrTimedDeliveryUnsupported, desc)
+		return LineUnknown, fmt.Errorf("%w: the broker names its version %d", ErrTimedDeliveryUnsupported, resp.Version)
 	}
 	r.lines.Store(addr, knownLine{line: l, at: time.Now()})
 	return l, nil

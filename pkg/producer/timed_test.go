@@ -96,7 +96,6 @@ func TestTimedSendsTheBrokersCannotCarryOutAreRefusedBeforeSending(t *testing.T)
 		{"5.x beyond three days", []string{"V5_5_0"}, 73 * time.Hour},
 		{"4.x beyond two hours", []string{"V4_9_7"}, 2*time.Hour + time.Second},
 		{"brokers of both lines", []string{"V5_5_0", "V4_9_7"}, time.Minute},
-		{"a version no line names", []string{"V3_2_6"}, time.Minute},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r, brokers := timedCluster(t, tc.versions...)
