@@ -6,7 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"fmt"
+	"io"
 	"maps"
 	"net/http"
 	"strconv"
@@ -35,43 +35,6 @@ const (
 // JSONBatch is the body of a batch request: the messages, each in the JSON form of a single send.
 type JSONBatch struct {
 	Messages []JSONMessage `json:"messages"`
-}
-
-// batchRequest is how the gateway decodes a JSONBatch: each body straight into the bytes the
-// message keeps, with no string or pointer in between.
-type batchRequest struct {
-	Messages batchMessages `json:"messages"`
-}
-
-// batchMessages decodes a batch's messages one by one and stops past MaxBatchMessages, so a
-// request of hundreds of thousands of tiny messages costs what it sent, not a decoded message
-// for each.
-type batchMessages []batchMessage
-
-// errBatchTooLarge is the decoding error of a batch over MaxBatchMessages messages.
-var errBatchTooLarge = fmt.Errorf("the batch holds more than %d messages, the limit", producer.MaxBatchMessages)
-
-// UnmarshalJSON implements json.Unmarshaler.
-func (b *batchMessages) UnmarshalJSON(data []byte) error {
-	if string(data) == "null" {
-		return nil
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	// The outer decoder's setting does not reach an Unmarshaler.
-	dec.DisallowUnknownFields()
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('[') {
-		return errors.New("messages must be a list")
-	}
-	for dec.More() {
-		if len(*b) == producer.MaxBatchMessages {
-			return errBatchTooLarge
-		}
-		*b = append(*b, batchMessage{})
-		if err := dec.Decode(&(*b)[len(*b)-1]); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // batchMessage is JSONMessage as the gateway decodes it in a batch. A body that is absent or
@@ -224,32 +187,99 @@ func readBatch(w http.ResponseWriter, r *http.Request) ([]*producer.Message, err
 	if !utf8.Valid(data) {
 		return nil, badRequest("decoding the JSON batch: the request is not valid UTF-8")
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	var jb batchRequest
-	if err := dec.Decode(&jb); err != nil {
-		if errors.Is(err, errBatchTooLarge) {
-			return nil, badRequest("%v", errBatchTooLarge)
-		}
-		return nil, badRequest("decoding the JSON batch: %v", err)
+	jb, err := decodeBatch(data)
+	if err != nil {
+		return nil, err
 	}
-	if dec.More() {
-		return nil, badRequest("decoding the JSON batch: more than one JSON value")
-	}
-	if len(jb.Messages) == 0 {
+	if len(jb) == 0 {
 		return nil, badRequest(`the batch holds no message: send {"messages":[...]}`)
 	}
 	// One allocation for all the messages; each message's body, tags, keys and properties are
 	// its own.
-	store := make([]producer.Message, len(jb.Messages))
-	msgs := make([]*producer.Message, len(jb.Messages))
-	for i := range jb.Messages {
-		if err := fillBatchMessage(&store[i], &jb.Messages[i]); err != nil {
+	store := make([]producer.Message, len(jb))
+	msgs := make([]*producer.Message, len(jb))
+	for i := range jb {
+		if err := fillBatchMessage(&store[i], &jb[i]); err != nil {
 			return nil, &requestError{status: err.status, code: err.code, msg: "batch message " + strconv.Itoa(i) + ": " + err.msg}
 		}
 		msgs[i] = &store[i]
 	}
 	return msgs, nil
+}
+
+// decodeBatch decodes a JSONBatch's messages from data as a stream, one message at a time: the
+// request is scanned once for its structure and once per message for its fields (decoding the
+// whole object, then its list, would scan every byte four times), and decoding stops past
+// MaxBatchMessages, so a request of a million tiny messages costs what it sent, not a decoded
+// message for each. The object may hold "messages" only, once.
+func decodeBatch(data []byte) ([]batchMessage, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := expectDelim(dec, '{', "the batch must be a JSON object"); err != nil {
+		return nil, err
+	}
+	var msgs []batchMessage
+	seen := false
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, badRequest("decoding the JSON batch: %v", err)
+		}
+		switch key, _ := tok.(string); {
+		case key != "messages":
+			return nil, badRequest("decoding the JSON batch: json: unknown field %q", key)
+		case seen:
+			return nil, badRequest(`decoding the JSON batch: json: repeated field "messages"`)
+		}
+		seen = true
+		if msgs, err = decodeBatchMessages(dec); err != nil {
+			return nil, err
+		}
+	}
+	if err := expectDelim(dec, '}', "the batch must be a JSON object"); err != nil {
+		return nil, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, badRequest("decoding the JSON batch: more than one JSON value")
+	}
+	return msgs, nil
+}
+
+// decodeBatchMessages decodes the list of a batch's messages (null for none).
+func decodeBatchMessages(dec *json.Decoder) ([]batchMessage, error) {
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, badRequest("decoding the JSON batch: %v", err)
+	}
+	if tok == nil {
+		return nil, nil
+	}
+	if tok != json.Delim('[') {
+		return nil, badRequest("decoding the JSON batch: messages must be a list")
+	}
+	var msgs []batchMessage
+	for dec.More() {
+		if len(msgs) == producer.MaxBatchMessages {
+			return nil, badRequest("the batch holds more than %d messages, the limit", producer.MaxBatchMessages)
+		}
+		msgs = append(msgs, batchMessage{})
+		if err := dec.Decode(&msgs[len(msgs)-1]); err != nil {
+			return nil, badRequest("decoding the JSON batch: message %d: %v", len(msgs)-1, err)
+		}
+	}
+	return msgs, expectDelim(dec, ']', "messages must be a list")
+}
+
+// expectDelim reads the next token, which must be d.
+func expectDelim(dec *json.Decoder, d json.Delim, what string) error {
+	tok, err := dec.Token()
+	if err != nil {
+		return badRequest("decoding the JSON batch: %v", err)
+	}
+	if tok != d {
+		return badRequest("decoding the JSON batch: %s", what)
+	}
+	return nil
 }
 
 // fillMessage sets m from the JSON form jm.
