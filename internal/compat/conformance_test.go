@@ -209,6 +209,14 @@ var conformanceCases = []conformanceCase{
 		}
 		return observation{Note: "closed after the idle timeout"}
 	}},
+	{name: "runtime info carries the send path's figures under the same keys and forms", run: func(ctx context.Context, t *testing.T, p peer) observation {
+		resp := p.invoke(ctx, t, p.strict, remoting.NewGetBrokerRuntimeInfoRequest())
+		table, err := remoting.ParseBrokerRuntimeInfo(resp)
+		if err != nil {
+			return observation{Code: resp.Code, Note: err.Error()}
+		}
+		return observation{Code: resp.Code, Note: pressureForms(table)}
+	}},
 	{name: "unknown request code is REQUEST_CODE_NOT_SUPPORTED", remark: true, run: func(ctx context.Context, t *testing.T, p peer) observation {
 		resp := p.invoke(ctx, t, p.strict, remoting.NewRequest(9999, nil, nil))
 		return observation{Code: resp.Code, Remark: resp.Remark}
@@ -216,6 +224,22 @@ var conformanceCases = []conformanceCase{
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// pressureForms says which send-path figures a runtime table carries in a form detour reads
+// (remoting.PressureOf), with the send queue's capacity, which an idle broker of either kind
+// reports as RocketMQ's default; the other figures move with load, so only their presence counts.
+func pressureForms(table map[string]string) string {
+	p := remoting.PressureOf(table)
+	known := func(v float64) string {
+		if v < 0 {
+			return "unknown"
+		}
+		return "known"
+	}
+	return fmt.Sprintf("capacity %d, size %s, head wait %s, page-cache lock %s, put p99 %s", p.SendQueueCapacity,
+		known(float64(p.SendQueueSize)), known(float64(p.SendQueueHeadWaitMillis)), known(float64(p.PageCacheLockMillis)),
+		known(p.PutLatency99Millis))
+}
 
 // idleTimeout is the third broker's serverChannelMaxIdleTimeSeconds (RocketMQ's default is 120 s).
 const idleTimeout = 2 * time.Second
@@ -278,4 +302,19 @@ func TestBrokersimAnswersAsTheRealBroker(t *testing.T) {
 			t.Logf("%s: code %d, visible %+d %s %q", tc.name, want.Code, want.Visible, want.Note, want.Remark)
 		})
 	}
+	// The canary: a broker whose table names the send queue's head wait differently (as a
+	// release that renamed it would) must not pass as the real broker's.
+	t.Run("canary: a runtime table with a renamed key diverges", func(t *testing.T) {
+		resp := real.invoke(ctx, t, real.strict, remoting.NewGetBrokerRuntimeInfoRequest())
+		table, err := remoting.ParseBrokerRuntimeInfo(resp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := pressureForms(table)
+		table["sendThreadPoolQueueHeadWaitTimeMillis"] = table[remoting.RuntimeSendQueueHeadWait]
+		delete(table, remoting.RuntimeSendQueueHeadWait)
+		if got := pressureForms(table); got == want {
+			t.Fatalf("a renamed key reads as %q, the real broker's own form", got)
+		}
+	})
 }
