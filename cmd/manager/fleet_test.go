@@ -27,7 +27,7 @@ import (
 // fleetCluster is two brokersim brokers behind a brokersim name server, a Cluster "prod" over
 // them, a FaultPolicy "shared" (no growth, no watch of routed brokers: only traffic and the probes
 // of isolated brokers learn) and a Topic "orders" on the Cluster, whose RocketMQ topic is named
-// after the namespace (waitForRoute finds Topics by it across namespaces).
+// after the namespace.
 type fleetCluster struct {
 	ns, topic     string
 	healthy, sick *brokersim.Broker

@@ -255,12 +255,14 @@ func (r *runningOperator) stop() error {
 }
 
 // waitForRoute waits until the operator's runtime routes the Topic whose spec.topicName is topic
-// (one Topic per RocketMQ topic in these tests) over n brokers.
+// over n brokers. A scoped operator's Topic is looked for in its own namespace only, so a test run
+// again (-count) finds its own Topic, not the one an earlier run left in another namespace; an
+// unscoped operator's tests keep one Topic per RocketMQ topic.
 func (r *runningOperator) waitForRoute(t *testing.T, topic string, n int) {
 	t.Helper()
 	eventually(t, "topic "+topic+" routed over the brokers", func() error {
 		var topics routingv1alpha1.TopicList
-		if err := k8sClient.List(context.Background(), &topics); err != nil {
+		if err := k8sClient.List(context.Background(), &topics, client.InNamespace(r.namespace)); err != nil {
 			return err
 		}
 		i := slices.IndexFunc(topics.Items, func(x routingv1alpha1.Topic) bool { return x.Spec.TopicName == topic })
