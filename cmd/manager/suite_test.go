@@ -168,16 +168,23 @@ func startBroker(t *testing.T, ns, name string, labels map[string]string) *broke
 	return b
 }
 
+// fastRetries end failure cases quickly: two attempts, the first capped at 1 s, 2 s in all.
+var fastRetries = routingv1alpha1.RetryPolicy{Attempts: 2, SendTimeoutMillis: 2000, PerAttemptTimeoutMillis: ptr.To[int32](1000)}
+
 // createTopic creates a FaultPolicy named after the topic and a Topic selecting pods labelled
 // app=<app>, with fast retries so failure cases end quickly.
 func createTopic(t *testing.T, ns, name, topicName, app string) {
 	t.Helper()
+	createTopicRetrying(t, ns, name, topicName, app, fastRetries)
+}
+
+// createTopicRetrying is createTopic with the FaultPolicy's retries given.
+func createTopicRetrying(t *testing.T, ns, name, topicName, app string, retry routingv1alpha1.RetryPolicy) {
+	t.Helper()
 	ctx := context.Background()
 	fp := &routingv1alpha1.FaultPolicy{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: routingv1alpha1.FaultPolicySpec{
-			Retry: routingv1alpha1.RetryPolicy{Attempts: 2, SendTimeoutMillis: 2000, PerAttemptTimeoutMillis: ptr.To[int32](1000)},
-		},
+		Spec:       routingv1alpha1.FaultPolicySpec{Retry: retry},
 	}
 	if err := k8sClient.Create(ctx, fp); err != nil {
 		t.Fatal(err)
