@@ -252,7 +252,8 @@ func TestSendPolicyIsThePresetWithTheGivenFlags(t *testing.T) {
 		{[]string{"--preset", "RocketMQ4"}, "RocketMQ4"},
 		{[]string{"--preset", "Disabled"}, "Disabled"},
 		{[]string{"--preset", "Detour"}, "Detour"},
-		{[]string{"--preset", "Detour", "--probe=false", "--per-attempt-timeout", "0"}, "Detour-probing-perAttemptCap"},
+		// The pressure poll runs in the probe loop, so turning probing off turns it off too.
+		{[]string{"--preset", "Detour", "--probe=false", "--per-attempt-timeout", "0"}, "Detour-probing-pressure-perAttemptCap"},
 		{[]string{"--preset", "RocketMQ5", "--probe", "--attempts", "5"}, "RocketMQ5~retry+probing"},
 	} {
 		c, err := parseSend(append([]string{"--broker", "a=127.0.0.1:1"}, tc.args...), io.Discard)
