@@ -63,13 +63,8 @@ func (r *Runtime) SendOrderedRoute(ctx context.Context, route string, m *Message
 	if err := checkMessageGroup(group); err != nil {
 		return nil, err
 	}
-	if r.closed.Load() {
-		return nil, ErrClosed
-	}
-	rt := r.routeFor(route, m.Topic)
-	if rt == nil {
-		err := &NoRouteError{Topic: m.Topic}
-		r.metrics.SendDone(m.Topic, ModeSync, 0, time.Since(begin), err)
+	rt, err := r.openRoute(route, m.Topic, ModeSync, begin, time.Now)
+	if err != nil {
 		return nil, err
 	}
 	c := sendCall{r: r, ctx: ctx, key: route, topic: m.Topic, mode: ModeSync, begin: begin}

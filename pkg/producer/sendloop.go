@@ -68,13 +68,8 @@ func (r *Runtime) send(ctx context.Context, key string, m *Message, mode SendMod
 	if err := ValidateMessage(m); err != nil {
 		return nil, err
 	}
-	if r.closed.Load() {
-		return nil, ErrClosed
-	}
-	rt := r.routeFor(key, m.Topic)
-	if rt == nil {
-		err := &NoRouteError{Topic: m.Topic}
-		r.metrics.SendDone(m.Topic, mode, 0, r.now().Sub(begin), err)
+	rt, err := r.openRoute(key, m.Topic, mode, begin, r.now)
+	if err != nil {
 		return nil, err
 	}
 	c := sendCall{r: r, ctx: ctx, key: key, topic: m.Topic, mode: mode, begin: begin}
@@ -553,6 +548,23 @@ type retryRules struct {
 type brokerWire interface {
 	Invoke(ctx context.Context, addr string, req *remoting.Command) (*remoting.Command, error)
 	InvokeOneway(ctx context.Context, addr string, req *remoting.Command) error
+}
+
+// openRoute returns the route a send of topic by key goes by, or the error that ends the send
+// before any attempt: ErrClosed once the runtime is closed, or a *NoRouteError, which is counted
+// in the send metrics as a failed send of mode that took from begin to now() (each caller keeps
+// the clock it measured begin on).
+func (r *Runtime) openRoute(key, topic string, mode SendMode, begin time.Time, now func() time.Time) (*route, error) {
+	if r.closed.Load() {
+		return nil, ErrClosed
+	}
+	rt := r.routeFor(key, topic)
+	if rt == nil {
+		err := &NoRouteError{Topic: topic}
+		r.metrics.SendDone(topic, mode, 0, now().Sub(begin), err)
+		return nil, err
+	}
+	return rt, nil
 }
 
 // now is the send loop's clock: the wall clock unless a replay set sendClock.
