@@ -119,12 +119,7 @@ func (s *Server) serveBatch(w http.ResponseWriter, r *http.Request) {
 	}
 	msgs, err := readBatch(w, r)
 	if err != nil {
-		var re *requestError
-		if errors.As(err, &re) {
-			writeRequestError(w, re)
-			return
-		}
-		writeError(w, http.StatusBadRequest, ErrorResponse{Code: CodeInvalidMessage, Error: err.Error()})
+		writeReadError(w, err)
 		return
 	}
 	for i, m := range msgs {

@@ -219,12 +219,7 @@ func (s *Server) serveMessages(w http.ResponseWriter, r *http.Request) {
 	}
 	msg, how, err := readMessage(w, r)
 	if err != nil {
-		var re *requestError
-		if errors.As(err, &re) {
-			writeRequestError(w, re)
-			return
-		}
-		writeError(w, http.StatusBadRequest, ErrorResponse{Code: CodeInvalidMessage, Error: err.Error()})
+		writeReadError(w, err)
 		return
 	}
 	msg.Topic = target.Topic
@@ -397,6 +392,17 @@ func (s *Server) writeSendError(w http.ResponseWriter, r *http.Request, err erro
 
 func topicNotFound(ns, name string) ErrorResponse {
 	return ErrorResponse{Code: CodeTopicNotFound, Error: fmt.Sprintf("Topic %q not found in namespace %q", name, ns)}
+}
+
+// writeReadError answers a request whose body could not be read as messages: a *requestError
+// with its own status and code, any other error as 400 InvalidMessage.
+func writeReadError(w http.ResponseWriter, err error) {
+	var re *requestError
+	if errors.As(err, &re) {
+		writeRequestError(w, re)
+		return
+	}
+	writeError(w, http.StatusBadRequest, ErrorResponse{Code: CodeInvalidMessage, Error: err.Error()})
 }
 
 func writeRequestError(w http.ResponseWriter, e *requestError) {
