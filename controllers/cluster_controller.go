@@ -157,14 +157,22 @@ func conditionMessage(s string) string {
 
 // clustersOfPod maps a pod to the Clusters in its namespace whose selector matches it.
 func (r *ClusterReconciler) clustersOfPod(ctx context.Context, obj client.Object) []reconcile.Request {
+	return r.clustersWhere(ctx, obj.GetNamespace(), func(c *routingv1alpha1.Cluster) bool {
+		return selects(c.Spec.BrokerSelector, obj.GetLabels())
+	})
+}
+
+// clustersWhere lists the Clusters in namespace and asks for a reconcile of each that match
+// accepts. A failed list is logged and asks for none: the watch's next event lists again.
+func (r *ClusterReconciler) clustersWhere(ctx context.Context, namespace string, match func(*routingv1alpha1.Cluster) bool) []reconcile.Request {
 	var clusters routingv1alpha1.ClusterList
-	if err := r.List(ctx, &clusters, client.InNamespace(obj.GetNamespace())); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "Listing Clusters failed", "namespace", obj.GetNamespace())
+	if err := r.List(ctx, &clusters, client.InNamespace(namespace)); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing Clusters failed", "namespace", namespace)
 		return nil
 	}
 	var reqs []reconcile.Request
 	for i := range clusters.Items {
-		if selects(clusters.Items[i].Spec.BrokerSelector, obj.GetLabels()) {
+		if match(&clusters.Items[i]) {
 			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&clusters.Items[i])})
 		}
 	}

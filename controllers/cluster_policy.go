@@ -70,16 +70,8 @@ func markHidden(ctx context.Context, r client.Reader, rt *producer.Runtime, cl *
 // clustersOfPolicy maps a FaultPolicy (whose status changes with its isolations) to the Clusters
 // in its namespace that name it, so their hidden brokers follow.
 func (r *ClusterReconciler) clustersOfPolicy(ctx context.Context, obj client.Object) []reconcile.Request {
-	var clusters routingv1alpha1.ClusterList
-	if err := r.List(ctx, &clusters, client.InNamespace(obj.GetNamespace())); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "Listing Clusters failed", "namespace", obj.GetNamespace())
-		return nil
-	}
-	var reqs []reconcile.Request
-	for i := range clusters.Items {
-		if ref := clusters.Items[i].Spec.FaultPolicyRef; ref != nil && ref.Name == obj.GetName() {
-			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&clusters.Items[i])})
-		}
-	}
-	return reqs
+	return r.clustersWhere(ctx, obj.GetNamespace(), func(c *routingv1alpha1.Cluster) bool {
+		ref := c.Spec.FaultPolicyRef
+		return ref != nil && ref.Name == obj.GetName()
+	})
 }
