@@ -1,7 +1,6 @@
 package producer
 
 import (
-	"bufio"
 	"fmt"
 	"net"
 	"strings"
@@ -22,33 +21,8 @@ type hostileRuntimeBroker struct {
 
 func startHostileRuntimeBroker(t *testing.T, body []byte) *hostileRuntimeBroker {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := &hostileRuntimeBroker{ln: ln, body: body}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			nc, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go h.serve(nc)
-		}
-	}()
-	return h
-}
-
-func (h *hostileRuntimeBroker) serve(nc net.Conn) {
-	defer nc.Close()
-	fr := remoting.NewFrameReader(bufio.NewReader(nc), 4096, 16<<20)
-	for {
-		req, err := fr.ReadCommand()
-		if err != nil {
-			return
-		}
-		resp := remoting.NewResponse(req, remoting.Success, "")
+	h := &hostileRuntimeBroker{body: body}
+	h.ln = startAnsweringBroker(t, 16<<20, func(req, resp *remoting.Command) {
 		switch req.Code {
 		case remoting.GetBrokerRuntimeInfo:
 			resp.Body = h.body
@@ -56,14 +30,8 @@ func (h *hostileRuntimeBroker) serve(nc net.Conn) {
 		case remoting.GetMaxOffset:
 			resp.ExtFields = map[string]string{"offset": "0"}
 		}
-		frame, err := remoting.Encode(resp)
-		if err != nil {
-			return
-		}
-		if _, err := nc.Write(frame); err != nil {
-			return
-		}
-	}
+	})
+	return h
 }
 
 // TestHostileRuntimeTablesAreRefusedAndIsolateNothing proves a broker that answers the pressure

@@ -20,11 +20,25 @@ type offsetBroker struct {
 
 func startOffsetBroker(t *testing.T, ext map[string]string) *offsetBroker {
 	t.Helper()
+	b := &offsetBroker{ext: ext}
+	b.ln = startAnsweringBroker(t, 1<<20, func(req, resp *remoting.Command) {
+		if req.Code == remoting.GetMaxOffset {
+			resp.ExtFields = b.ext
+			b.probes.Add(1)
+		}
+	})
+	return b
+}
+
+// startAnsweringBroker listens on a loopback port, closed when the test ends, and answers every
+// request read on its connections (frames up to maxFrame bytes) with SUCCESS, after answer has
+// filled in the response for that request. A connection ends at the first read or write error.
+func startAnsweringBroker(t *testing.T, maxFrame int, answer func(req, resp *remoting.Command)) net.Listener {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &offsetBroker{ln: ln, ext: ext}
 	t.Cleanup(func() { ln.Close() })
 	go func() {
 		for {
@@ -32,25 +46,23 @@ func startOffsetBroker(t *testing.T, ext map[string]string) *offsetBroker {
 			if err != nil {
 				return
 			}
-			go b.serve(nc)
+			go answerEachRequest(nc, maxFrame, answer)
 		}
 	}()
-	return b
+	return ln
 }
 
-func (b *offsetBroker) serve(nc net.Conn) {
+// answerEachRequest serves one connection of startAnsweringBroker until it fails or closes.
+func answerEachRequest(nc net.Conn, maxFrame int, answer func(req, resp *remoting.Command)) {
 	defer nc.Close()
-	fr := remoting.NewFrameReader(bufio.NewReader(nc), 4096, 1<<20)
+	fr := remoting.NewFrameReader(bufio.NewReader(nc), 4096, maxFrame)
 	for {
 		req, err := fr.ReadCommand()
 		if err != nil {
 			return
 		}
 		resp := remoting.NewResponse(req, remoting.Success, "")
-		if req.Code == remoting.GetMaxOffset {
-			resp.ExtFields = b.ext
-			b.probes.Add(1)
-		}
+		answer(req, resp)
 		frame, err := remoting.Encode(resp)
 		if err != nil {
 			return
