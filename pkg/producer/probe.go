@@ -227,12 +227,15 @@ func (r *Runtime) pollPressure(ctx context.Context, wg *sync.WaitGroup, policy s
 			}
 			fig := BrokerPressure{Broker: b.Name, BrokerPressure: remoting.PressureOf(table), At: time.Now()}
 			fig.Pressed = ps.Pressure.pressed(fig.BrokerPressure)
-			if fig.Pressed {
-				ps.tol.Pressured(b.Name, hold)
-			}
 			mu.Lock()
 			figures[b.Name] = fig
 			mu.Unlock()
+			if fig.Pressed {
+				// Published before they hold the broker out, so whoever sees the isolation (status,
+				// metrics) finds the figures that caused it.
+				r.notePressure(policy, fig)
+				ps.tol.Pressured(b.Name, hold)
+			}
 		}()
 	}
 	wg.Add(1)
@@ -243,6 +246,17 @@ func (r *Runtime) pollPressure(ctx context.Context, wg *sync.WaitGroup, policy s
 		r.pressure[policy] = figures
 		r.pressureMu.Unlock()
 	}()
+}
+
+// notePressure records one broker's figures at once, ahead of the poll's replacing the policy's
+// figures as a whole when every broker has answered or timed out.
+func (r *Runtime) notePressure(policy string, fig BrokerPressure) {
+	r.pressureMu.Lock()
+	defer r.pressureMu.Unlock()
+	if r.pressure[policy] == nil {
+		r.pressure[policy] = make(map[string]BrokerPressure)
+	}
+	r.pressure[policy][fig.Broker] = fig
 }
 
 // BrokerPressure is what a broker last said of its send path (GET_BROKER_RUNTIME_INFO), for
