@@ -8,7 +8,6 @@ import (
 	"net/http/httptest"
 	"testing"
 
-	"github.com/detourmq/detour/pkg/brokersim"
 	"github.com/detourmq/detour/pkg/producer"
 )
 
@@ -54,17 +53,7 @@ func BenchmarkHandlerRawMessage(b *testing.B) {
 // gateway, producer runtime and a brokersim broker storing the message, at the benchmark's
 // parallelism.
 func BenchmarkLoopbackSend(b *testing.B) {
-	broker, err := brokersim.StartBrokerWith("bench", "127.0.0.1:0", brokersim.Options{CountOnly: true})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { broker.Close() })
-	rt := producer.New(producer.Options{})
-	b.Cleanup(func() { rt.Close() })
-	rt.SetBroker(producer.Broker{Name: "bench", Addr: broker.Addr(), Ready: true})
-	if err := rt.SetRoute(producer.Route{Topic: "BenchTopic", Brokers: []producer.BrokerQueues{{Broker: "bench", WriteQueues: 4}}}); err != nil {
-		b.Fatal(err)
-	}
+	rt := benchRuntime(b)
 	srv := benchServer(b, rt)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
