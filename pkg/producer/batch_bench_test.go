@@ -17,16 +17,7 @@ func BenchmarkSendBatch(b *testing.B) {
 	}
 	for _, n := range []int{1, 32, 256} {
 		b.Run(fmt.Sprintf("messages=%d", n), func(b *testing.B) {
-			r := New(Options{})
-			defer r.Close()
-			rt := Route{Topic: benchTopic}
-			for _, br := range env.brokers {
-				r.SetBroker(Broker{Name: br.Name(), Addr: br.Addr(), Ready: true})
-				rt.Brokers = append(rt.Brokers, BrokerQueues{Broker: br.Name(), WriteQueues: 4})
-			}
-			if err := r.SetRoute(rt); err != nil {
-				b.Fatal(err)
-			}
+			r := env.runtime(b)
 			msgs := make([]*Message, n)
 			for i := range msgs {
 				msgs[i] = &Message{Topic: benchTopic, Tags: "tag", Body: body}

@@ -28,6 +28,23 @@ type sendBenchEnv struct {
 	ns      *brokersim.NameServer
 }
 
+// runtime returns a runtime routed to the environment's brokers, 4 write queues each, closed
+// when the benchmark ends.
+func (env *sendBenchEnv) runtime(b *testing.B) *Runtime {
+	b.Helper()
+	r := New(Options{})
+	b.Cleanup(func() { r.Close() })
+	rt := Route{Topic: benchTopic}
+	for _, br := range env.brokers {
+		r.SetBroker(Broker{Name: br.Name(), Addr: br.Addr(), Ready: true})
+		rt.Brokers = append(rt.Brokers, BrokerQueues{Broker: br.Name(), WriteQueues: 4})
+	}
+	if err := r.SetRoute(rt); err != nil {
+		b.Fatal(err)
+	}
+	return r
+}
+
 func startSendBenchEnv(b *testing.B) *sendBenchEnv {
 	b.Helper()
 	env := &sendBenchEnv{}
@@ -85,19 +102,10 @@ func BenchmarkSendSync(b *testing.B) {
 	}
 	for _, g := range []int{1, 64} {
 		b.Run(fmt.Sprintf("detour/goroutines=%d", g), func(b *testing.B) {
-			r := New(Options{})
-			defer r.Close()
-			rt := Route{Topic: benchTopic}
-			for _, br := range env.brokers {
-				r.SetBroker(Broker{Name: br.Name(), Addr: br.Addr(), Ready: true})
-				rt.Brokers = append(rt.Brokers, BrokerQueues{Broker: br.Name(), WriteQueues: 4})
-			}
-			if err := r.SetRoute(rt); err != nil {
-				b.Fatal(err)
-			}
+			r := env.runtime(b)
 			ctx := context.Background()
 			// Open the connections outside the timed loop, as rocketmq-client-go's side does.
-			for range rt.Brokers {
+			for range env.brokers {
 				if _, err := r.Send(ctx, &Message{Topic: benchTopic, Body: body}); err != nil {
 					b.Fatal(err)
 				}
