@@ -232,6 +232,8 @@ type Broker struct {
 	storeHost netip.AddrPort
 
 	fault    atomic.Pointer[faultState]
+	config   brokerConfig // what GET_BROKER_CONFIG reports (SetLimits)
+	started  time.Time
 	faultMu  sync.Mutex    // serialises SetFault and Close
 	applyMu  sync.Mutex    // serialises putting a fault state in force (SetFault, flap loop)
 	flapStop chan struct{} // closes to stop the current flap loop
@@ -289,7 +291,7 @@ func StartBrokerWith(name, addr string, opts Options) (*Broker, error) {
 	if opts.Region == "" {
 		opts.Region = remoting.DefaultRegionID
 	}
-	b := &Broker{name: name, opts: opts, topics: make(map[string]*topicState), byCode: make(map[int16]int64)}
+	b := &Broker{name: name, opts: opts, topics: make(map[string]*topicState), byCode: make(map[int16]int64), started: time.Now()}
 	b.autoCreateRuntime.Store(!opts.NoAutoCreate)
 	b.fault.Store(&faultState{})
 	b.srv = newServer(b.handle, idleTimeout(opts.IdleTimeout))
@@ -656,6 +658,8 @@ func (b *Broker) serve(req *remoting.Command) *remoting.Command {
 		return resp
 	case remoting.GetBrokerRuntimeInfo:
 		return b.runtimeInfo(req)
+	case remoting.GetBrokerConfig:
+		return b.brokerConfigAnswer(req)
 	case remoting.UpdateAndCreateTopic:
 		h, err := remoting.ParseCreateTopicRequest(req)
 		if err != nil {

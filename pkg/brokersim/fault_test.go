@@ -432,3 +432,40 @@ func TestBusyFaultRefusesSendsAndServesTheRest(t *testing.T) {
 		t.Fatal("a busy broker stored the message")
 	}
 }
+
+// TestBrokerConfigReportsTheBusyLimitsSetLimitsChanges proves GET_BROKER_CONFIG answers
+// RocketMQ's default busy limits, then the limits SetLimits gives with a data version that moved,
+// and leaves out a limit set negative, in an answer detour's parser reads.
+func TestBrokerConfigReportsTheBusyLimitsSetLimitsChanges(t *testing.T) {
+	b := startBroker(t, "broker-a", Options{})
+	c := newClient(t)
+	ask := func() remoting.BrokerConfig {
+		t.Helper()
+		resp, err := c.Invoke(timeout(t, 5*time.Second), b.Addr(), remoting.NewGetBrokerConfigRequest())
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := remoting.ParseBrokerConfig(resp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	first := ask()
+	if got, want := remoting.LimitsOf(first), (remoting.BrokerLimits{SendQueueWaitMillis: 200, PageCacheBusyMillis: 1000}); got != want {
+		t.Fatalf("default limits %v, want %v", got, want)
+	}
+	if first.Entries["brokerName"] != "broker-a" {
+		t.Errorf("brokerName %q", first.Entries["brokerName"])
+	}
+	for _, set := range []remoting.BrokerLimits{{SendQueueWaitMillis: 0, PageCacheBusyMillis: 1000}, {SendQueueWaitMillis: 50, PageCacheBusyMillis: -1}} {
+		b.SetLimits(set)
+		cfg := ask()
+		if got := remoting.LimitsOf(cfg); got != set {
+			t.Errorf("after SetLimits(%v): %v", set, got)
+		}
+		if cfg.Version == first.Version {
+			t.Errorf("after SetLimits(%v) the data version %s did not move", set, cfg.Version)
+		}
+	}
+}

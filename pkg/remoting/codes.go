@@ -13,6 +13,7 @@ const (
 	UpdateConsumerOffset     int16 = 15
 	UpdateAndCreateTopic     int16 = 17
 	UpdateAndCreateTopicList int16 = 18
+	GetBrokerConfig          int16 = 26
 	GetBrokerRuntimeInfo     int16 = 28
 	SearchOffsetByTimestamp  int16 = 29
 	GetMaxOffset             int16 = 30
@@ -143,6 +144,7 @@ var requestCodeNames = map[int16]string{
 	SendMessage: "SEND_MESSAGE", PullMessage: "PULL_MESSAGE", QueryMessage: "QUERY_MESSAGE",
 	QueryConsumerOffset: "QUERY_CONSUMER_OFFSET", UpdateConsumerOffset: "UPDATE_CONSUMER_OFFSET",
 	UpdateAndCreateTopic: "UPDATE_AND_CREATE_TOPIC", UpdateAndCreateTopicList: "UPDATE_AND_CREATE_TOPIC_LIST",
+	GetBrokerConfig:      "GET_BROKER_CONFIG",
 	GetBrokerRuntimeInfo: "GET_BROKER_RUNTIME_INFO", SearchOffsetByTimestamp: "SEARCH_OFFSET_BY_TIMESTAMP", GetMaxOffset: "GET_MAX_OFFSET",
 	GetMinOffset: "GET_MIN_OFFSET", GetEarliestMsgStoreTime: "GET_EARLIEST_MSG_STORETIME",
 	ViewMessageByID: "VIEW_MESSAGE_BY_ID", HeartBeat: "HEART_BEAT", UnregisterClient: "UNREGISTER_CLIENT",
