@@ -28,10 +28,16 @@ func benchRuntime(b *testing.B) *producer.Runtime {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { broker.Close() })
+	return routedRuntime(b, "bench", broker.Addr())
+}
+
+// routedRuntime returns a runtime that routes BenchTopic to the 4 queues of the broker name at addr.
+func routedRuntime(b *testing.B, name, addr string) *producer.Runtime {
+	b.Helper()
 	rt := producer.New(producer.Options{})
 	b.Cleanup(func() { rt.Close() })
-	rt.SetBroker(producer.Broker{Name: "bench", Addr: broker.Addr(), Ready: true})
-	if err := rt.SetRoute(producer.Route{Topic: "BenchTopic", Brokers: []producer.BrokerQueues{{Broker: "bench", WriteQueues: 4}}}); err != nil {
+	rt.SetBroker(producer.Broker{Name: name, Addr: addr, Ready: true})
+	if err := rt.SetRoute(producer.Route{Topic: "BenchTopic", Brokers: []producer.BrokerQueues{{Broker: name, WriteQueues: 4}}}); err != nil {
 		b.Fatal(err)
 	}
 	return rt
@@ -52,11 +58,22 @@ func startBenchGateway(b *testing.B, sender Sender) string {
 // counting perCall messages.
 func runSenders(b *testing.B, g, perCall int, send func() error) {
 	b.Helper()
+	runOwnSenders(b, g, perCall, func() func() error { return send })
+}
+
+// runOwnSenders is runSenders with a sender of its own for each goroutine (a connection each),
+// made before the clock starts.
+func runOwnSenders(b *testing.B, g, perCall int, newSender func() func() error) {
+	b.Helper()
+	senders := make([]func() error, g)
+	for i := range senders {
+		senders[i] = newSender()
+	}
 	var next, failed atomic.Int64
 	var wg sync.WaitGroup
 	b.ResetTimer()
 	start := time.Now()
-	for range g {
+	for _, send := range senders {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -73,51 +90,101 @@ func runSenders(b *testing.B, g, perCall int, send func() error) {
 	b.ReportMetric(float64(b.N*perCall)/elapsed.Seconds(), "msgs/s")
 }
 
+// leanSenders returns a maker of senders that post body over a lean client's connection each.
+func leanSenders(b *testing.B, url, contentType string, body []byte, headers map[string]string) func() func() error {
+	return func() func() error {
+		c, err := dialLean(url, contentType, body, headers)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { c.Close() })
+		return c.post
+	}
+}
+
 // benchBatchSize is the batch size of the batch target.
 const benchBatchSize = 32
 
 // BenchmarkGatewayAgainstRuntime measures, in one run against the same kind of loopback brokersim
 // broker, 64 concurrent senders of 1 KiB messages: calling the runtime directly, posting one
-// message per request through the gateway over loopback HTTP (client, server, runtime and broker
-// in this process), and posting 32 per batch request (JSON, bodyText). The ratios of their
+// message per request through the gateway over loopback HTTP/1.1 (client, server, runtime and
+// broker in this process), and posting 32 per batch request (JSON, bodyText). The ratios of their
 // msgs/s are the gateway's share of the runtime's throughput and what batching gains over HTTP.
+//
+// The gateway is measured with two load generators: "lean" is leanClient (wrk-like: 64
+// persistent connections writing a request encoded once and parsing the answers minimally), which
+// leaves the gateway the CPU a deployment's clients, running elsewhere, would leave it;
+// "nethttp" is Go's net/http client, which in this process takes about a third of the CPU.
 func BenchmarkGatewayAgainstRuntime(b *testing.B) {
+	benchGatewayShapes(b, benchRuntime, true)
+}
+
+// benchGatewayShapes runs the throughput benchmark's shapes, each with a runtime of its own from
+// newRuntime: the runtime directly, and the gateway with one message and 32 per request from the
+// lean client and, when nethttp is set, from net/http's client.
+func benchGatewayShapes(b *testing.B, newRuntime func(*testing.B) *producer.Runtime, nethttp bool) {
 	body := bytes.Repeat([]byte("x"), 1024)
+	batch := benchBatch(b, body)
+	single := map[string]string{HeaderTags: "tag"}
 	b.Run("runtime-direct", func(b *testing.B) {
-		rt := benchRuntime(b)
+		rt := newRuntime(b)
 		b.ReportAllocs()
 		runSenders(b, benchConcurrency, 1, func() error {
 			_, err := rt.Send(context.Background(), &producer.Message{Topic: "BenchTopic", Tags: "tag", Body: body})
 			return err
 		})
 	})
-	b.Run("gateway", func(b *testing.B) {
-		url := expand(startBenchGateway(b, benchRuntime(b)) + MessagesPath)
-		client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: benchConcurrency}}
-		b.Cleanup(client.CloseIdleConnections)
+	b.Run("gateway-lean", func(b *testing.B) {
+		url := expand(startBenchGateway(b, newRuntime(b)) + MessagesPath)
+		b.ReportAllocs()
+		runOwnSenders(b, benchConcurrency, 1, leanSenders(b, url, "application/octet-stream", body, single))
+	})
+	b.Run("gateway-batch32-lean", func(b *testing.B) {
+		url := expand(startBenchGateway(b, newRuntime(b)) + BatchPath)
+		b.ReportAllocs()
+		runOwnSenders(b, benchConcurrency, benchBatchSize, leanSenders(b, url, "application/json", batch, nil))
+	})
+	if !nethttp {
+		return
+	}
+	b.Run("gateway-nethttp", func(b *testing.B) {
+		url := expand(startBenchGateway(b, newRuntime(b)) + MessagesPath)
+		client := benchHTTPClient(b)
 		b.ReportAllocs()
 		runSenders(b, benchConcurrency, 1, func() error {
-			return postOK(client, url, "application/octet-stream", body, map[string]string{HeaderTags: "tag"})
+			return postOK(client, url, "application/octet-stream", body, single)
 		})
 	})
-	b.Run("gateway-batch32", func(b *testing.B) {
-		url := expand(startBenchGateway(b, benchRuntime(b)) + BatchPath)
-		client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: benchConcurrency}}
-		b.Cleanup(client.CloseIdleConnections)
-		msgs := make([]JSONMessage, benchBatchSize)
-		text := string(body)
-		for i := range msgs {
-			msgs[i] = JSONMessage{BodyText: &text, Tags: "tag"}
-		}
-		batch, err := json.Marshal(JSONBatch{Messages: msgs})
-		if err != nil {
-			b.Fatal(err)
-		}
+	b.Run("gateway-batch32-nethttp", func(b *testing.B) {
+		url := expand(startBenchGateway(b, newRuntime(b)) + BatchPath)
+		client := benchHTTPClient(b)
 		b.ReportAllocs()
 		runSenders(b, benchConcurrency, benchBatchSize, func() error {
 			return postOK(client, url, "application/json", batch, nil)
 		})
 	})
+}
+
+// benchBatch encodes a batch request of benchBatchSize messages of body, as text.
+func benchBatch(b *testing.B, body []byte) []byte {
+	b.Helper()
+	msgs := make([]JSONMessage, benchBatchSize)
+	text := string(body)
+	for i := range msgs {
+		msgs[i] = JSONMessage{BodyText: &text, Tags: "tag"}
+	}
+	batch, err := json.Marshal(JSONBatch{Messages: msgs})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return batch
+}
+
+// benchHTTPClient is a net/http client that keeps a connection per concurrent sender.
+func benchHTTPClient(b *testing.B) *http.Client {
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: benchConcurrency}}
+	b.Cleanup(client.CloseIdleConnections)
+	return client
 }
 
 // expand fills a route pattern's wildcards with the benchmark's namespace and Topic.
