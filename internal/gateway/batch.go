@@ -202,12 +202,21 @@ func readBatch(w http.ResponseWriter, r *http.Request) ([]*producer.Message, err
 	return msgs, nil
 }
 
-// decodeBatch decodes a JSONBatch's messages from data as a stream, one message at a time: the
+// decodeBatch decodes a JSONBatch's messages from data: the usual form in one pass
+// (decodeBatchFast), any other as encoding/json reads it (decodeBatchJSON).
+func decodeBatch(data []byte) ([]batchMessage, error) {
+	if msgs, ok, err := decodeBatchFast(data); ok {
+		return msgs, err
+	}
+	return decodeBatchJSON(data)
+}
+
+// decodeBatchJSON decodes a JSONBatch's messages from data as a stream, one message at a time: the
 // request is scanned once for its structure and once per message for its fields (decoding the
 // whole object, then its list, would scan every byte four times), and decoding stops past
 // MaxBatchMessages, so a request of a million tiny messages costs what it sent, not a decoded
 // message for each. The object may hold "messages" only, once.
-func decodeBatch(data []byte) ([]batchMessage, error) {
+func decodeBatchJSON(data []byte) ([]batchMessage, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := expectDelim(dec, '{', "the batch must be a JSON object"); err != nil {
@@ -255,7 +264,7 @@ func decodeBatchMessages(dec *json.Decoder) ([]batchMessage, error) {
 	var msgs []batchMessage
 	for dec.More() {
 		if len(msgs) == producer.MaxBatchMessages {
-			return nil, badRequest("the batch holds more than %d messages, the limit", producer.MaxBatchMessages)
+			return nil, errTooManyInBatch()
 		}
 		msgs = append(msgs, batchMessage{})
 		if err := dec.Decode(&msgs[len(msgs)-1]); err != nil {
