@@ -209,15 +209,16 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, limit int64) (Tar
 }
 
 func (s *Server) serveMessages(w http.ResponseWriter, r *http.Request) {
+	asJSON := isJSON(r)
 	limit := maxJSONRequest
-	if !isJSON(r) {
+	if !asJSON {
 		limit = producer.MaxMessageSize
 	}
 	target, ok := s.admit(w, r, limit)
 	if !ok {
 		return
 	}
-	msg, how, err := readMessage(w, r)
+	msg, how, err := readMessage(w, r, asJSON)
 	if err != nil {
 		writeReadError(w, err)
 		return
@@ -241,7 +242,7 @@ func (s *Server) serveMessages(w http.ResponseWriter, r *http.Request) {
 		s.writeSendError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, SendResponse{
+	writeJSON(w, http.StatusOK, &SendResponse{
 		MsgID:         res.MsgID,
 		OffsetMsgID:   res.OffsetMsgID,
 		Topic:         res.Topic,
@@ -433,7 +434,11 @@ func writeJSON(w http.ResponseWriter, status int, body any) {
 			jsonBuffers.Put(buf)
 		}
 	}()
-	_ = json.NewEncoder(buf).Encode(body)
+	if a, ok := body.(jsonAppender); ok {
+		buf.Write(a.appendJSON(buf.AvailableBuffer()))
+	} else {
+		_ = json.NewEncoder(buf).Encode(body)
+	}
 	h := w.Header()
 	h["Content-Type"] = jsonContentType
 	h["X-Content-Type-Options"] = noSniff

@@ -148,14 +148,19 @@ func isJSON(r *http.Request) bool {
 	if ct == "" {
 		return false
 	}
+	if !strings.Contains(ct, ";") {
+		// What ParseMediaType makes of a type without parameters, without the map of them it
+		// allocates.
+		return strings.TrimSpace(strings.ToLower(ct)) == "application/json"
+	}
 	mt, _, err := mime.ParseMediaType(ct)
 	return err == nil && mt == "application/json"
 }
 
-// readMessage builds the message of a request, leaving Topic empty, and returns how it asks to be
-// delivered. A body over the limit is refused with 413 without reading more of it than necessary.
-func readMessage(w http.ResponseWriter, r *http.Request) (*producer.Message, delivery, error) {
-	asJSON := isJSON(r)
+// readMessage builds the message of a request (asJSON: in the JSON form), leaving Topic empty,
+// and returns how it asks to be delivered. A body over the limit is refused with 413 without
+// reading more of it than necessary.
+func readMessage(w http.ResponseWriter, r *http.Request, asJSON bool) (*producer.Message, delivery, error) {
 	limit := int64(producer.MaxMessageSize)
 	if asJSON {
 		limit = maxJSONRequest
