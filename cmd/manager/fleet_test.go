@@ -193,7 +193,7 @@ func statusSeenBy(ns, policy, broker, replica string) error {
 // replica A only, and freezes a broker, five times: replica B holds the broker out once A
 // isolates it (the delay is logged as a distribution, not asserted), B's facade publishes it
 // read-only, the FaultPolicy status lists it as seen by A, B's gateway never tries it, and when A
-// readmits it on a probe's proof B does too.
+// readmits it on its probes' proof (a probation of good probes in a row) B does too.
 func TestReplicasShareIsolations(t *testing.T) {
 	c := startFleetCluster(t)
 	a, _ := c.startReplica(t, "replica-a")

@@ -133,7 +133,8 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 // TestFaultsOnRealBrokers runs steady traffic under the Detour policy against three real brokers
 // while one is paused (a black hole), resumed, killed and gracefully stopped: no send fails, a
 // paused broker costs each sender at most one per-attempt timeout, dead and stopped brokers are
-// isolated while traffic continues on the others, and a resumed broker returns after a probe. A
+// isolated while traffic continues on the others, and a resumed broker returns after its
+// probation's good probes (it was isolated for silence). A
 // runtime that sends nothing but watches the routed brokers finds the paused and the killed
 // broker silent too, and readmits the resumed one.
 func TestFaultsOnRealBrokers(t *testing.T) {
@@ -178,7 +179,7 @@ func TestFaultsOnRealBrokers(t *testing.T) {
 				t.Logf("paused: %d sends, failed attempts on %s per sender %v", len(recs), b.Name, failedOn(recs, b.Name))
 			})
 
-			t.Run("resumed broker returns after a probe", func(t *testing.T) {
+			t.Run("resumed broker returns after its probation", func(t *testing.T) {
 				from := time.Now()
 				b.Resume()
 				waitFor(t, 20*time.Second, b.Name+" back in service", func() bool {

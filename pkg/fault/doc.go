@@ -61,17 +61,27 @@
 //     unreachable broker stays unavailable after its isolation timer has run out, until a
 //     successful probe (ProbeResult with ok) or a successful send proves it reachable again. A
 //     successful probe also ends the timer isolation at once (with GrowOnRepeat, only for a
-//     first offender, see above). A failed probe keeps the broker unreachable with reason
+//     first offender, see above; with ProbationProbes, only the last of a probation's). A failed probe keeps the broker unreachable with reason
 //     ProbeFailed. Without probing, ProbeResult only sets the reachable flag, as RocketMQ's
 //     detector does (and, unlike it, also clears the flag on failure).
 //   - Probes that measure: a successful probe slower than a threshold of the table is no proof;
 //     it isolates as a send of that latency would, with reason SlowProbe. WatchSlow records the
 //     same for a broker the table does not hold out (a watched one).
-//   - ProbationProbes: a broker whose isolation repeated (a probe found it failing or slow while
-//     it was out, or it failed again after an earlier isolation: with GrowOnRepeat a second
-//     episode, without it a second failure in a row) is held, with probing, until that many
-//     good probes in a row; a failure in between starts the count over. The cap may release it
-//     like any other hold.
+//   - ProbationProbes: a broker isolated for silence (a send without an answer, a watch probe
+//     left unanswered) or for a stall (a send or watch probe answered slower than a threshold
+//     that isolates), even a first offender, and a broker whose isolation repeated (a probe
+//     found it failing or slow while it was out, or it failed again after an earlier isolation:
+//     with GrowOnRepeat a second episode, without it a second failure in a row) is held, with
+//     probing, until that many good probes in a row; a failure in between starts the count
+//     over. A broker that flaps or stalls answers a probe in its up phase, so one good probe
+//     proves nothing of it. A good probe counts only if answered under the table's first
+//     threshold (and at least 10 ms): a probe sent during a stall is answered when the stall
+//     ends, and looks good; such an answer readmits nothing and starts the count over. What
+//     does not come from silence or a stall keeps its rules: a broker error's isolation ends
+//     on one good probe (the broker answered), busy refusals, pressure and refused valid
+//     messages on their timer (probes do not pass the send queue or the store), pod marks with
+//     the pod. A value of 1 keeps one good probe of any latency under the isolating thresholds.
+//     The cap may release a broker on probation like any other hold.
 //   - MaxIsolatedPercent: at most this share of the known brokers is unavailable at once, rounded
 //     down but at least one when there are two or more brokers, and never all of them, so at
 //     least one broker stays selectable. When a new isolation would break the cap, the least bad
@@ -105,8 +115,8 @@
 // broker answers probes; it is its store that refuses).
 //
 // Under RocketMQ 5.x's rules an isolation therefore ends early in exactly two ways, both beyond
-// RocketMQ: a successful probe when probing (of a first offender, when GrowOnRepeat is on), and a
-// release by the cap. Everything else only extends it, apart from Remove, which forgets the
+// RocketMQ: a successful probe when probing (of a first offender, when GrowOnRepeat is on; the
+// last of a probation's), and a release by the cap. Everything else only extends it, apart from Remove, which forgets the
 // broker altogether, and Forget, which forgets what was learnt about it.
 //
 // # Read path

@@ -47,15 +47,91 @@ func TestProbationNeedsGoodProbesInARowAfterARepeatedIsolation(t *testing.T) {
 	}
 }
 
-// TestFirstOffenderWhoseProbesNeverFailedReturnsAfterOneGoodProbe proves probation leaves a
-// one-off failure alone: a broker that answers its first probe is readmitted by it.
-func TestFirstOffenderWhoseProbesNeverFailedReturnsAfterOneGoodProbe(t *testing.T) {
-	tol, clk, _ := newTol(t, detourOptions(3))
-	tol.Update("B", ms(1), Success)
-	tol.Update("A", ms(400), TransportError)
-	clk.Advance(time.Second)
-	tol.ProbeResult("A", true, ms(2))
-	wantAvailable(t, tol, map[string]bool{"A": true})
+// TestFirstOffenderIsOnProbationAfterSilenceOrAStall proves which first isolations need
+// ProbationProbes good probes in a row: a send that got no answer, a watch probe left unanswered
+// and an answer slow enough to isolate (a send's or a watch probe's) do, since a broker that
+// flaps or stalls answers a probe in its up phase; a broker error does not (the broker answered,
+// and one good probe readmits it as before), and with a probation of one, one good probe still
+// readmits every first offender.
+func TestFirstOffenderIsOnProbationAfterSilenceOrAStall(t *testing.T) {
+	cases := []struct {
+		name      string
+		probation int
+		isolate   func(tol *Tolerance)
+		reason    Reason
+		probes    int // good probes after which the broker is available again
+	}{
+		{"send without an answer", 3, func(tol *Tolerance) { tol.Update("A", ms(400), TransportError) }, ReasonSendFailed, 3},
+		{"watch probe without an answer", 3, func(tol *Tolerance) { tol.WatchFailed("A", ms(1000)) }, ReasonProbeFailed, 3},
+		{"slow send", 3, func(tol *Tolerance) { tol.Update("A", ms(700), Success) }, ReasonSlowSend, 3},
+		{"slow watch probe", 3, func(tol *Tolerance) { tol.WatchSlow("A", ms(700)) }, ReasonSlowProbe, 3},
+		{"async transport failure (RocketMQ's flags)", 3, func(tol *Tolerance) { tol.UpdateFaultItem("A", ms(400), true, true) }, ReasonSendFailed, 3},
+		{"broker error", 3, func(tol *Tolerance) { tol.Update("A", ms(3), BrokerError) }, ReasonBrokerError, 1},
+		{"probation 1: send without an answer", 1, func(tol *Tolerance) { tol.Update("A", ms(400), TransportError) }, ReasonSendFailed, 1},
+		{"probation 1: slow send", 1, func(tol *Tolerance) { tol.Update("A", ms(700), Success) }, ReasonSlowSend, 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tol, clk, _ := newTol(t, detourOptions(tc.probation))
+			tol.Update("B", ms(1), Success) // the cap never lets the only broker be held
+			tc.isolate(tol)
+			if it := mustLookup(t, tol, "A"); it.Reason != tc.reason || it.ConsecutiveFailures > 1 {
+				t.Fatalf("after the first isolation %+v, want reason %s, a first offender", it, tc.reason)
+			}
+			for i := 1; i <= tc.probes; i++ {
+				wantAvailable(t, tol, map[string]bool{"A": false})
+				clk.Advance(time.Second)
+				tol.ProbeResult("A", true, ms(2))
+			}
+			wantAvailable(t, tol, map[string]bool{"A": true})
+		})
+	}
+}
+
+// TestProbeAnswerIsProofOnlyUnderTheFirstThreshold proves that, with probation, a good probe
+// answered at or above the table's first threshold (50 ms in RocketMQ 5's table) but under every
+// isolating one proves nothing: it neither readmits a broker nor counts toward its probation, and
+// it starts a probation over; an answer under the threshold counts. A table whose first threshold
+// is under minProofLatency does not make every answer unproven, and without probation every good
+// answer is proof, as before.
+func TestProbeAnswerIsProofOnlyUnderTheFirstThreshold(t *testing.T) {
+	tiny, err := NewTable([]Rule{{LatencyMillis: 1, IsolationMillis: 0}, {LatencyMillis: 550, IsolationMillis: 2000}}, 10000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sendFailed := func(tol *Tolerance) { tol.Update("A", ms(400), TransportError) }
+	cases := []struct {
+		name      string
+		probation int
+		table     *Table
+		isolate   func(tol *Tolerance)
+		latencies []int64 // of good probes, in ms
+		available []bool  // after each
+	}{
+		{"answers under the threshold count", 3, nil, sendFailed, []int64{49, 49, 49}, []bool{false, false, true}},
+		{"an answer at the threshold starts probation over", 3, nil, sendFailed,
+			[]int64{2, 2, 50, 2, 2, 2}, []bool{false, false, false, false, false, true}},
+		{"answers that wait out a stall never readmit", 3, nil, sendFailed,
+			[]int64{60, 150, 199, 300, 549}, []bool{false, false, false, false, false}},
+		{"a broker error's isolation is not ended by a slow answer", 3, nil,
+			func(tol *Tolerance) { tol.Update("A", ms(3), BrokerError) }, []int64{60, 2}, []bool{false, true}},
+		{"a threshold under the floor", 3, tiny, sendFailed, []int64{5, 9, 5, 10}, []bool{false, false, true, true}},
+		{"probation 1: any good answer under the isolating thresholds", 1, nil, sendFailed, []int64{300}, []bool{true}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := detourOptions(tc.probation)
+			opts.Table = tc.table
+			tol, clk, _ := newTol(t, opts)
+			tol.Update("B", ms(1), Success)
+			tc.isolate(tol)
+			for i, l := range tc.latencies {
+				clk.Advance(time.Second)
+				tol.ProbeResult("A", true, ms(l))
+				wantAvailable(t, tol, map[string]bool{"A": tc.available[i]})
+			}
+		})
+	}
 }
 
 // TestProbationHoldsARepeatOffenderPastItsTimer proves a second episode needs the probation's
@@ -66,7 +142,8 @@ func TestProbationHoldsARepeatOffenderPastItsTimer(t *testing.T) {
 	tol.Update("B", ms(1), Success) // the cap never lets the only broker be held
 	tol.Update("A", ms(400), TransportError)
 	clk.Advance(time.Second)
-	tol.ProbeResult("A", true, ms(2)) // first offender: readmitted
+	tol.ProbeResult("A", true, ms(2))
+	tol.ProbeResult("A", true, ms(2)) // first offender, silent: readmitted after its probation
 	wantAvailable(t, tol, map[string]bool{"A": true})
 	clk.Advance(time.Second)
 	tol.Update("A", ms(400), TransportError) // second episode: 20 s and probation
@@ -99,8 +176,8 @@ func TestSlowProbeAnswerIsNoProof(t *testing.T) {
 }
 
 // TestWatchSlowIsolatesAsASendOfThatLatency proves a watched broker that answers slower than a
-// threshold is isolated for the table's time with reason SlowProbe, and one that answers under
-// every threshold is left alone.
+// threshold is isolated for the table's time with reason SlowProbe and put on probation, and one
+// that answers under every threshold is left alone.
 func TestWatchSlowIsolatesAsASendOfThatLatency(t *testing.T) {
 	cases := []struct {
 		latency time.Duration
@@ -129,6 +206,11 @@ func TestWatchSlowIsolatesAsASendOfThatLatency(t *testing.T) {
 			}
 			wantAvailable(t, tol, map[string]bool{"A": false})
 			clk.Advance(tc.until)
+			// A stall answered: held past its timer until its probation's good probes.
+			wantAvailable(t, tol, map[string]bool{"A": false})
+			for range 3 {
+				tol.ProbeResult("A", true, ms(2))
+			}
 			wantAvailable(t, tol, map[string]bool{"A": true})
 		})
 	}

@@ -60,6 +60,9 @@ type effect struct {
 	success bool
 	reason  Reason // of a failure
 	slow    Reason // of an isolation by the measured latency; "" means SlowSend
+	// silent: the attempt got no answer at all (a transport failure, or a watch probe left
+	// unanswered), which puts the broker on probation even as a first offender.
+	silent bool
 }
 
 // slowReason is the reason an isolation by the measured latency gets.
@@ -99,7 +102,7 @@ func effectOf(s Semantics, o Outcome, probing bool) effect {
 		}
 		return effect{reach: keepIfProbing}
 	case TransportError:
-		ef := effect{isolation: true, reach: reachSet, reason: ReasonSendFailed}
+		ef := effect{isolation: true, reach: reachSet, reason: ReasonSendFailed, silent: true}
 		if probing {
 			ef.reach = reachClear
 		}
@@ -130,7 +133,8 @@ func (t *Tolerance) UpdateFaultItem(broker string, latency time.Duration, isolat
 	ef := effect{isolation: isolation, reach: reachSet}
 	switch {
 	case isolation && reachable:
-		ef.reason = ReasonSendFailed
+		// RocketMQ's call sites pass an isolating, reachable update for a transport failure only.
+		ef.reason, ef.silent = ReasonSendFailed, true
 	case isolation:
 		ef.reason = ReasonBrokerError
 	default:

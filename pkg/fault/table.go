@@ -155,6 +155,10 @@ func (t *Table) IsolationFor(latency time.Duration) time.Duration {
 // FailureLatency is the latency a failed send counts as when its isolation is computed.
 func (t *Table) FailureLatency() time.Duration { return t.failure }
 
+// FirstThreshold is the table's lowest latency threshold (50 ms in both presets): the least
+// latency the policy tells apart from a healthy answer, whatever isolation it gives.
+func (t *Table) FirstThreshold() time.Duration { return t.latency[0] }
+
 // FailureIsolation is the isolation a failed send earns before any growth.
 func (t *Table) FailureIsolation() time.Duration { return t.IsolationFor(t.failure) }
 

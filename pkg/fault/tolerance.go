@@ -133,11 +133,15 @@ type Options struct {
 	MaxIsolatedPercent int
 	// RespectPodHealth lets pod marks (SetPodState) make brokers unavailable.
 	RespectPodHealth bool
-	// ProbationProbes is how many good probes in a row readmit a broker whose isolation repeated:
-	// one a probe found failing (silent, refusing or slow) while it was isolated, or a repeat
-	// offender (with GrowOnRepeat, a second or later episode; without it, a second failure in a
-	// row). Until then it stays held, whatever its timer says. 0 and 1 mean one good probe, as
-	// without probation. Only applies when Probing.
+	// ProbationProbes is how many good probes in a row readmit a broker on probation: one
+	// isolated for silence (a transport failure, a watch probe unanswered: see WatchFailed), for
+	// a stall (a send or watch probe answered slower than a threshold that isolates), one a probe
+	// found failing (silent, refusing or slow) while it was isolated, or a repeat offender (with
+	// GrowOnRepeat, a second or later episode; without it, a second failure in a row). Until then
+	// it stays held, whatever its timer says. With probation, a good probe proves something only
+	// if answered under the table's first threshold (see ProbeResult). 0 and 1 mean one good probe
+	// of any latency under the isolating thresholds, as without probation. Only applies when
+	// Probing.
 	ProbationProbes int
 	// OnChange is called, outside any lock, when a broker becomes unavailable or available again.
 	OnChange func(Change)

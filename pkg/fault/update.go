@@ -71,12 +71,19 @@ func (t *Tolerance) apply(broker string, latency time.Duration, ef effect) {
 		if t.opts.GrowOnRepeat {
 			e.calm = max(e.calm, now+int64(d))
 		}
-		if e.failures >= 2 {
+		if e.failures >= 2 || ef.silent {
+			// A repeat offender, or a broker that went silent: either may be one that flaps,
+			// whose up phase would readmit it on one good probe.
 			t.startProbation(e)
 		}
 	} else {
 		e.severity = latency
 		d = tab.IsolationFor(latency)
+		if d > 0 {
+			// An answer slow enough to isolate is a stall that ended: the next fast probe may
+			// fall between two stalls and proves no more than after silence.
+			t.startProbation(e)
+		}
 	}
 	if t.opts.Semantics == SemanticsRocketMQ4 {
 		// 4.x sets the end whatever it was: a fast success ends an isolation, a short one
@@ -172,10 +179,13 @@ func (t *Tolerance) settle(e *Entry, now int64, was bool, since int64, ev *event
 // are ignored, so a probe that races with Remove does not bring the broker back). A successful
 // probe marks the broker reachable and, when probing, ends its isolation, unless GrowOnRepeat
 // is on and the broker is a repeat offender (two or more episodes), which sits out its timer, or
-// the broker is isolated for refusing valid messages (see RefusedValidMessage), or it is on
-// probation and needs more good probes (Options.ProbationProbes). A successful probe slower than
-// a threshold of the table is no proof: it isolates as a send of that latency would, with reason
-// SlowProbe, and starts probation. A failed one marks it unreachable with reason ProbeFailed,
+// the broker is isolated for refusing valid messages, busy refusals or pressure (see
+// RefusedValidMessage, Busy, Pressured), or it is on probation and needs more good probes
+// (Options.ProbationProbes). A successful probe slower than a threshold of the table is no proof:
+// it isolates as a send of that latency would, with reason SlowProbe, and starts probation. With
+// probation, one at or above the table's first threshold (but under every isolating one) is no
+// proof either: it readmits nothing and starts a probation in progress over, since a probe sent
+// during a stall is answered when the stall ends. A failed one marks it unreachable with reason ProbeFailed,
 // counts as a consecutive failure (with GrowOnRepeat: as a new episode if probing and the broker
 // was not isolated by a failure already) and, when probing, starts probation over.
 func (t *Tolerance) ProbeResult(broker string, ok bool, latency time.Duration) {
@@ -187,6 +197,8 @@ func (t *Tolerance) ProbeResult(broker string, ok bool, latency time.Duration) {
 		switch slow := t.opts.Table.IsolationFor(latency); {
 		case ok && slow > 0:
 			t.probeSlow(e, now, latency, slow)
+		case ok && t.unproven(latency):
+			t.probeUnproven(e)
 		case ok:
 			t.probeGood(e, now)
 		default:
@@ -195,6 +207,15 @@ func (t *Tolerance) ProbeResult(broker string, ok bool, latency time.Duration) {
 		t.settle(e, now, was, 0, &ev)
 	}
 	t.unlock(&ev)
+}
+
+// OnProbation reports whether broker is held on probation: it needs more good probes in a row
+// (Options.ProbationProbes) before a probe readmits it.
+func (t *Tolerance) OnProbation(broker string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := t.lookup(broker)
+	return e != nil && e.present && e.holds&holdProbation != 0
 }
 
 // probeGood records a good, fast probe answer. Callers hold mu.
@@ -222,6 +243,31 @@ func (t *Tolerance) probeGood(e *Entry, now int64) {
 		if grow && e.failures > 0 {
 			e.calm = now
 		}
+	}
+}
+
+// minProofLatency is the least latency that can make a good probe answer no proof, whatever the
+// table's first threshold: a custom table may start at 0 or 1 ms, and a threshold no network
+// answers under would leave a broker on probation for good.
+const minProofLatency = 10 * time.Millisecond
+
+// unproven reports whether a good probe answer that took latency, under every isolating
+// threshold, is still too slow to prove anything: with probation, a probe must be answered
+// under the table's first threshold (and at least minProofLatency). A probe sent during a stall
+// is answered when the stall ends, and one that waited for the last 50-200 ms of it looks good
+// but only shows that the broker stalls. Without probation every good answer counts, as before.
+// Callers hold mu.
+func (t *Tolerance) unproven(latency time.Duration) bool {
+	return t.probation() > 0 && latency >= max(t.opts.Table.FirstThreshold(), minProofLatency)
+}
+
+// probeUnproven records a good probe answer too slow to prove anything (see unproven): the broker
+// is not readmitted, and one on probation starts it over, as after a failed probe, because the
+// answer most likely waited out a stall. Its reachable flag, timer and reason stay. Callers hold
+// mu.
+func (t *Tolerance) probeUnproven(e *Entry) {
+	if e.pending > 0 {
+		t.startProbation(e)
 	}
 }
 
@@ -276,9 +322,9 @@ func (t *Tolerance) startProbation(e *Entry) {
 
 // WatchSlow records that a probe of a broker the table does not hold out was answered, but
 // slower than a threshold of the table: as a successful send of that latency (isolated for the
-// table's time, reachable), with reason SlowProbe. It is how a broker that stalls but answers in
-// between is found by its probes, as its sends would find it. A latency under every threshold
-// changes nothing.
+// table's time, reachable), with reason SlowProbe, and on probation as after a slow send. It is
+// how a broker that stalls but answers in between is found by its probes, as its sends would
+// find it. A latency under every threshold changes nothing.
 func (t *Tolerance) WatchSlow(broker string, latency time.Duration) {
 	if t.table.Load().IsolationFor(latency) == 0 {
 		return
@@ -292,8 +338,8 @@ func (t *Tolerance) WatchSlow(broker string, latency time.Duration) {
 // as long as a send attempt may wait: a failed attempt (the failure latency's isolation, grown
 // on repeat, unreachable when probing) with reason ProbeFailed, on a broker the table may not know
 // yet because no send has reached it. It is how brokers that no traffic measures are found
-// silent; as after a failed send, a good probe readmits a first offender at once and a repeat
-// offender after its grown isolation.
+// silent; as after a failed send, the broker is on probation (Options.ProbationProbes good probes
+// in a row readmit it) and a repeat offender also sits out its grown isolation.
 func (t *Tolerance) WatchFailed(broker string, latency time.Duration) {
 	ef := effectOf(Semantics(t.sem.Load()), TransportError, t.probing.Load())
 	ef.reason = ReasonProbeFailed

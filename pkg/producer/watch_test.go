@@ -23,7 +23,8 @@ func watchPolicy(routed bool) func(*Policy) {
 // TestWatchFindsSilentBrokersWithoutTraffic proves that with Probe.Routed the runtime learns,
 // with no send at all, which routed brokers are silent (black hole, refused connections): they
 // are held out as ProbeFailed, while a broker that answers, even "busy", and a healthy one stay
-// in; the silent broker is readmitted by its first good probe once it answers again. The same
+// in; the silent broker is readmitted once it answers again (after its probation's good probes,
+// in a row). The same
 // runtime without the watch learns nothing.
 func TestWatchFindsSilentBrokersWithoutTraffic(t *testing.T) {
 	cases := []struct {
