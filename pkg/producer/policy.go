@@ -39,9 +39,11 @@ const (
 	DetourPressureHeadWait      = 100 * time.Millisecond
 	DetourPressurePageCacheLock = 500 * time.Millisecond
 	DetourPressurePutLatency99  = 500 * time.Millisecond
-	// DetourProbationProbes is how many good probes in a row readmit a broker whose isolation
-	// repeated. Three rounds of the default interval (about 6 s) outlast the up phase of a broker
-	// that flaps every few seconds, yet readmit one that recovered for good within seconds.
+	// DetourProbationProbes is how many good probes in a row readmit a broker isolated for
+	// silence or a stall, or whose isolation repeated. Probed half an interval apart, three good
+	// probes span about an interval (2 s by default), longer than the up phase of a broker that
+	// flaps every second or two, yet readmit one that recovered for good about 2.5 s after it
+	// answers again (at most about 3.75 s).
 	DetourProbationProbes = 3
 )
 
@@ -191,9 +193,10 @@ type ProbePolicy struct {
 	// than a threshold of the table as a send of that latency (fault.Tolerance.WatchSlow: reason
 	// SlowProbe). Needs Enabled.
 	Routed bool
-	// ProbationProbes is how many good probes in a row readmit a broker whose isolation repeated
-	// (see fault.Options.ProbationProbes); 0 or 1 means one. PresetDetour sets
-	// DetourProbationProbes.
+	// ProbationProbes is how many good probes in a row readmit a broker isolated for silence or a
+	// stall, or whose isolation repeated (see fault.Options.ProbationProbes); 0 or 1 means one. A
+	// broker on probation whose answer was good is probed again about half an interval later.
+	// PresetDetour sets DetourProbationProbes.
 	ProbationProbes int
 }
 
