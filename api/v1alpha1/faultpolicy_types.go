@@ -140,10 +140,11 @@ type RetryPolicy struct {
 type ProbePolicy struct {
 	// enabled turns probing on. With probing, a broker that failed is held out until a probe
 	// (GET_MAX_OFFSET) or a send succeeds, a successful probe ends its isolation at once (with
-	// isolation growth, only a first offender's; after a repeated isolation, probationProbes in a
-	// row), a failed probe keeps it out, and a suspect broker (silent, refusing, slow or just
-	// readmitted) is probed again about a quarter of an interval later. Unset means the
-	// preset's: on for Detour, off for RocketMQ's presets.
+	// isolation growth, only a first offender's; after silence, a stall or a repeated isolation,
+	// probationProbes in a row), a failed probe keeps it out, a suspect broker (silent, refusing,
+	// slow or just readmitted) is probed again about a quarter of an interval later, and one on
+	// probation that answered well about half an interval later. Unset means the preset's: on
+	// for Detour, off for RocketMQ's presets.
 	// +optional
 	Enabled *bool `json:"enabled,omitempty"`
 
@@ -175,10 +176,15 @@ type ProbePolicy struct {
 	// +optional
 	RoutedBrokers *bool `json:"routedBrokers,omitempty"`
 
-	// probationProbes is how many good probes in a row readmit a broker whose isolation repeated:
-	// a probe found it failing (silent, refusing or slow) while it was isolated, or it failed again
-	// after an earlier isolation. One good probe readmits any other broker. Unset means the
-	// preset's: 3 for Detour, 1 for RocketMQ's presets.
+	// probationProbes is how many good probes in a row readmit a broker isolated for silence or a
+	// stall, or whose isolation repeated: a send got no answer, a watch probe went unanswered, a
+	// send or watch probe was answered slower than a threshold of rules that isolates, a probe
+	// found it failing (silent, refusing or slow) while it was isolated, or it failed again after
+	// an earlier isolation. A good probe counts only if answered faster than the first threshold
+	// of rules (50 ms in both presets); a slower one readmits nothing and starts the count over.
+	// One good probe readmits a broker isolated for a broker error. Busy, pressure and refused
+	// valid messages end with their timer, and pod marks with the pod. Unset means the preset's:
+	// 3 for Detour, 1 for RocketMQ's presets.
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=100
@@ -424,8 +430,8 @@ type EffectiveFaultPolicy struct {
 	// +optional
 	ProbeRoutedBrokers bool `json:"probeRoutedBrokers,omitempty"`
 
-	// probationProbes is how many good probes in a row readmit a broker whose isolation repeated
-	// (with probing; 1 otherwise).
+	// probationProbes is how many good probes in a row readmit a broker isolated for silence or a
+	// stall, or whose isolation repeated (with probing; 1 otherwise).
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	ProbationProbes int32 `json:"probationProbes,omitempty"`
