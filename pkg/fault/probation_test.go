@@ -51,8 +51,9 @@ func TestProbationNeedsGoodProbesInARowAfterARepeatedIsolation(t *testing.T) {
 // ProbationProbes good probes in a row: a send that got no answer, a watch probe left unanswered
 // and an answer slow enough to isolate (a send's or a watch probe's) do, since a broker that
 // flaps or stalls answers a probe in its up phase; a broker error does not (the broker answered,
-// and one good probe readmits it as before), and with a probation of one, one good probe still
-// readmits every first offender.
+// and one good probe readmits it as before), nor does a client-side failure however long it took
+// (it says nothing of the broker), and with a probation of one, one good probe still readmits
+// every first offender.
 func TestFirstOffenderIsOnProbationAfterSilenceOrAStall(t *testing.T) {
 	cases := []struct {
 		name      string
@@ -67,6 +68,7 @@ func TestFirstOffenderIsOnProbationAfterSilenceOrAStall(t *testing.T) {
 		{"slow watch probe", 3, func(tol *Tolerance) { tol.WatchSlow("A", ms(700)) }, ReasonSlowProbe, 3},
 		{"async transport failure (RocketMQ's flags)", 3, func(tol *Tolerance) { tol.UpdateFaultItem("A", ms(400), true, true) }, ReasonSendFailed, 3},
 		{"broker error", 3, func(tol *Tolerance) { tol.Update("A", ms(3), BrokerError) }, ReasonBrokerError, 1},
+		{"client error as slow as a stall", 3, func(tol *Tolerance) { tol.Update("A", ms(700), ClientError) }, ReasonSlowSend, 1},
 		{"probation 1: send without an answer", 1, func(tol *Tolerance) { tol.Update("A", ms(400), TransportError) }, ReasonSendFailed, 1},
 		{"probation 1: slow send", 1, func(tol *Tolerance) { tol.Update("A", ms(700), Success) }, ReasonSlowSend, 1},
 	}

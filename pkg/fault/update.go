@@ -79,9 +79,10 @@ func (t *Tolerance) apply(broker string, latency time.Duration, ef effect) {
 	} else {
 		e.severity = latency
 		d = tab.IsolationFor(latency)
-		if d > 0 {
+		if d > 0 && ef.success {
 			// An answer slow enough to isolate is a stall that ended: the next fast probe may
-			// fall between two stalls and proves no more than after silence.
+			// fall between two stalls and proves no more than after silence. (A client-side
+			// failure's latency says nothing of the broker.)
 			t.startProbation(e)
 		}
 	}
