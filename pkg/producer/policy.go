@@ -33,7 +33,8 @@ const (
 	// the client's own trouble must not do.
 	DetourMaxIsolatedPercent = 99
 	// DetourPressure are the Detour preset's pressure thresholds: half of what makes a broker
-	// refuse (waitTimeMillsInSendQueue 200 ms, osPageCacheBusyTimeOutMills 1000 ms), half its send
+	// with RocketMQ's defaults refuse (waitTimeMillsInSendQueue 200 ms, osPageCacheBusyTimeOutMills
+	// 1000 ms; a broker whose own limits are lower is judged by half of those), half its send
 	// queue, and a put p99 that a healthy store never approaches.
 	DetourPressureFillPercent   = 50
 	DetourPressureHeadWait      = 100 * time.Millisecond
@@ -211,25 +212,48 @@ type PressurePolicy struct {
 	// SendQueueFillPercent: the send queue's size as a share of its capacity.
 	SendQueueFillPercent int
 	// SendQueueHeadWait: how long the oldest queued send has waited; the broker refuses it as
-	// busy past its waitTimeMillsInSendQueue (200 ms by default).
+	// busy past its waitTimeMillsInSendQueue (200 ms by default). Half the broker's own limit,
+	// when the poll has read it and it is sooner, applies instead (see crosses).
 	SendQueueHeadWait time.Duration
 	// PageCacheLock: how long the put in progress has held the commit log's lock; the broker
-	// refuses sends past its osPageCacheBusyTimeOutMills (1000 ms by default).
+	// refuses sends past its osPageCacheBusyTimeOutMills (1000 ms by default). Half the broker's
+	// own limit applies instead when sooner.
 	PageCacheLock time.Duration
 	// PutLatency99: the 99th percentile of the broker's recent put times.
 	PutLatency99 time.Duration
 }
 
-// pressed reports whether p crosses any of the policy's thresholds.
-func (pp *PressurePolicy) pressed(p remoting.BrokerPressure) bool {
-	over := func(limit time.Duration, millis float64) bool {
-		return limit > 0 && millis >= 0 && millis >= float64(limit)/float64(time.Millisecond)
-	}
+// pressed reports whether p crosses any of the policy's thresholds, each tightened to halfway to
+// the broker's own limit for its figure when that is sooner (see crosses): a broker configured to
+// refuse sooner than RocketMQ's defaults is held out sooner too.
+func (pp *PressurePolicy) pressed(p remoting.BrokerPressure, l remoting.BrokerLimits) bool {
 	fill := p.SendQueueFillPercent()
 	return (pp.SendQueueFillPercent > 0 && fill >= float64(pp.SendQueueFillPercent)) ||
-		over(pp.SendQueueHeadWait, float64(p.SendQueueHeadWaitMillis)) ||
-		over(pp.PageCacheLock, float64(p.PageCacheLockMillis)) ||
-		over(pp.PutLatency99, p.PutLatency99Millis)
+		crosses(pp.SendQueueHeadWait, l.SendQueueWaitMillis, float64(p.SendQueueHeadWaitMillis)) ||
+		(l.SendQueueWaitMillis == 0 && pp.SendQueueHeadWait > 0 && p.SendQueueSize > 0) ||
+		crosses(pp.PageCacheLock, l.PageCacheBusyMillis, float64(p.PageCacheLockMillis)) ||
+		crosses(pp.PutLatency99, -1, p.PutLatency99Millis)
+}
+
+// crosses reports whether a figure in ms (-1: unknown) crosses a threshold of the policy (0:
+// judges nothing) or, when sooner, half of the broker's own limit in ms (-1: unknown), so the
+// broker is held out never later than halfway to what makes it refuse. A limit of 0 refuses
+// whatever waits at all (the broker compares waits with >= 0 and > 0), so any figure above 0
+// crosses it; a quiet broker reports 0 (BrokerController.headSlowTimeMills of an empty queue,
+// CommitLog.lockTimeMills with no lock held) and is not pressed.
+func crosses(policy time.Duration, limitMillis int64, figure float64) bool {
+	if policy <= 0 || figure < 0 {
+		return false
+	}
+	if limitMillis == 0 {
+		return figure > 0
+	}
+	// In float ms: a hostile limit near the int64 bound would overflow a Duration.
+	threshold := float64(policy) / float64(time.Millisecond)
+	if limitMillis > 0 {
+		threshold = min(threshold, float64(limitMillis)/2)
+	}
+	return figure >= threshold
 }
 
 // Policy is a fault policy: one fault table shared by every topic that references it. Start from

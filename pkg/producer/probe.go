@@ -43,6 +43,7 @@ func (r *Runtime) stopProbe(name string) {
 	}
 	r.pressureMu.Lock()
 	delete(r.pressure, name) // figures of a loop that stopped would only grow stale
+	delete(r.limits, name)
 	r.pressureMu.Unlock()
 }
 
@@ -233,11 +234,14 @@ func judgeWatched(ps *policyState, broker string, v probeVerdict, suspects *susp
 }
 
 // pollPressure asks every broker in brokers for its runtime table, in parallel (each on wg), and
-// holds out for hold those whose send path's figures cross the policy's thresholds. What each
-// broker said is kept for Pressure, the figures of one poll replacing the last's; a broker that
-// does not answer in time, or answers what cannot be read, is left to the probes.
+// holds out for hold those whose send path's figures cross the policy's thresholds, tightened to
+// halfway to the broker's own busy limits (see pressed), and those pressed within the last
+// pressureCalmPolls polls (see polledBroker.stillHeld). What each broker said is kept for
+// Pressure, the figures of one poll replacing the last's; a broker that does not answer in time,
+// or answers what cannot be read, is left to the probes.
 func (r *Runtime) pollPressure(ctx context.Context, wg *sync.WaitGroup, policy string, ps *policyState, brokers []Broker, timeout, hold time.Duration) {
 	figures := make(map[string]BrokerPressure, len(brokers))
+	limits := r.limitsToKeep(policy, brokers)
 	var mu sync.Mutex
 	var polled sync.WaitGroup
 	for _, b := range brokers {
@@ -246,24 +250,23 @@ func (r *Runtime) pollPressure(ctx context.Context, wg *sync.WaitGroup, policy s
 			defer polled.Done()
 			pctx, done := context.WithTimeout(ctx, timeout)
 			defer done()
-			resp, err := r.client.Invoke(pctx, b.Addr, remoting.NewGetBrokerRuntimeInfoRequest())
-			if err != nil {
-				return
-			}
-			table, err := remoting.ParseBrokerRuntimeInfo(resp)
-			if err != nil {
-				r.log.V(1).Info("runtime info refused", "policy", policy, "broker", b.Name, "error", err)
-				return
-			}
-			fig := BrokerPressure{Broker: b.Name, BrokerPressure: remoting.PressureOf(table), At: time.Now()}
-			fig.Pressed = ps.Pressure.pressed(fig.BrokerPressure)
 			mu.Lock()
-			figures[b.Name] = fig
+			known := limits[b.Name]
 			mu.Unlock()
-			if fig.Pressed {
-				// Published before they hold the broker out, so whoever sees the isolation (status,
-				// metrics) finds the figures that caused it.
-				r.notePressure(policy, fig)
+			fig, learnt, ok := r.pollBroker(pctx, policy, ps, b, known)
+			held := ok && learnt.stillHeld(fig.Pressed)
+			mu.Lock()
+			limits[b.Name] = learnt
+			if ok {
+				figures[b.Name] = fig
+			}
+			mu.Unlock()
+			if held {
+				if fig.Pressed {
+					// Published before they hold the broker out, so whoever sees the isolation
+					// (status, metrics) finds the figures that caused it.
+					r.notePressure(policy, fig)
+				}
 				ps.tol.Pressured(b.Name, hold)
 			}
 		}()
@@ -274,8 +277,57 @@ func (r *Runtime) pollPressure(ctx context.Context, wg *sync.WaitGroup, policy s
 		polled.Wait()
 		r.pressureMu.Lock()
 		r.pressure[policy] = figures
+		r.limits[policy] = limits
 		r.pressureMu.Unlock()
 	}()
+}
+
+// pollBroker asks one broker for its runtime table and, when due (see polledBroker.due), for its
+// busy limits, and judges its figures against the policy's thresholds and those limits; a broker
+// with a limit of 0 is sampled up to zeroLimitSamples times. It returns the figures (false when
+// no table could be had) and what to keep of the broker.
+func (r *Runtime) pollBroker(ctx context.Context, policy string, ps *policyState, b Broker, known polledBroker) (BrokerPressure, polledBroker, bool) {
+	learnt := known.aged()
+	p, ok := r.runtimeFigures(ctx, policy, b)
+	if !ok {
+		return BrokerPressure{}, learnt, false
+	}
+	if learnt.due(p) {
+		learnt = r.readLimits(ctx, policy, b, learnt)
+	}
+	fig := BrokerPressure{Broker: b.Name, BrokerPressure: p, Limits: learnt.limits}
+	fig.Pressed = ps.Pressure.pressed(p, fig.Limits)
+sampling:
+	for i := 1; i < zeroLimitSamples && !fig.Pressed && refusesAnyWait(fig.Limits); i++ {
+		t := time.NewTimer(zeroLimitSpacing)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			break sampling
+		case <-t.C:
+		}
+		if p, ok = r.runtimeFigures(ctx, policy, b); !ok {
+			break
+		}
+		fig.BrokerPressure, fig.Pressed = p, ps.Pressure.pressed(p, fig.Limits)
+	}
+	fig.At = time.Now()
+	return fig, learnt, true
+}
+
+// runtimeFigures asks b for its runtime table and reads its send path's figures; false when it
+// does not answer in time or answers what cannot be read.
+func (r *Runtime) runtimeFigures(ctx context.Context, policy string, b Broker) (remoting.BrokerPressure, bool) {
+	resp, err := r.client.Invoke(ctx, b.Addr, remoting.NewGetBrokerRuntimeInfoRequest())
+	if err != nil {
+		return remoting.BrokerPressure{}, false
+	}
+	table, err := remoting.ParseBrokerRuntimeInfo(resp)
+	if err != nil {
+		r.log.V(1).Info("runtime info refused", "policy", policy, "broker", b.Name, "error", err)
+		return remoting.BrokerPressure{}, false
+	}
+	return remoting.PressureOf(table), true
 }
 
 // notePressure records one broker's figures at once, ahead of the poll's replacing the policy's
@@ -294,7 +346,11 @@ func (r *Runtime) notePressure(policy string, fig BrokerPressure) {
 type BrokerPressure struct {
 	Broker string
 	remoting.BrokerPressure
-	// At is when the figures came; Pressed says whether they crossed the policy's thresholds.
+	// Limits are the broker's own busy limits as last read (GET_BROKER_CONFIG); a limit never
+	// read is -1, and the policy's thresholds alone judge its figure.
+	Limits remoting.BrokerLimits
+	// At is when the figures came; Pressed says whether they crossed the policy's thresholds,
+	// tightened to halfway to Limits.
 	At      time.Time
 	Pressed bool
 }

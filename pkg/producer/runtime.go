@@ -107,6 +107,7 @@ type Runtime struct {
 
 	pressureMu sync.Mutex
 	pressure   map[string]map[string]BrokerPressure // by policy, by broker: the last poll's figures
+	limits     map[string]map[string]polledBroker   // by policy, by broker: busy limits read (limits.go)
 	// restores holds items handed to Restore for a policy not pushed yet; SetPolicy applies them.
 	restores map[string][]fault.Item
 	// peers holds other replicas' claims by policy (SetPeerClaims), applied again to a table
@@ -131,6 +132,7 @@ func New(opts Options) *Runtime {
 		group:     opts.ProducerGroup,
 		probes:    make(map[string]*probeLoop),
 		pressure:  make(map[string]map[string]BrokerPressure),
+		limits:    make(map[string]map[string]polledBroker),
 		restores:  make(map[string][]fault.Item),
 		peers:     make(map[string]map[string]fault.PeerClaim),
 		resolvers: make(map[string]*resolver),
