@@ -25,7 +25,6 @@ import (
 	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
 	"github.com/detourmq/detour/pkg/fault"
 	"github.com/detourmq/detour/pkg/producer"
-	"github.com/detourmq/detour/pkg/remoting"
 )
 
 // maxSeenBy is the most replicas an isolated broker's seenBy names: the schema's bound.
@@ -169,7 +168,7 @@ func (r *FaultPolicyReconciler) computeStatus(fp *routingv1alpha1.FaultPolicy, k
 			ib := r.isolatedBroker(name, it, now)
 			ib.Cluster = cluster
 			if f, ok := figures[it.Broker]; ok && it.Reason == fault.ReasonBrokerPressure {
-				ib.Pressure = pressureFigures(f.BrokerPressure)
+				ib.Pressure = pressureFigures(f)
 			}
 			if !podMark {
 				ib.SeenBy = r.fleet.seenBy(key, it.Broker, !it.Peer)
@@ -240,22 +239,27 @@ func (r *FaultPolicyReconciler) governedBrokers(users []routingv1alpha1.Topic, k
 	return brokers
 }
 
-// pressureFigures renders a broker's send-path figures for status, leaving out the unknown ones.
-// Fractions are rounded up, so a figure over a threshold never shows at the threshold.
-func pressureFigures(p remoting.BrokerPressure) *routingv1alpha1.BrokerPressureFigures {
+// pressureFigures renders a broker's send-path figures and busy limits for status, leaving out
+// the unknown ones. Fractions are rounded up, so a figure over a threshold never shows at the threshold.
+func pressureFigures(f producer.BrokerPressure) *routingv1alpha1.BrokerPressureFigures {
+	p := f.BrokerPressure
 	out := &routingv1alpha1.BrokerPressureFigures{}
+	known := func(v int64) *int64 {
+		if v < 0 {
+			return nil
+		}
+		return ptr.To(v)
+	}
 	if fill := p.SendQueueFillPercent(); fill >= 0 {
 		out.SendQueueFillPercent = ptr.To(int32(math.Ceil(fill)))
 	}
-	if p.SendQueueHeadWaitMillis >= 0 {
-		out.SendQueueHeadWaitMillis = ptr.To(p.SendQueueHeadWaitMillis)
-	}
-	if p.PageCacheLockMillis >= 0 {
-		out.PageCacheLockMillis = ptr.To(p.PageCacheLockMillis)
-	}
+	out.SendQueueHeadWaitMillis = known(p.SendQueueHeadWaitMillis)
+	out.PageCacheLockMillis = known(p.PageCacheLockMillis)
 	if p.PutLatency99Millis >= 0 {
 		out.PutLatency99Millis = ptr.To(int64(math.Ceil(p.PutLatency99Millis)))
 	}
+	out.SendQueueWaitLimitMillis = known(f.Limits.SendQueueWaitMillis)
+	out.PageCacheBusyLimitMillis = known(f.Limits.PageCacheBusyMillis)
 	return out
 }
 

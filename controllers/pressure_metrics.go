@@ -18,6 +18,7 @@ type pressureCollector struct {
 	rt *producer.Runtime
 
 	fill, headWait, lock, put, pressed *prometheus.Desc
+	waitLimit, lockLimit               *prometheus.Desc
 }
 
 // newPressureCollector returns a collector of rt's pressure figures.
@@ -32,6 +33,10 @@ func newPressureCollector(rt *producer.Runtime) *pressureCollector {
 		lock:     desc("page_cache_lock_seconds", "How long the broker's put in progress had held the commit log's lock, as it last said."),
 		put:      desc("put_latency_p99_seconds", "The 99th percentile of the broker's recent put times, as it last said."),
 		pressed:  desc("pressed", "1 when the broker's last figures crossed its FaultPolicy's pressure thresholds, else 0."),
+		waitLimit: desc("send_queue_wait_limit_seconds", "The broker's own waitTimeMillsInSendQueue, as last read (GET_BROKER_CONFIG): "+
+			"it refuses a send that waited this long; pressure counts from half of it when that is sooner than the policy's threshold."),
+		lockLimit: desc("page_cache_busy_limit_seconds", "The broker's own osPageCacheBusyTimeOutMills, as last read: it refuses sends "+
+			"while its page cache is locked longer; pressure counts from half of it when that is sooner than the policy's threshold."),
 	}
 }
 
@@ -54,7 +59,7 @@ func registerPressureMetrics(rt *producer.Runtime) {
 
 // Describe implements prometheus.Collector.
 func (c *pressureCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.fill, c.headWait, c.lock, c.put, c.pressed} {
+	for _, d := range []*prometheus.Desc{c.fill, c.headWait, c.lock, c.put, c.pressed, c.waitLimit, c.lockLimit} {
 		ch <- d
 	}
 }
@@ -78,6 +83,8 @@ func (c *pressureCollector) Collect(ch chan<- prometheus.Metric) {
 			gauge(c.headWait, millisToSeconds(float64(f.SendQueueHeadWaitMillis)), policy, f.Broker)
 			gauge(c.lock, millisToSeconds(float64(f.PageCacheLockMillis)), policy, f.Broker)
 			gauge(c.put, millisToSeconds(f.PutLatency99Millis), policy, f.Broker)
+			gauge(c.waitLimit, millisToSeconds(float64(f.Limits.SendQueueWaitMillis)), policy, f.Broker)
+			gauge(c.lockLimit, millisToSeconds(float64(f.Limits.PageCacheBusyMillis)), policy, f.Broker)
 			pressed := 0.0
 			if f.Pressed {
 				pressed = 1

@@ -16,8 +16,9 @@ import (
 )
 
 // TestPressureMetricsShowWhatBrokersSaid proves the pressure gauges carry, per policy and broker,
-// the figures the brokers last reported (a pressed broker's 150 ms head wait, 40 of 10000 queued)
-// and whether they crossed the policy's thresholds.
+// the figures the brokers last reported (a pressed broker's 150 ms head wait, 40 of 10000 queued),
+// their busy limits as last read (RocketMQ's defaults, and a send-queue wait lowered to 50 ms) and
+// whether the figures crossed the policy's thresholds.
 func TestPressureMetricsShowWhatBrokersSaid(t *testing.T) {
 	rt := producer.New(producer.Options{})
 	t.Cleanup(func() { rt.Close() })
@@ -36,6 +37,7 @@ func TestPressureMetricsShowWhatBrokersSaid(t *testing.T) {
 		t.Cleanup(func() { b.Close() })
 		if name == "broker-b" {
 			b.SetFault(brokersim.Fault{Pressure: &remoting.BrokerPressure{SendQueueSize: 40, SendQueueCapacity: 10000, SendQueueHeadWaitMillis: 150}})
+			b.SetLimits(remoting.BrokerLimits{SendQueueWaitMillis: 50, PageCacheBusyMillis: 1000})
 		}
 		rt.SetBroker(producer.Broker{Name: name, Addr: b.Addr(), Ready: true})
 		route.Brokers = append(route.Brokers, producer.BrokerQueues{Broker: name, WriteQueues: 2})
@@ -74,6 +76,8 @@ func TestPressureMetricsShowWhatBrokersSaid(t *testing.T) {
 		"detour_broker_send_queue_fill_percent/broker-a": 0, "detour_broker_send_queue_fill_percent/broker-b": 0.4,
 		"detour_broker_page_cache_lock_seconds/broker-a": 0, "detour_broker_page_cache_lock_seconds/broker-b": 0,
 		"detour_broker_put_latency_p99_seconds/broker-a": 0, "detour_broker_put_latency_p99_seconds/broker-b": 0,
+		"detour_broker_send_queue_wait_limit_seconds/broker-a": 0.2, "detour_broker_send_queue_wait_limit_seconds/broker-b": 0.05,
+		"detour_broker_page_cache_busy_limit_seconds/broker-a": 1, "detour_broker_page_cache_busy_limit_seconds/broker-b": 1,
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("gauges\n %v\nwant\n %v", got, want)
@@ -81,8 +85,8 @@ func TestPressureMetricsShowWhatBrokersSaid(t *testing.T) {
 }
 
 // TestFaultPolicyStatusShowsAPressedBrokersFigures proves a broker held out for pressure is
-// listed in the FaultPolicy's status with reason BrokerPressure and the figures that put it out,
-// and that status.effective shows the thresholds in force.
+// listed in the FaultPolicy's status with reason BrokerPressure, the figures that put it out and
+// its busy limits as last read, and that status.effective shows the thresholds in force.
 func TestFaultPolicyStatusShowsAPressedBrokersFigures(t *testing.T) {
 	spec := routingv1alpha1.FaultPolicySpec{
 		Probe:    routingv1alpha1.ProbePolicy{IntervalMillis: 200, TimeoutMillis: 100},
@@ -92,6 +96,7 @@ func TestFaultPolicyStatusShowsAPressedBrokersFigures(t *testing.T) {
 	pressed := c.brokers[1]
 	pressed.SetFault(brokersim.Fault{Pressure: &remoting.BrokerPressure{SendQueueSize: 2001, SendQueueCapacity: 10000,
 		SendQueueHeadWaitMillis: 150, PageCacheLockMillis: 3, PutLatency99Millis: 1.2}})
+	pressed.SetLimits(remoting.BrokerLimits{SendQueueWaitMillis: 250, PageCacheBusyMillis: 1000})
 	eventually(t, "status lists the pressed broker with its figures", func() error {
 		fp := getPolicy(t, ns, "pressure")
 		ib := isolatedIn(fp, pressed.Name())
@@ -99,7 +104,8 @@ func TestFaultPolicyStatusShowsAPressedBrokersFigures(t *testing.T) {
 			return fmt.Errorf("status = %+v", fp.Status)
 		}
 		want := routingv1alpha1.BrokerPressureFigures{SendQueueFillPercent: ptr.To[int32](21), SendQueueHeadWaitMillis: ptr.To[int64](150),
-			PageCacheLockMillis: ptr.To[int64](3), PutLatency99Millis: ptr.To[int64](2)}
+			PageCacheLockMillis: ptr.To[int64](3), PutLatency99Millis: ptr.To[int64](2),
+			SendQueueWaitLimitMillis: ptr.To[int64](250), PageCacheBusyLimitMillis: ptr.To[int64](1000)}
 		if !reflect.DeepEqual(*ib.Pressure, want) {
 			return fmt.Errorf("figures %+v, want %+v", *ib.Pressure, want)
 		}

@@ -196,7 +196,10 @@ type ProbePolicy struct {
 // asked for its runtime figures (GET_BROKER_RUNTIME_INFO), and one whose figures cross a
 // threshold is held out for two intervals with reason BrokerPressure (the name-server facade
 // hides it too), never beyond maxIsolatedPercent: a pressed broker is the first the cap lets
-// back. Unset thresholds are the preset's; 0 judges nothing of that figure.
+// back. Unset thresholds are the preset's; 0 judges nothing of that figure. Each broker's own
+// limits (waitTimeMillsInSendQueue, osPageCacheBusyTimeOutMills, read with GET_BROKER_CONFIG)
+// tighten the head-wait and page-cache thresholds to half of them when that is sooner: never
+// later than halfway to what makes this broker refuse.
 type PressurePolicy struct {
 	// enabled turns the polling on. Unset means the preset's: on for Detour, off for RocketMQ's
 	// presets. Needs probing.
@@ -212,7 +215,8 @@ type PressurePolicy struct {
 
 	// sendQueueHeadWaitMillis: how long the oldest queued send has waited
 	// (sendThreadPoolQueueHeadWaitTimeMills); the broker refuses it as busy past its
-	// waitTimeMillsInSendQueue, 200 ms by default. Detour: 100.
+	// waitTimeMillsInSendQueue, 200 ms by default. Detour: 100, or half the broker's own limit
+	// when sooner (any wait when it is 0).
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=60000
@@ -220,7 +224,7 @@ type PressurePolicy struct {
 
 	// pageCacheLockMillis: how long the put in progress has held the commit log's lock
 	// (pageCacheLockTimeMills); the broker refuses sends past its osPageCacheBusyTimeOutMills,
-	// 1000 ms by default. Detour: 500.
+	// 1000 ms by default. Detour: 500, or half the broker's own limit when sooner.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=60000
@@ -381,6 +385,19 @@ type BrokerPressureFigures struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	PutLatency99Millis *int64 `json:"putLatency99Millis,omitempty"`
+	// sendQueueWaitLimitMillis is the broker's own waitTimeMillsInSendQueue as last read
+	// (GET_BROKER_CONFIG): a send that waited this long in its send queue is refused as busy, so
+	// pressure counts from half of it when that is sooner than the policy's head-wait threshold
+	// (from any wait at all when it is 0). Left out while the broker's configuration is unread.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	SendQueueWaitLimitMillis *int64 `json:"sendQueueWaitLimitMillis,omitempty"`
+	// pageCacheBusyLimitMillis is the broker's own osPageCacheBusyTimeOutMills as last read: it
+	// refuses sends while its page cache is locked longer, so pressure counts from half of it when
+	// that is sooner than the policy's page-cache threshold.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	PageCacheBusyLimitMillis *int64 `json:"pageCacheBusyLimitMillis,omitempty"`
 }
 
 // EffectiveFaultPolicy is a FaultPolicy with every field resolved against its preset: what the
