@@ -39,6 +39,13 @@ func (l *polledBroker) stillHeld(pressed bool) bool {
 		return true
 	}
 	l.calm++
+	return l.recentlyPressed()
+}
+
+// recentlyPressed reports whether the broker was found pressed within the last pressureCalmPolls
+// polls. A poll the broker left unanswered counts neither way: a broker short of CPU under load
+// answers its runtime table late, which says nothing of calm, so its hold is extended.
+func (l *polledBroker) recentlyPressed() bool {
 	return l.pressedBefore && l.calm <= pressureCalmPolls
 }
 

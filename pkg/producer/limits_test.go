@@ -246,8 +246,9 @@ func TestHostileBrokerConfigsLeaveThePolicysThresholds(t *testing.T) {
 }
 
 // TestPressedBrokerStaysHeldUntilCalmPollsInARow proves a broker found pressed has its hold
-// extended by every poll until pressureCalmPolls polls in a row find it calm, and that a broker
-// never pressed is never held for being calm.
+// extended by every poll until pressureCalmPolls polls in a row find it calm, that polls it leaves
+// unanswered do not count as calm, and that a broker never pressed is never held for being calm
+// or silent.
 func TestPressedBrokerStaysHeldUntilCalmPollsInARow(t *testing.T) {
 	cases := []struct {
 		name  string
@@ -257,6 +258,18 @@ func TestPressedBrokerStaysHeldUntilCalmPollsInARow(t *testing.T) {
 		{"never pressed", []bool{false, false, false}, []bool{false, false, false}},
 		{"pressed once", []bool{true, false, false, false, false}, []bool{true, true, true, false, false}},
 		{"a pressed poll between calm ones starts the count again", []bool{true, false, true, false, false, false}, []bool{true, true, true, true, true, false}},
+	}
+	// An unanswered poll keeps a recently pressed broker held without counting as calm.
+	var b polledBroker
+	if b.recentlyPressed() {
+		t.Fatal("a broker never pressed is held when a poll goes unanswered")
+	}
+	b.stillHeld(true)
+	b.stillHeld(false)
+	for range 5 {
+		if !b.recentlyPressed() {
+			t.Fatal("a broker pressed a poll ago is released by unanswered polls")
+		}
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -254,7 +254,10 @@ func (r *Runtime) pollPressure(ctx context.Context, wg *sync.WaitGroup, policy s
 			known := limits[b.Name]
 			mu.Unlock()
 			fig, learnt, ok := r.pollBroker(pctx, policy, ps, b, known)
-			held := ok && learnt.stillHeld(fig.Pressed)
+			held := learnt.recentlyPressed()
+			if ok {
+				held = learnt.stillHeld(fig.Pressed)
+			}
 			mu.Lock()
 			limits[b.Name] = learnt
 			if ok {
