@@ -125,6 +125,7 @@ type configHostileBroker struct {
 	ln       net.Listener
 	headWait atomic.Int64
 	asked    atomic.Int64 // runtime-info requests
+	silent   atomic.Bool  // leave runtime-info requests unanswered
 	config   func(resp *remoting.Command) bool
 }
 
@@ -167,6 +168,9 @@ func (h *configHostileBroker) serve(nc net.Conn) {
 				resp.Body = fmt.Appendf(nil, `{"table":{"sendThreadPoolQueueSize":"1","sendThreadPoolQueueCapacity":"10000",`+
 					`"sendThreadPoolQueueHeadWaitTimeMills":"%d","pageCacheLockTimeMills":"0","putLatency99":"0.00"}}`, h.headWait.Load())
 				h.asked.Add(1)
+				if h.silent.Load() {
+					return
+				}
 			case remoting.GetBrokerConfig:
 				if !h.config(resp) {
 					return
@@ -310,5 +314,47 @@ func TestBrokerWithALimitOfZeroIsSampledSeveralTimesAPoll(t *testing.T) {
 	}
 	if items := c.r.Isolated("test"); len(items) != 0 {
 		t.Fatalf("held out %+v: calm brokers press nothing", items)
+	}
+}
+
+// TestPressedBrokerLeavingPollsUnansweredStaysHeld proves a broker held out for pressure that then
+// leaves its runtime table unanswered (as a broker short of CPU does) stays held through polls
+// spanning several holds, instead of being let back when its hold runs out.
+func TestPressedBrokerLeavingPollsUnansweredStaysHeld(t *testing.T) {
+	hostile := startConfigHostileBroker(t, func(resp *remoting.Command) bool {
+		resp.Body = []byte("waitTimeMillsInSendQueue=200\nosPageCacheBusyTimeOutMills=1000\n")
+		return true
+	})
+	hostile.headWait.Store(150)
+	c := startCluster(t, 2, []string{"broker-a", "broker-c"}, withPolicy(func(p *Policy) {
+		watchPolicy(true)(p)
+		// A poll waits for an answer as long as an attempt: well inside the hold (two intervals,
+		// 400 ms), as in the Detour preset (1 s of a 4 s hold), so an unanswered poll ends, and
+		// renews the hold, before the hold runs out.
+		p.Probe.Interval = 200 * time.Millisecond
+		p.Retry.PerAttemptTimeout = 20 * time.Millisecond
+		p.Pressure.Enabled = true
+	}))
+	c.r.SetBroker(Broker{Name: "broker-h", Addr: hostile.ln.Addr().String(), Ready: true})
+	rt := Route{Topic: testTopic, Policy: "test"}
+	for _, n := range []string{"broker-a", "broker-c", "broker-h"} {
+		rt.Brokers = append(rt.Brokers, BrokerQueues{Broker: n, WriteQueues: 2})
+	}
+	if err := c.r.SetRoute(rt); err != nil {
+		t.Fatal(err)
+	}
+	heldOut := func() bool {
+		items := c.r.Isolated("test")
+		return len(items) == 1 && items[0].Broker == "broker-h" && items[0].Reason == fault.ReasonBrokerPressure
+	}
+	waitFor(t, "broker-h held out for pressure", heldOut)
+	hostile.silent.Store(true)
+	from := hostile.asked.Load()
+	// A hold is two intervals; ten polls are about ten intervals, with each checked on the way.
+	for hostile.asked.Load() < from+10 {
+		if !heldOut() {
+			t.Fatalf("broker-h let back after %d unanswered polls: %+v", hostile.asked.Load()-from, c.r.Isolated("test"))
+		}
+		time.Sleep(5 * time.Millisecond) // polling interval: the state is re-read each turn
 	}
 }
