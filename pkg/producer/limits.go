@@ -8,10 +8,12 @@ import (
 )
 
 // limitsRereadPolls is how many pressure polls a broker's busy limits are trusted for before they
-// are read again. They change only through updateBrokerConfig, so an idle broker's are read every
-// few polls; a broker whose figures show sends waiting has them read at every poll (see due),
-// where a limit lowered at run time matters at once.
-const limitsRereadPolls = 4
+// are read again. They change only through updateBrokerConfig, so they are read every other poll;
+// a broker whose figures show sends waiting has them read at every poll (see due), where a limit
+// lowered at run time matters at once. Every fourth poll was too seldom for a limit lowered under
+// load: a loaded broker shows an empty queue in most snapshots, and the busy benchmark's watch
+// took 1.0-1.8 s from the change to the hold.
+const limitsRereadPolls = 2
 
 // polledBroker is what the pressure poll keeps of one broker between polls: its busy limits as
 // last read and how many polls in a row found it calm.

@@ -290,8 +290,9 @@ func TestPressedBrokerStaysHeldUntilCalmPollsInARow(t *testing.T) {
 // TestBrokerWithALimitOfZeroIsSampledSeveralTimesAPoll proves a broker whose send-queue limit is
 // 0 has its runtime table read up to zeroLimitSamples times a poll while its figures are calm (a
 // broker that sweeps its queue every 10 ms shows its waits only at instants), at least twice on a
-// loaded machine whose poll may time out early, and one with RocketMQ's default limit once a poll:
-// the polls are counted against the watch's probes, one a round for each.
+// loaded machine whose poll may time out early, and one with RocketMQ's default limit once a poll,
+// its configuration every other poll: the polls are counted against the watch's probes, one a
+// round for each.
 func TestBrokerWithALimitOfZeroIsSampledSeveralTimesAPoll(t *testing.T) {
 	c := startCluster(t, 2, []string{"broker-a", "broker-c"}, withPolicy(func(p *Policy) {
 		watchPolicy(true)(p)
@@ -301,11 +302,15 @@ func TestBrokerWithALimitOfZeroIsSampledSeveralTimesAPoll(t *testing.T) {
 	zero, dflt := c.brokers["broker-a"], c.brokers["broker-c"]
 	zero.SetLimits(remoting.BrokerLimits{SendQueueWaitMillis: 0, PageCacheBusyMillis: 1000})
 	count := func(b *brokersim.Broker, code int16) int64 { return b.Stats().RequestsByCode[code] }
-	waitFor(t, "ten watch rounds", func() bool {
-		return count(dflt, remoting.GetMaxOffset) >= 10 && count(zero, remoting.GetMaxOffset) >= 10
+	waitFor(t, "twenty watch rounds", func() bool {
+		return count(dflt, remoting.GetMaxOffset) >= 20 && count(zero, remoting.GetMaxOffset) >= 20
 	})
 	zeroPolls, zeroRounds := count(zero, remoting.GetBrokerRuntimeInfo), count(zero, remoting.GetMaxOffset)
+	dfltConfigs := count(dflt, remoting.GetBrokerConfig)
 	dfltPolls, dfltRounds := count(dflt, remoting.GetBrokerRuntimeInfo), count(dflt, remoting.GetMaxOffset)
+	if lo, hi := dfltRounds/2-3, dfltRounds/2+3; dfltConfigs < lo || dfltConfigs > hi {
+		t.Errorf("calm broker: its configuration read %d times in %d rounds, want every other round (%d to %d)", dfltConfigs, dfltRounds, lo, hi)
+	}
 	if zeroPolls < 2*zeroRounds {
 		t.Errorf("broker with limit 0: %d runtime tables in %d rounds, want about %d a round", zeroPolls, zeroRounds, zeroLimitSamples)
 	}
