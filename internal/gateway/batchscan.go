@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"encoding/base64"
+	"encoding/binary"
 	"strings"
 
 	"github.com/detourmq/detour/pkg/producer"
@@ -128,7 +129,8 @@ func (s *batchScanner) str() ([]byte, bool) {
 		return nil, false
 	}
 	start := s.pos
-	for i := start; i < len(s.data); i++ {
+	i := start + plainPrefix(s.data[start:])
+	for ; i < len(s.data); i++ {
 		switch c := s.data[i]; {
 		case c == '"':
 			s.pos = i + 1
@@ -227,4 +229,27 @@ func (s *batchScanner) properties(bm *batchMessage) bool {
 			return false
 		}
 	}
+}
+
+// Byte-wise masks for testing eight bytes at once.
+const (
+	eachByte   = 0x0101010101010101
+	eachTopBit = 0x8080808080808080
+)
+
+// plainPrefix returns the length of b's prefix, in whole words of 8 bytes, that holds no
+// quote, backslash or control character: the bytes str need not look at one by one. A word
+// holds a byte below n (n <= 128) exactly when (w - n*eachByte) &^ w has a top bit set.
+func plainPrefix(b []byte) int {
+	n := 0
+	for ; n+8 <= len(b); n += 8 {
+		w := binary.LittleEndian.Uint64(b[n:])
+		control := (w - 0x20*eachByte) &^ w
+		quote := w ^ '"'*eachByte
+		backslash := w ^ '\\'*eachByte
+		if (control|(quote-eachByte)&^quote|(backslash-eachByte)&^backslash)&eachTopBit != 0 {
+			break
+		}
+	}
+	return n
 }

@@ -41,6 +41,7 @@ var batchSeeds = []string{
 	`{"messages":[{"bodyText":"a"},]}`, `{"messages":[{"bodyText":"a"}],"messages":[]}`,
 	`{"messages":[{"properties":{"p":null}}]}`, `{"messages":[{"messageGroup":"g"}]}`,
 	"{\"messages\":[{\"bodyText\":\"a\tb\"}]}", `{"messages":[{"bodyText":"a"}`,
+	"{\"messages\":[{\"bodyText\":\"0123456789abcdef\tx\"}]}", `{"messages":[{"bodyText":"0123456789\"x","tags":"0123456789abcdefgh"}]}`,
 }
 
 // FuzzBatchFastDecodingMatchesEncodingJSON is the differential of the batch decoders: whatever
@@ -148,5 +149,45 @@ func TestReadingAndAnsweringABatchAllocatePerBatchNotPerMessage(t *testing.T) {
 	// the list of messages) two doublings more each, nothing per message.
 	if many > few+6 {
 		t.Fatalf("a batch of 64 messages allocates %v times, of 256 messages %v times", few, many)
+	}
+}
+
+// TestPlainPrefixStopsAtTheWordOfTheFirstSpecialByte proves the eight-bytes-at-once scan stops at
+// the word holding a quote, a backslash or a control character wherever it is, and at no other
+// byte (space, DEL, bytes of multi-byte characters).
+func TestPlainPrefixStopsAtTheWordOfTheFirstSpecialByte(t *testing.T) {
+	for _, c := range []byte{0x00, 0x01, 0x1f, '"', '\\', 0x20, 'a', 0x7f, 0x80, 0xa2, 0xdc, 0xff} {
+		special := c < 0x20 || c == '"' || c == '\\'
+		for pos := range 24 {
+			b := bytes.Repeat([]byte{'x'}, 24)
+			b[pos] = c
+			want := 24
+			if special {
+				want = pos / 8 * 8
+			}
+			if got := plainPrefix(b); got != want {
+				t.Errorf("byte %#x at %d: plain prefix %d, want %d", c, pos, got, want)
+			}
+		}
+	}
+}
+
+// BenchmarkDecodingABatch decodes the throughput benchmark's batch (32 text messages of 1 KiB
+// with tags) in one pass and with encoding/json, for the ratio of the two in one run.
+func BenchmarkDecodingABatch(b *testing.B) {
+	data := benchBatch(b, bytes.Repeat([]byte("x"), 1024))
+	for _, d := range []struct {
+		name   string
+		decode func([]byte) ([]batchMessage, error)
+	}{{"one-pass", decodeBatch}, {"encoding-json", decodeBatchJSON}} {
+		b.Run(d.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(data)))
+			for b.Loop() {
+				if msgs, err := d.decode(data); err != nil || len(msgs) != benchBatchSize {
+					b.Fatalf("decoded %d: %v", len(msgs), err)
+				}
+			}
+		})
 	}
 }
