@@ -12,8 +12,9 @@ import (
 
 // BenchmarkGatewayAgainstRuntimeOnRealBroker is BenchmarkGatewayAgainstRuntime's three shapes
 // (the runtime directly, the gateway with one message and with 32 per request, from the lean
-// client) against one real RocketMQ 5.x broker that stores every message (asynchronous flush, as
-// the harness configures it). It runs only when asked (-bench) and with DETOUR_ROCKETMQ set:
+// client), one after the other and interleaved (see BenchmarkGatewayShapesInterleaved), against
+// one real RocketMQ 5.x broker that stores every message (asynchronous flush, as the harness
+// configures it). It runs only when asked (-bench) and with DETOUR_ROCKETMQ set:
 //
 //	DETOUR_ROCKETMQ=$(hack/setup-rocketmq.sh) go test -run '^$' -bench OnRealBroker -count 3 ./internal/gateway/
 func BenchmarkGatewayAgainstRuntimeOnRealBroker(b *testing.B) {
@@ -29,5 +30,7 @@ func BenchmarkGatewayAgainstRuntimeOnRealBroker(b *testing.B) {
 	if err := admin.CreateTopic(ctx, broker.Addr, "BenchTopic", 4, 4, 6); err != nil {
 		b.Fatal(err)
 	}
-	benchGatewayShapes(b, func(b *testing.B) *producer.Runtime { return routedRuntime(b, broker.Name, broker.Addr) }, false)
+	newRuntime := func(b *testing.B) *producer.Runtime { return routedRuntime(b, broker.Name, broker.Addr) }
+	benchGatewayShapes(b, newRuntime, false)
+	b.Run("interleaved", func(b *testing.B) { benchShapesInterleaved(b, newRuntime) })
 }

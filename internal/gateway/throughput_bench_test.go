@@ -54,30 +54,44 @@ func startBenchGateway(b *testing.B, sender Sender) string {
 	return srv.URL()
 }
 
-// runSenders calls send b.N times from g goroutines and reports messages per second, each call
-// counting perCall messages.
-func runSenders(b *testing.B, g, perCall int, send func() error) {
+// runSenders calls send b.N times from benchConcurrency goroutines and reports messages per
+// second, each call counting perCall messages.
+func runSenders(b *testing.B, perCall int, send func() error) {
 	b.Helper()
-	runOwnSenders(b, g, perCall, func() func() error { return send })
+	runOwnSenders(b, perCall, func() func() error { return send })
 }
 
 // runOwnSenders is runSenders with a sender of its own for each goroutine (a connection each),
 // made before the clock starts.
-func runOwnSenders(b *testing.B, g, perCall int, newSender func() func() error) {
+func runOwnSenders(b *testing.B, perCall int, newSender func() func() error) {
 	b.Helper()
-	senders := make([]func() error, g)
+	senders := makeSenders(newSender)
+	b.ResetTimer()
+	elapsed := sendAll(b, senders, b.N)
+	b.StopTimer()
+	b.ReportMetric(float64(b.N*perCall)/elapsed.Seconds(), "msgs/s")
+}
+
+// makeSenders makes benchConcurrency senders with newSender.
+func makeSenders(newSender func() func() error) []func() error {
+	senders := make([]func() error, benchConcurrency)
 	for i := range senders {
 		senders[i] = newSender()
 	}
+	return senders
+}
+
+// sendAll makes calls calls, each sender in a goroutine of its own taking the next, and returns
+// how long they took.
+func sendAll(b *testing.B, senders []func() error, calls int) time.Duration {
 	var next, failed atomic.Int64
 	var wg sync.WaitGroup
-	b.ResetTimer()
 	start := time.Now()
 	for _, send := range senders {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for next.Add(1) <= int64(b.N) {
+			for next.Add(1) <= int64(calls) {
 				if err := send(); err != nil && failed.Add(1) == 1 {
 					b.Error(err)
 				}
@@ -85,9 +99,7 @@ func runOwnSenders(b *testing.B, g, perCall int, newSender func() func() error) 
 		}()
 	}
 	wg.Wait()
-	elapsed := time.Since(start)
-	b.StopTimer()
-	b.ReportMetric(float64(b.N*perCall)/elapsed.Seconds(), "msgs/s")
+	return time.Since(start)
 }
 
 // leanSenders returns a maker of senders that post body over a lean client's connection each.
@@ -127,22 +139,19 @@ func benchGatewayShapes(b *testing.B, newRuntime func(*testing.B) *producer.Runt
 	batch := benchBatch(b, body)
 	single := map[string]string{HeaderTags: "tag"}
 	b.Run("runtime-direct", func(b *testing.B) {
-		rt := newRuntime(b)
+		send := directSend(newRuntime(b), body)
 		b.ReportAllocs()
-		runSenders(b, benchConcurrency, 1, func() error {
-			_, err := rt.Send(context.Background(), &producer.Message{Topic: "BenchTopic", Tags: "tag", Body: body})
-			return err
-		})
+		runSenders(b, 1, send)
 	})
 	b.Run("gateway-lean", func(b *testing.B) {
 		url := expand(startBenchGateway(b, newRuntime(b)) + MessagesPath)
 		b.ReportAllocs()
-		runOwnSenders(b, benchConcurrency, 1, leanSenders(b, url, "application/octet-stream", body, single))
+		runOwnSenders(b, 1, leanSenders(b, url, "application/octet-stream", body, single))
 	})
 	b.Run("gateway-batch32-lean", func(b *testing.B) {
 		url := expand(startBenchGateway(b, newRuntime(b)) + BatchPath)
 		b.ReportAllocs()
-		runOwnSenders(b, benchConcurrency, benchBatchSize, leanSenders(b, url, "application/json", batch, nil))
+		runOwnSenders(b, benchBatchSize, leanSenders(b, url, "application/json", batch, nil))
 	})
 	if !nethttp {
 		return
@@ -151,7 +160,7 @@ func benchGatewayShapes(b *testing.B, newRuntime func(*testing.B) *producer.Runt
 		url := expand(startBenchGateway(b, newRuntime(b)) + MessagesPath)
 		client := benchHTTPClient(b)
 		b.ReportAllocs()
-		runSenders(b, benchConcurrency, 1, func() error {
+		runSenders(b, 1, func() error {
 			return postOK(client, url, "application/octet-stream", body, single)
 		})
 	})
@@ -159,7 +168,7 @@ func benchGatewayShapes(b *testing.B, newRuntime func(*testing.B) *producer.Runt
 		url := expand(startBenchGateway(b, newRuntime(b)) + BatchPath)
 		client := benchHTTPClient(b)
 		b.ReportAllocs()
-		runSenders(b, benchConcurrency, benchBatchSize, func() error {
+		runSenders(b, benchBatchSize, func() error {
 			return postOK(client, url, "application/json", batch, nil)
 		})
 	})
