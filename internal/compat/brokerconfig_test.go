@@ -93,11 +93,13 @@ func configJourney(ctx context.Context, t *testing.T, p configPeer) string {
 func TestBrokerConfigCarriesTheBusyLimitsAsTheRealBroker(t *testing.T) {
 	for _, line := range rmqtest.Lines {
 		t.Run(line.String(), func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-			defer cancel()
 			// RocketMQ's own 200 ms, as production and the fault benchmark run brokers, not the
 			// harness's allowance for loaded test machines.
 			c := rmqtest.Start(t, line, rmqtest.BrokerConfig{Settings: map[string]string{remoting.ConfigSendQueueWait: "200"}})
+			// The deadline starts once the cluster is up: Start may wait minutes for another
+			// test's cluster to release the machine.
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
 			rb := c.Brokers()[0]
 			real := configPeer{name: "RocketMQ " + c.Dist.ServerVersion, addr: rb.Addr, client: c.Client(),
 				lower: func(ctx context.Context, t *testing.T) {
