@@ -295,3 +295,35 @@ func TestPressureHoldsABrokerOutWithoutCountingAFailure(t *testing.T) {
 	capped.Update("B", ms(400), TransportError)
 	wantAvailable(t, capped, map[string]bool{"A": true, "B": false, "C": true})
 }
+
+// TestRestoredIsolationKeepsItsProbation proves a restart does not shorten probation: a restored
+// broker isolated for silence or a stall, or a repeat offender, needs ProbationProbes good probes
+// again, and one isolated for a broker error a single one, as before the restart.
+func TestRestoredIsolationKeepsItsProbation(t *testing.T) {
+	cases := []struct {
+		name   string
+		item   Item
+		probes int
+	}{
+		{"send without an answer", Item{Reason: ReasonSendFailed, ConsecutiveFailures: 1}, 3},
+		{"probe without an answer", Item{Reason: ReasonProbeFailed, ConsecutiveFailures: 1}, 3},
+		{"slow send", Item{Reason: ReasonSlowSend, Reachable: true}, 3},
+		{"repeat offender's broker error", Item{Reason: ReasonBrokerError, ConsecutiveFailures: 2}, 3},
+		{"broker error", Item{Reason: ReasonBrokerError, ConsecutiveFailures: 1}, 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tol, clk, _ := newTol(t, detourOptions(3))
+			tol.Update("B", ms(1), Success)
+			it := tc.item
+			it.Broker, it.Since, it.Until = "A", t0, t0.Add(time.Second)
+			tol.Restore([]Item{it})
+			clk.Advance(time.Hour) // past the restored timer and any decay
+			for range tc.probes {
+				wantAvailable(t, tol, map[string]bool{"A": false})
+				tol.ProbeResult("A", true, ms(2))
+			}
+			wantAvailable(t, tol, map[string]bool{"A": true})
+		})
+	}
+}

@@ -60,10 +60,21 @@ func (t *Tolerance) NextExpiry() (time.Time, bool) {
 	return t.timeOf(next), next != 0
 }
 
+// restoredOnProbation reports whether a restored item goes back on probation (with probing and
+// ProbationProbes above 1): it was isolated for silence or a stall, or it is a repeat offender.
+func restoredOnProbation(it Item) bool {
+	switch it.Reason {
+	case ReasonSendFailed, ReasonProbeFailed, ReasonSlowSend, ReasonSlowProbe:
+		return true
+	}
+	return it.ConsecutiveFailures >= 2
+}
+
 // Restore re-applies a snapshot, typically the isolations saved in status before a restart.
 // Items whose Until is still in the future are isolated until then (never shortening a longer
 // isolation already known); items that are unreachable keep that flag, so under probing they
-// wait for proof again. Other items are skipped, as are items with a pod reason: pod state comes
+// wait for proof again, and items isolated for silence or a stall, or repeat offenders, are on
+// probation again (Options.ProbationProbes). Other items are skipped, as are items with a pod reason: pod state comes
 // from the pods themselves. Restored brokers count toward the cap like any other. A table that
 // knew no broker before the call (a policy restored after a restart, before the brokers it governs
 // are known) releases none right away, since a cap computed over the few brokers the snapshot
@@ -109,6 +120,11 @@ func (t *Tolerance) Restore(items []Item) {
 		if it.Reason == ReasonSendFailed || it.Reason == ReasonBrokerError || it.Reason == ReasonProbeFailed ||
 			it.Reason == ReasonRefusesValidMessages || it.Reason == ReasonBrokerBusy {
 			e.severity = max(it.Latency, tab.FailureLatency())
+		}
+		if restoredOnProbation(it) {
+			// As when it was isolated: after a restart one good probe would otherwise readmit a
+			// broker that flaps.
+			t.startProbation(e)
 		}
 		since := int64(0)
 		if !it.Since.IsZero() && !it.Since.After(nowTime) {
