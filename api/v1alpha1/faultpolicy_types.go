@@ -141,10 +141,9 @@ type ProbePolicy struct {
 	// enabled turns probing on. With probing, a broker that failed is held out until a probe
 	// (GET_MAX_OFFSET) or a send succeeds, a successful probe ends its isolation at once (with
 	// isolation growth, only a first offender's; after silence, a stall or a repeated isolation,
-	// probationProbes in a row), a failed probe keeps it out, a suspect broker (silent, refusing,
-	// slow or just readmitted) is probed again about a quarter of an interval later, and one on
-	// probation that answered well about half an interval later. Unset means the preset's: on
-	// for Detour, off for RocketMQ's presets.
+	// probationProbes in a row), a failed probe keeps it out, and a suspect broker (silent,
+	// refusing, slow or just readmitted) is probed again about a quarter of an interval later.
+	// Unset means the preset's: on for Detour, off for RocketMQ's presets.
 	// +optional
 	Enabled *bool `json:"enabled,omitempty"`
 

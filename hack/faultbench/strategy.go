@@ -42,7 +42,7 @@ var strategyDescriptions = map[string]string{
 		"awareness, no per-attempt cap (sendMsgMaxTimeoutPerRequest off); 3 attempts in 3000 ms; the index is " +
 		"shared by the benchmark's senders where RocketMQ keeps one per thread",
 	"detour": fmt.Sprintf("the Detour preset (RocketMQ 5.x's table and rules, probing with follow-ups of suspects and "+
-		"a probation of %d fast good probes in a row, half an interval apart, after silence, a stall or a repeated isolation, growth on repeat, pod health respected, never "+
+		"a probation of %d fast good probes in a row after silence, a stall or a repeated isolation, growth on repeat, pod health respected, never "+
 		"every broker isolated) with a per-attempt cap of %v instead of 1 s and probes every %v (timeout %v); "+
 		"3 attempts in 3000 ms",
 		producer.DetourProbationProbes, detourPerAttempt, detourProbeInterval, detourProbeTimeout),

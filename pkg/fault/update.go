@@ -210,15 +210,6 @@ func (t *Tolerance) ProbeResult(broker string, ok bool, latency time.Duration) {
 	t.unlock(&ev)
 }
 
-// OnProbation reports whether broker is held on probation: it needs more good probes in a row
-// (Options.ProbationProbes) before a probe readmits it.
-func (t *Tolerance) OnProbation(broker string) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	e := t.lookup(broker)
-	return e != nil && e.present && e.holds&holdProbation != 0
-}
-
 // probeGood records a good, fast probe answer. Callers hold mu.
 func (t *Tolerance) probeGood(e *Entry, now int64) {
 	grow := t.opts.GrowOnRepeat

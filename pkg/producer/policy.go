@@ -41,10 +41,10 @@ const (
 	DetourPressurePageCacheLock = 500 * time.Millisecond
 	DetourPressurePutLatency99  = 500 * time.Millisecond
 	// DetourProbationProbes is how many good probes in a row readmit a broker isolated for
-	// silence or a stall, or whose isolation repeated. Probed half an interval apart, three good
-	// probes span about an interval (2 s by default), longer than the up phase of a broker that
-	// flaps every second or two, yet readmit one that recovered for good about 2.5 s after it
-	// answers again (at most about 3.75 s).
+	// silence or a stall, or whose isolation repeated. After the first good probe the others come
+	// with full rounds, so they span one to three intervals (2-6 s by default), longer than the up
+	// phase of a broker that flaps every second or two, yet readmit one that recovered for good
+	// about 1.75 intervals after it answers again (3.5 s by default, at most about 7 s).
 	DetourProbationProbes = 3
 )
 
@@ -196,8 +196,9 @@ type ProbePolicy struct {
 	Routed bool
 	// ProbationProbes is how many good probes in a row readmit a broker isolated for silence or a
 	// stall, or whose isolation repeated (see fault.Options.ProbationProbes); 0 or 1 means one. A
-	// broker on probation whose answer was good is probed again about half an interval later.
-	// PresetDetour sets DetourProbationProbes.
+	// broker on probation whose answer was good waits for the next full round: probed sooner, its
+	// good probes would fit in the up phase of a broker that flaps. PresetDetour sets
+	// DetourProbationProbes.
 	ProbationProbes int
 }
 

@@ -51,24 +51,15 @@ func (r *Runtime) stopProbe(name string) {
 // interval divided by it (spread ±50 % as rounds are), instead of a whole interval.
 const followUpDivisor = 4
 
-// probationDivisor sets how soon a broker on probation whose answer was good is probed again,
-// as followUpDivisor does for suspects. Half an interval apart, the good probes of a probation of
-// three span about an interval (at least half of one), so a broker whose up phases are shorter
-// stays out, while one that recovered for good is readmitted about an interval and a quarter
-// after it answers again (a full round each would take two to three intervals).
-const probationDivisor = 2
-
 // runProbe runs a policy's probe rounds until its loop is stopped: a full round about every
 // interval and, while the last round found suspects, follow-up rounds of only those brokers
-// about four times as often (twice as often when the only suspects are brokers on probation
-// that answered well).
+// about four times as often.
 func (r *Runtime) runProbe(policy string, pl *probeLoop) {
 	defer r.wg.Done()
 	nextFull := time.Now().Add(jittered(pl.interval))
 	t := time.NewTimer(time.Until(nextFull))
 	defer t.Stop()
 	var suspects map[string]bool
-	var divisor time.Duration
 	for {
 		select {
 		case <-pl.stop:
@@ -76,17 +67,17 @@ func (r *Runtime) runProbe(policy string, pl *probeLoop) {
 		case <-t.C:
 			start := time.Now()
 			if len(suspects) == 0 || !start.Before(nextFull) {
-				suspects, divisor = r.probeRound(policy, pl, nil)
+				suspects = r.probeRound(policy, pl, nil)
 				// The next round is timed from this one's start: timed from its end, it would
 				// start in step with a stalling broker, whose answer ends the round when its
 				// stall ends.
 				nextFull = start.Add(jittered(pl.interval))
 			} else {
-				suspects, divisor = r.probeRound(policy, pl, suspects)
+				suspects = r.probeRound(policy, pl, suspects)
 			}
 			wait := time.Until(nextFull)
 			if len(suspects) > 0 {
-				wait = min(wait, time.Until(start.Add(jittered(pl.interval/divisor))))
+				wait = min(wait, time.Until(start.Add(jittered(pl.interval/followUpDivisor))))
 			}
 			t.Reset(max(0, wait))
 		}
@@ -113,20 +104,18 @@ type probeVerdict struct {
 // failed probe so a dead broker stays out). With Probe.Routed it also watches the brokers the
 // policy's routes use that the table does not hold out: silent ones count as failed attempts,
 // slow ones as slow sends. With only set, it probes those brokers alone, held or not (a
-// follow-up). It returns the suspects, whose next probe comes early: brokers whose answer was
-// silent, slow or not a success, brokers a probe just readmitted, and brokers on probation that
-// answered well; and the divisor of the interval after which they are due (followUpDivisor, or
-// probationDivisor when the only suspects are brokers on probation that answered well).
-func (r *Runtime) probeRound(policy string, pl *probeLoop, only map[string]bool) (map[string]bool, time.Duration) {
+// follow-up). It returns the suspects: brokers whose answer was silent, slow or not a success,
+// and brokers a probe just readmitted, whose next probe comes early.
+func (r *Runtime) probeRound(policy string, pl *probeLoop, only map[string]bool) map[string]bool {
 	st := r.state.Load()
 	ps, ok := st.policies[policy]
 	if !ok {
-		return nil, 0
+		return nil
 	}
 	held, watched := st.probeTargets(policy, ps, only)
 	pressure := only == nil && ps.Pressure.Enabled
 	if len(held) == 0 && len(watched) == 0 && !pressure {
-		return nil, 0
+		return nil
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -165,38 +154,24 @@ func (r *Runtime) probeRound(policy string, pl *probeLoop, only map[string]bool)
 	}
 	wg.Wait()
 	if len(suspects.names) > 0 {
-		r.log.V(1).Info("probe suspects", "policy", policy, "brokers", len(suspects.names), "followUp", only != nil,
-			"urgent", suspects.urgent)
+		r.log.V(1).Info("probe suspects", "policy", policy, "brokers", len(suspects.names), "followUp", only != nil)
 	}
-	return suspects.names, suspects.divisor()
+	return suspects.names
 }
 
 // suspectSet collects, from a round's concurrent probes, the brokers whose next probe comes early.
 type suspectSet struct {
 	mu    sync.Mutex
 	names map[string]bool
-	// urgent: some suspect answered oddly or was just readmitted, not only brokers on probation
-	// that answered well.
-	urgent bool
 }
 
-// add makes name a suspect; urgent unless it is a broker on probation that answered well.
-func (s *suspectSet) add(name string, urgent bool) {
+func (s *suspectSet) add(name string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.names == nil {
 		s.names = make(map[string]bool)
 	}
 	s.names[name] = true
-	s.urgent = s.urgent || urgent
-}
-
-// divisor is the divisor of the probe interval after which the suspects are due again.
-func (s *suspectSet) divisor() time.Duration {
-	if s.urgent {
-		return followUpDivisor
-	}
-	return probationDivisor
 }
 
 // slowAnswer reports whether v is an answer slower than a threshold of the policy's table.
@@ -205,16 +180,11 @@ func slowAnswer(ps *policyState, v probeVerdict) bool {
 }
 
 // judgeHeld feeds a held broker's probe to the table; a failed or slow answer, or one that
-// readmitted the broker, makes it a suspect, and so does a good answer that left it on
-// probation, whose next probe then comes half an interval later instead of at the next full
-// round (which may come at once, or an interval and a half later).
+// readmitted the broker, makes it a suspect.
 func judgeHeld(ps *policyState, broker string, v probeVerdict, suspects *suspectSet) {
 	ps.tol.ProbeResult(broker, v.good, v.latency)
-	switch {
-	case !v.good || slowAnswer(ps, v) || ps.tol.Available(broker):
-		suspects.add(broker, true)
-	case ps.tol.OnProbation(broker):
-		suspects.add(broker, false)
+	if !v.good || slowAnswer(ps, v) || ps.tol.Available(broker) {
+		suspects.add(broker)
 	}
 }
 
@@ -230,7 +200,7 @@ func judgeWatched(ps *policyState, broker string, v probeVerdict, suspects *susp
 	case v.good:
 		return
 	}
-	suspects.add(broker, true)
+	suspects.add(broker)
 }
 
 // pollPressure asks every broker in brokers for its runtime table, in parallel (each on wg), and
