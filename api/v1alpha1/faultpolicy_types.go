@@ -180,7 +180,8 @@ type ProbePolicy struct {
 	// send or watch probe was answered slower than a threshold of rules that isolates, a probe
 	// found it failing (silent, refusing or slow) while it was isolated, or it failed again after
 	// an earlier isolation. A good probe counts only if answered faster than the first threshold
-	// of rules (50 ms in both presets); a slower one readmits nothing and starts the count over.
+	// of rules (50 ms in both presets) while the isolation's timer runs; a slower one readmits
+	// nothing and starts the count over (after the timer it counts, so a far broker returns).
 	// One good probe readmits a broker isolated for a broker error. Busy, pressure and refused
 	// valid messages end with their timer, and pod marks with the pod. Unset means the preset's:
 	// 3 for Detour, 1 for RocketMQ's presets.

@@ -76,7 +76,9 @@
 //     over. A broker that flaps or stalls answers a probe in its up phase, so one good probe
 //     proves nothing of it. A good probe counts only if answered under the table's first
 //     threshold (and at least 10 ms): a probe sent during a stall is answered when the stall
-//     ends, and looks good; such an answer readmits nothing and starts the count over. What
+//     ends, and looks good; such an answer readmits nothing and starts the count over, while
+//     the isolation's timer runs (after it, it counts: a broker whose every answer is that slow,
+//     being far away or slow but steady, would otherwise be held for good). What
 //     does not come from silence or a stall keeps its rules: a broker error's isolation ends
 //     on one good probe (the broker answered), busy refusals, pressure and refused valid
 //     messages on their timer (probes do not pass the send queue or the store), pod marks with

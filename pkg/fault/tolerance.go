@@ -139,7 +139,8 @@ type Options struct {
 	// found failing (silent, refusing or slow) while it was isolated, or a repeat offender (with
 	// GrowOnRepeat, a second or later episode; without it, a second failure in a row). Until then
 	// it stays held, whatever its timer says. With probation, a good probe proves something only
-	// if answered under the table's first threshold (see ProbeResult). 0 and 1 mean one good probe
+	// if answered under the table's first threshold while its timer runs (see ProbeResult). 0 and
+	// 1 mean one good probe
 	// of any latency under the isolating thresholds, as without probation. Only applies when
 	// Probing.
 	ProbationProbes int

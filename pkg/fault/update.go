@@ -198,7 +198,7 @@ func (t *Tolerance) ProbeResult(broker string, ok bool, latency time.Duration) {
 		switch slow := t.opts.Table.IsolationFor(latency); {
 		case ok && slow > 0:
 			t.probeSlow(e, now, latency, slow)
-		case ok && t.unproven(latency):
+		case ok && t.unproven(e, now, latency):
 			t.probeUnproven(e)
 		case ok:
 			t.probeGood(e, now)
@@ -244,13 +244,16 @@ func (t *Tolerance) probeGood(e *Entry, now int64) {
 const minProofLatency = 10 * time.Millisecond
 
 // unproven reports whether a good probe answer that took latency, under every isolating
-// threshold, is still too slow to prove anything: with probation, a probe must be answered
-// under the table's first threshold (and at least minProofLatency). A probe sent during a stall
-// is answered when the stall ends, and one that waited for the last 50-200 ms of it looks good
-// but only shows that the broker stalls. Without probation every good answer counts, as before.
-// Callers hold mu.
-func (t *Tolerance) unproven(latency time.Duration) bool {
-	return t.probation() > 0 && latency >= max(t.opts.Table.FirstThreshold(), minProofLatency)
+// threshold, is still too slow to prove anything: with probation, while e's isolation timer
+// runs, a probe must be answered under the table's first threshold (and at least
+// minProofLatency). A probe sent during a stall is answered when the stall ends, and one that
+// waited for the last 50-200 ms of it looks good but only shows that the broker stalls. Once the
+// timer has run out such answers count again, as the table itself counts that latency as no
+// fault: a broker whose every answer takes longer than the first threshold (one far away, or
+// slow but steady) would otherwise be held out for good. Without probation every good answer
+// counts, as before. Callers hold mu.
+func (t *Tolerance) unproven(e *Entry, now int64, latency time.Duration) bool {
+	return t.probation() > 0 && now < e.until && latency >= max(t.opts.Table.FirstThreshold(), minProofLatency)
 }
 
 // probeUnproven records a good probe answer too slow to prove anything (see unproven): the broker
