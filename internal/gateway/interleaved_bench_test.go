@@ -16,7 +16,7 @@ const interleavedSlice = 64 * benchBatchSize * 2
 // (the runtime directly, the gateway with one message and with 32 per request from the lean
 // client) in turns: each round gives every shape a slice of 4,096 messages, in an order that
 // rotates, so load from other processes on a shared machine falls on every shape alike, and
-// reports each shape's msgs/s over all its turns and the ratios of the targets.
+// reports each shape's msgs/s over all its turns and the ratios the gateway's targets are judged on.
 // (Consecutive sub-benchmarks see whatever the machine did in their seconds.)
 func BenchmarkGatewayShapesInterleaved(b *testing.B) {
 	benchShapesInterleaved(b, benchRuntime)

@@ -16,7 +16,7 @@ import (
 	"github.com/detourmq/detour/pkg/producer"
 )
 
-// benchConcurrency is the number of concurrent senders the real-broker figures use.
+// benchConcurrency is the number of concurrent senders the gateway's real-broker figures use.
 const benchConcurrency = 64
 
 // benchRuntime starts a loopback brokersim broker that counts what it stores and a runtime routed
@@ -114,7 +114,7 @@ func leanSenders(b *testing.B, url, contentType string, body []byte, headers map
 	}
 }
 
-// benchBatchSize is the batch size of the batch target.
+// benchBatchSize is the batch size of the gateway's batch target (5x the single-message rate).
 const benchBatchSize = 32
 
 // BenchmarkGatewayAgainstRuntime measures, in one run against the same kind of loopback brokersim
