@@ -159,6 +159,10 @@ func (t *Table) FailureLatency() time.Duration { return t.failure }
 // latency the policy tells apart from a healthy answer, whatever isolation it gives.
 func (t *Table) FirstThreshold() time.Duration { return t.latency[0] }
 
+// ProofLatency is the latency from which a good probe answer no longer shows a healthy broker:
+// the first threshold, but at least minProofLatency.
+func (t *Table) ProofLatency() time.Duration { return max(t.latency[0], minProofLatency) }
+
 // FailureIsolation is the isolation a failed send earns before any growth.
 func (t *Table) FailureIsolation() time.Duration { return t.IsolationFor(t.failure) }
 

@@ -253,7 +253,7 @@ const minProofLatency = 10 * time.Millisecond
 // slow but steady) would otherwise be held out for good. Without probation every good answer
 // counts, as before. Callers hold mu.
 func (t *Tolerance) unproven(e *Entry, now int64, latency time.Duration) bool {
-	return t.probation() > 0 && now < e.until && latency >= max(t.opts.Table.FirstThreshold(), minProofLatency)
+	return t.probation() > 0 && now < e.until && latency >= t.opts.Table.ProofLatency()
 }
 
 // probeUnproven records a good probe answer too slow to prove anything (see unproven): the broker

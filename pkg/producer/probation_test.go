@@ -105,25 +105,46 @@ func TestProbationKeepsAFlappingBrokerOut(t *testing.T) {
 	}
 }
 
-// TestAFailedProbeBringsTheNextOneForward proves a suspect broker is probed again before the
-// next round: follow-ups probe only the suspects, so while a silent broker gets twelve more
+// TestASuspectProbeBringsTheNextOneForward proves a suspect broker is probed again before the
+// next round: follow-ups probe only the suspects, so while a suspect broker gets twelve more
 // probes a healthy one, probed only by full rounds, gets at most eight (about three, with
-// follow-ups a quarter of an interval apart). Without follow-ups
-// every probe of the silent broker comes with one of the healthy broker in the same round.
-func TestAFailedProbeBringsTheNextOneForward(t *testing.T) {
-	c := startCluster(t, 2, []string{"broker-a", "broker-b", "broker-c"}, withPolicy(func(p *Policy) {
-		watchPolicy(true)(p)
-		p.Probe.Interval = 400 * time.Millisecond
-		p.Retry.PerAttemptTimeout = 100 * time.Millisecond
-	}))
-	bad, good := c.brokers["broker-b"], c.brokers["broker-a"]
-	bad.SetFault(brokersim.Fault{BlackHole: true})
-	waitFor(t, "broker-b isolated", func() bool { return len(c.rec.isolationEvents("broker-b")) > 0 })
-	probes := func(b *brokersim.Broker) int64 { return b.Stats().RequestsByCode[remoting.GetMaxOffset] }
-	bad0, good0 := probes(bad), probes(good)
-	waitFor(t, "twelve more probes of broker-b", func() bool { return probes(bad)-bad0 >= 12 })
-	if n := probes(good) - good0; n > 8 {
-		t.Fatalf("broker-a was probed %d times while broker-b was probed 12 times: no follow-ups", n)
+// follow-ups a quarter of an interval apart). Without follow-ups every probe of the suspect
+// comes with one of the healthy broker in the same round. A broker is a suspect when its probe
+// went unanswered, and also when it was answered late but under every isolating threshold (as a
+// probe sent late in a stall is answered when the stall ends): the table here tells 100 ms apart
+// from a healthy answer and isolates from 550 ms, and the broker answers in 150 ms.
+func TestASuspectProbeBringsTheNextOneForward(t *testing.T) {
+	table, err := fault.NewTable([]fault.Rule{{LatencyMillis: 100}, {LatencyMillis: 550, IsolationMillis: 2000}}, 10000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name    string
+		fault   brokersim.Fault
+		attempt time.Duration // how long a watched broker may take to answer
+	}{
+		{"silent", brokersim.Fault{BlackHole: true}, 100 * time.Millisecond},
+		{"answered late under every isolating threshold", brokersim.Fault{Delay: 150 * time.Millisecond}, time.Second},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := startCluster(t, 2, []string{"broker-a", "broker-b", "broker-c"}, withPolicy(func(p *Policy) {
+				watchPolicy(true)(p)
+				p.Table = table
+				p.Probe.Interval = 400 * time.Millisecond
+				p.Retry.PerAttemptTimeout = tc.attempt
+			}))
+			bad, good := c.brokers["broker-b"], c.brokers["broker-a"]
+			probes := func(b *brokersim.Broker) int64 { return b.Stats().RequestsByCode[remoting.GetMaxOffset] }
+			bad.SetFault(tc.fault)
+			bad0 := probes(bad)
+			waitFor(t, "broker-b probed under its fault", func() bool { return probes(bad)-bad0 >= 2 })
+			bad0, good0 := probes(bad), probes(good)
+			waitFor(t, "twelve more probes of broker-b", func() bool { return probes(bad)-bad0 >= 12 })
+			if n := probes(good) - good0; n > 8 {
+				t.Fatalf("broker-a was probed %d times while broker-b was probed 12 times: no follow-ups", n)
+			}
+		})
 	}
 }
 

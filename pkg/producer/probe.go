@@ -190,14 +190,17 @@ func judgeHeld(ps *policyState, broker string, v probeVerdict, suspects *suspect
 
 // judgeWatched feeds a watched broker's probe to the table: silence counts as a failed attempt
 // and slowness as a slow send; a busy or refusing answer isolates nothing (the sends see what it
-// means for a message). Any of the three makes the broker a suspect.
+// means for a message). Any of the three makes the broker a suspect, and so does a good answer
+// that took the table's proof latency or more (50 ms in both presets) without isolating: a probe
+// sent late in a stall is answered when the stall ends, and the follow-up, a quarter of an
+// interval later, likely lands in the next stall, where silence isolates.
 func judgeWatched(ps *policyState, broker string, v probeVerdict, suspects *suspectSet) {
 	switch {
 	case v.silent:
 		ps.tol.WatchFailed(broker, v.latency)
 	case slowAnswer(ps, v):
 		ps.tol.WatchSlow(broker, v.latency)
-	case v.good:
+	case v.good && v.latency < ps.Table.ProofLatency():
 		return
 	}
 	suspects.add(broker)
