@@ -221,14 +221,7 @@ func TestHostileBrokerConfigsLeaveThePolicysThresholds(t *testing.T) {
 				p.Probe.Interval = 50 * time.Millisecond
 				p.Pressure.Enabled = true
 			}))
-			c.r.SetBroker(Broker{Name: "broker-h", Addr: hostile.ln.Addr().String(), Ready: true})
-			rt := Route{Topic: testTopic, Policy: "test"}
-			for _, n := range []string{"broker-a", "broker-c", "broker-h"} {
-				rt.Brokers = append(rt.Brokers, BrokerQueues{Broker: n, WriteQueues: 2})
-			}
-			if err := c.r.SetRoute(rt); err != nil {
-				t.Fatal(err)
-			}
+			routeBesideHostile(t, c, hostile.ln.Addr().String())
 			waitFor(t, "five polls of the hostile broker", func() bool {
 				_, ok := pressureOf(c.r, "test", "broker-h")
 				return ok && hostile.asked.Load() >= 5
@@ -340,14 +333,7 @@ func TestPressedBrokerLeavingPollsUnansweredStaysHeld(t *testing.T) {
 		p.Retry.PerAttemptTimeout = 20 * time.Millisecond
 		p.Pressure.Enabled = true
 	}))
-	c.r.SetBroker(Broker{Name: "broker-h", Addr: hostile.ln.Addr().String(), Ready: true})
-	rt := Route{Topic: testTopic, Policy: "test"}
-	for _, n := range []string{"broker-a", "broker-c", "broker-h"} {
-		rt.Brokers = append(rt.Brokers, BrokerQueues{Broker: n, WriteQueues: 2})
-	}
-	if err := c.r.SetRoute(rt); err != nil {
-		t.Fatal(err)
-	}
+	routeBesideHostile(t, c, hostile.ln.Addr().String())
 	heldOut := func() bool {
 		items := c.r.Isolated("test")
 		return len(items) == 1 && items[0].Broker == "broker-h" && items[0].Reason == fault.ReasonBrokerPressure

@@ -11,6 +11,20 @@ import (
 	"github.com/detourmq/detour/pkg/remoting"
 )
 
+// routeBesideHostile adds broker-h, a hostile peer at addr, to c and routes the test topic under
+// policy "test" over broker-a, broker-c and broker-h, two queues each.
+func routeBesideHostile(t *testing.T, c *simCluster, addr string) {
+	t.Helper()
+	c.r.SetBroker(Broker{Name: "broker-h", Addr: addr, Ready: true})
+	rt := Route{Topic: testTopic, Policy: "test"}
+	for _, n := range []string{"broker-a", "broker-c", "broker-h"} {
+		rt.Brokers = append(rt.Brokers, BrokerQueues{Broker: n, WriteQueues: 2})
+	}
+	if err := c.r.SetRoute(rt); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // hostileRuntimeBroker answers GET_MAX_OFFSET as a healthy broker and GET_BROKER_RUNTIME_INFO
 // with body, and counts the runtime-info requests it answered.
 type hostileRuntimeBroker struct {
@@ -62,14 +76,7 @@ func TestHostileRuntimeTablesAreRefusedAndIsolateNothing(t *testing.T) {
 				p.Probe.Interval = 50 * time.Millisecond
 				p.Pressure.Enabled = true
 			}))
-			c.r.SetBroker(Broker{Name: "broker-h", Addr: hostile.ln.Addr().String(), Ready: true})
-			rt := Route{Topic: testTopic, Policy: "test"}
-			for _, n := range []string{"broker-a", "broker-c", "broker-h"} {
-				rt.Brokers = append(rt.Brokers, BrokerQueues{Broker: n, WriteQueues: 2})
-			}
-			if err := c.r.SetRoute(rt); err != nil {
-				t.Fatal(err)
-			}
+			routeBesideHostile(t, c, hostile.ln.Addr().String())
 			waitFor(t, "five polls of the hostile broker", func() bool { return hostile.asked.Load() >= 5 })
 			if items := c.r.Isolated("test"); len(items) != 0 {
 				t.Fatalf("held out %+v", items)
