@@ -171,7 +171,7 @@ func TestFrozenBrokerIsIsolatedAndReturns(t *testing.T) {
 		return fmt.Errorf("isolated: %+v", fp.Status.IsolatedBrokers)
 	})
 	t.Logf("broker-b isolated %v after the freeze, reason %s", time.Since(frozen).Round(100*time.Millisecond), iso.Reason)
-	eventually(t, time.Minute, "broker-b's pod NotReady", func() error {
+	eventually(t, 2*time.Minute, "broker-b's pod NotReady", func() error {
 		if podReady(k.brokerPod(t, "broker-b")) {
 			return fmt.Errorf("still Ready")
 		}
