@@ -124,6 +124,13 @@ func TestRollingRestartOfABrokerLosesNoSend(t *testing.T) {
 	t.Logf("broker-a restarted and Ready again in %v", time.Since(start).Round(100*time.Millisecond))
 	k.waitBrokerServes(t, tr, "broker-a")
 	acked := tr.finish(t)
+	if t.Failed() {
+		// Whose readiness probes failed meanwhile tells whether a healthy broker turned NotReady
+		// while broker-a restarted, which leaves broker-a the only broker with a Ready pod.
+		if out, err := k.kubectl(nil, "-n", namespace, "get", "events", "--field-selector", "reason=Unhealthy"); err == nil {
+			t.Logf("failed probes in %s:\n%s", namespace, out)
+		}
+	}
 	k.checkReadBack(t, acked)
 }
 
