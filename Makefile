@@ -14,10 +14,13 @@ ENVTEST_ASSETS = $(shell hack/setup-envtest.sh)
 ROCKETMQ_DIST = $(shell hack/setup-rocketmq.sh)
 # HELM is the Helm client hack/setup-helm.sh builds from its Go module (hack/helm) and caches.
 HELM = $(shell hack/setup-helm.sh)
+# PROMTOOL is Prometheus' rule checker (Debian's prometheus package, installed by
+# hack/setup-promtool.sh when missing); the alerting rules' unit tests run it.
+PROMTOOL = $(shell hack/setup-promtool.sh)
 TEST_TIMEOUT ?= 40m
 # GENERATED are the files `make manifests generate` writes; `make verify` checks them.
 GENERATED = config/crd/bases config/rbac/role.yaml api/v1alpha1/zz_generated.deepcopy.go \
-	charts/detour/crds charts/detour/files/manager-role.yaml
+	charts/detour/crds charts/detour/files/manager-role.yaml charts/detour/files/prometheus-alerts.yaml
 FUZZ_TIME ?= 10s
 
 .PHONY: all
@@ -43,6 +46,7 @@ manifests: ## Generate CRDs into config/crd/bases and RBAC into config/rbac, and
 	rm -f charts/detour/crds/*.yaml
 	cp config/crd/bases/*.yaml charts/detour/crds/
 	cp config/rbac/role.yaml charts/detour/files/manager-role.yaml
+	cp config/prometheus/alerts.yaml charts/detour/files/prometheus-alerts.yaml
 
 .PHONY: verify
 verify: manifests generate ## Fail when generated files are out of date or a go.mod is not tidy.
@@ -78,7 +82,8 @@ test: vet ## Run all tests (never from the test cache): unit, fuzz seeds, envtes
 	@dist="$(ROCKETMQ_DIST)"; [[ -n "$$dist" ]] || { echo "make test: hack/setup-rocketmq.sh failed (see above)" >&2; exit 1; }
 	@# -json through hack/testreport: every top-level test is named with its result, failures in full.
 	@helm="$(HELM)"; [[ -n "$$helm" ]] || { echo "make test: hack/setup-helm.sh failed (see above)" >&2; exit 1; }
-	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" DETOUR_ROCKETMQ="$(ROCKETMQ_DIST)" DETOUR_HELM="$(HELM)" $(GO) test -json -race -count=1 -timeout $(TEST_TIMEOUT) ./... \
+	@promtool="$(PROMTOOL)"; [[ -n "$$promtool" ]] || { echo "make test: hack/setup-promtool.sh failed (see above)" >&2; exit 1; }
+	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" DETOUR_ROCKETMQ="$(ROCKETMQ_DIST)" DETOUR_HELM="$(HELM)" DETOUR_PROMTOOL="$(PROMTOOL)" $(GO) test -json -race -count=1 -timeout $(TEST_TIMEOUT) ./... \
 		| $(GO) run ./hack/testreport
 
 .PHONY: test-e2e

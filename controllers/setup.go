@@ -127,6 +127,7 @@ func Setup(mgr ctrl.Manager, rt *producer.Runtime, opts Options) (*Controllers, 
 	}
 	out := &Controllers{}
 	registerPressureMetrics(rt)
+	registerHealthMetrics(rt, lead)
 	restorer := &isolationRestorer{reader: mgr.GetAPIReader(), namespace: opts.Namespace, rt: rt, done: &out.restored}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	err := restorer.restore(ctx)

@@ -187,8 +187,8 @@ func TestDefaultKustomizationRenders(t *testing.T) {
 }
 
 // TestPrometheusKustomizationRenders proves that enabling config/prometheus in the default
-// kustomization renders a ServiceMonitor in the manager's namespace that selects the metrics
-// Service and scrapes a port it has.
+// kustomization renders, in the manager's namespace, a ServiceMonitor that selects the metrics
+// Service and scrapes a port it has, and the alerting rules.
 func TestPrometheusKustomizationRenders(t *testing.T) {
 	tmp := t.TempDir()
 	if err := os.CopyFS(filepath.Join(tmp, "config"), os.DirFS(filepath.Join(repoRoot, "config"))); err != nil {
@@ -207,16 +207,22 @@ func TestPrometheusKustomizationRenders(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, objs := renderKustomization(t, filepath.Join(tmp, "config", "default"))
-	var mon *unstructured.Unstructured
+	var mon, rule *unstructured.Unstructured
 	for _, u := range objs {
-		if u.GetKind() == "ServiceMonitor" {
+		switch u.GetKind() {
+		case "ServiceMonitor":
 			mon = u
+		case "PrometheusRule":
+			rule = u
 		}
 	}
-	if mon == nil {
-		t.Fatal("no ServiceMonitor rendered")
+	if mon == nil || rule == nil {
+		t.Fatalf("ServiceMonitor %v and PrometheusRule %v rendered, want both", mon != nil, rule != nil)
 	}
 	svc := typed[corev1.Service](t, objs, "Service", "detour-controller-manager-metrics-service")
+	if rule.GetNamespace() != svc.Namespace {
+		t.Errorf("PrometheusRule in %q, the manager in %q", rule.GetNamespace(), svc.Namespace)
+	}
 	if mon.GetNamespace() != svc.Namespace {
 		t.Errorf("ServiceMonitor in %q, metrics Service in %q", mon.GetNamespace(), svc.Namespace)
 	}

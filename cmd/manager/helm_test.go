@@ -517,7 +517,8 @@ func TestHelmChartCarriesTheGeneratedFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	pairs := map[string]string{
-		filepath.Join(repoRoot, "config", "rbac", "role.yaml"): filepath.Join(repoRoot, chartDir, "files", "manager-role.yaml"),
+		filepath.Join(repoRoot, "config", "rbac", "role.yaml"):         filepath.Join(repoRoot, chartDir, "files", "manager-role.yaml"),
+		filepath.Join(repoRoot, "config", "prometheus", "alerts.yaml"): filepath.Join(repoRoot, chartDir, "files", "prometheus-alerts.yaml"),
 	}
 	for _, b := range bases {
 		pairs[b] = filepath.Join(repoRoot, chartDir, "crds", filepath.Base(b))
