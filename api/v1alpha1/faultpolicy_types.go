@@ -315,9 +315,11 @@ type IsolatedBroker struct {
 	// +kubebuilder:validation:MaxLength=253
 	BrokerName string `json:"brokerName"`
 
-	// cluster is the Cluster whose name servers publish the broker; unset for a broker found by
-	// its pod. Brokers of different Clusters may share a name.
+	// cluster is the Cluster whose name servers publish the broker; empty for a broker found by
+	// its pod. Brokers of different Clusters may share a name: cluster and brokerName together
+	// name one broker.
 	// +optional
+	// +kubebuilder:default=""
 	// +kubebuilder:validation:MaxLength=253
 	Cluster string `json:"cluster,omitempty"`
 
@@ -526,11 +528,13 @@ type FaultPolicyStatus struct {
 	// +optional
 	Effective *EffectiveFaultPolicy `json:"effective,omitempty"`
 
-	// isolatedBrokers lists the brokers isolated now, why and until when; with more than 1024,
-	// the first 1024 by name (isolated counts them all, and the Ready condition says the list was
-	// cut).
+	// isolatedBrokers lists the brokers isolated now, why and until when, one entry per broker:
+	// brokers of different Clusters, and a broker found by its pod, may share a name, so entries
+	// are keyed by cluster and brokerName together. With more than 1024, the first 1024 by
+	// identity (isolated counts them all, and the Ready condition says the list was cut).
 	// +optional
 	// +listType=map
+	// +listMapKey=cluster
 	// +listMapKey=brokerName
 	// +kubebuilder:validation:MaxItems=1024
 	IsolatedBrokers []IsolatedBroker `json:"isolatedBrokers,omitempty"`
