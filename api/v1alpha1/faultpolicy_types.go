@@ -171,7 +171,9 @@ type ProbePolicy struct {
 	// than a threshold of rules counts as a send of that latency, with reason SlowProbe. Turn it
 	// on where the name-server facade serves clients that do not send through detour. Busy or
 	// refusing answers isolate nothing but bring the broker's next probe forward. Needs probing
-	// (enabled). Unset means false.
+	// (enabled). Unset means true for a policy a Cluster's faultPolicyRef names (when probing is
+	// on: the policy then watches every broker it routes to, its Topics' too), false otherwise;
+	// set it false to keep a whole-cluster policy from watching.
 	// +optional
 	RoutedBrokers *bool `json:"routedBrokers,omitempty"`
 
@@ -342,10 +344,17 @@ type IsolatedBroker struct {
 	// +required
 	Since metav1.Time `json:"since"`
 
-	// until is when the isolation ends unless extended. Unset for isolations that end on an
-	// event (pod Ready again, probe success) rather than at a time.
+	// until is when the isolation's timer ends. Unset once it has ended while the broker is still
+	// held (see heldUntilProven), and for isolations that end on an event (pod Ready again)
+	// rather than at a time.
 	// +optional
 	Until *metav1.Time `json:"until,omitempty"`
+
+	// heldUntilProven is set while the broker returns only on proof, whatever its timer says:
+	// it did not answer (probing), or it is on probation and needs more good probes in a row
+	// (see probe.probationProbes). A successful probe or send readmits it, not the time.
+	// +optional
+	HeldUntilProven bool `json:"heldUntilProven,omitempty"`
 
 	// reachable is false once the broker failed to answer; with probing, it becomes true only
 	// after a probe succeeds.
