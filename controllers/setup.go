@@ -242,12 +242,22 @@ func restoreIsolations(ctx context.Context, c client.Reader, namespace string, r
 	if err := c.List(ctx, &list, client.InNamespace(namespace)); err != nil {
 		return err
 	}
+	var clusters routingv1alpha1.ClusterList
+	if err := c.List(ctx, &clusters, client.InNamespace(namespace)); err != nil {
+		return err
+	}
+	clusterWide := map[string]bool{}
+	for _, cl := range clusters.Items {
+		if ref := cl.Spec.FaultPolicyRef; ref != nil {
+			clusterWide[PolicyKey(cl.Namespace, ref.Name)] = true
+		}
+	}
 	log := ctrl.LoggerFrom(ctx)
 	for i := range list.Items {
 		fp := &list.Items[i]
 		key := PolicyKey(fp.Namespace, fp.Name)
 		rt.Restore(key, faultItems(fp.Namespace, fp.Status.IsolatedBrokers))
-		if err := pushPolicy(rt, fp); err != nil {
+		if err := pushPolicy(rt, fp, clusterWide[key]); err != nil {
 			log.Error(err, "FaultPolicy not restored", "faultPolicy", klog.KObj(fp))
 			continue
 		}

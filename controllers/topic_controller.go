@@ -167,7 +167,11 @@ func (r *TopicReconciler) policyOf(ctx context.Context, topic *routingv1alpha1.T
 	// The FaultPolicy controller may not have pushed the policy yet; a route must never be
 	// governed by the defaults while its policy exists, so push it here too (it is idempotent).
 	if _, known := r.Runtime.Policy(key); !known {
-		if err := pushPolicy(r.Runtime, &fp); err != nil {
+		users, err := usersOf(ctx, r.Client, &fp)
+		if err != nil {
+			return "", false, err
+		}
+		if err := pushPolicy(r.Runtime, &fp, len(users.clusters) > 0); err != nil {
 			ctrl.LoggerFrom(ctx).Error(err, "FaultPolicy not pushed", "faultPolicy", key)
 		}
 	}

@@ -37,8 +37,10 @@ type ClusterSpec struct {
 	// faultPolicyRef names a FaultPolicy in this namespace that governs every topic the cluster
 	// publishes, without a Topic per topic: the name-server facade publishes the brokers it
 	// isolates, and those whose pods are not Ready or are terminating, read-only in every topic's
-	// route, and with probe.routedBrokers its probes watch every broker the cluster lists. A
-	// Topic on the cluster with a faultPolicyRef of its own governs its topic instead.
+	// route, and (unless its probe.routedBrokers is false) its probes watch every broker the
+	// cluster lists. A Topic on the cluster with a faultPolicyRef of its own governs its topic
+	// instead. The policy counts the Cluster as a user: deleting it waits until no Cluster or
+	// Topic names it, and while it does not exist the Cluster is not Ready (FaultPolicyNotFound).
 	// +optional
 	FaultPolicyRef *FaultPolicyReference `json:"faultPolicyRef,omitempty"`
 
@@ -102,7 +104,8 @@ type ClusterBroker struct {
 
 // ClusterStatus is what the name servers publish of the cluster.
 type ClusterStatus struct {
-	// conditions hold Ready, which says whether a name server answered.
+	// conditions hold Ready, which says whether a name server answered and the faultPolicyRef,
+	// if any, names a FaultPolicy that exists.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
