@@ -123,3 +123,54 @@ func signature(secret string, ext map[string]string, body []byte) string {
 	var sum [sha1.Size]byte
 	return base64.StdEncoding.EncodeToString(mac.Sum(sum[:0]))
 }
+
+// ACLRefusal says whether a broker's answer refused the request's credentials rather than the
+// request or the broker's state.
+type ACLRefusal uint8
+
+const (
+	// NotACLRefusal: the answer says nothing about credentials.
+	NotACLRefusal ACLRefusal = iota
+	// AuthenticationRefused: the broker did not accept who the request says it is from (no
+	// AccessKey, unknown or disabled user, wrong signature).
+	AuthenticationRefused
+	// AuthorizationRefused: the user is known, but may not do this to this resource.
+	AuthorizationRefused
+)
+
+// String names the refusal as conditions and metrics do.
+func (k ACLRefusal) String() string {
+	switch k {
+	case AuthenticationRefused:
+		return "AuthenticationFailed"
+	case AuthorizationRefused:
+		return "Forbidden"
+	}
+	return "None"
+}
+
+// ClassifyACLRefusal tells a refusal of credentials from other answers. RocketMQ answers both
+// with NO_PERMISSION (16), but also uses that code for a broker whose write permission is wiped
+// ("the broker[...] sending message is forbidden") or a topic no one may send to: those are the
+// broker's state or the message's, and only the remarks of RocketMQ's authentication and
+// authorization handlers name the credentials.
+func ClassifyACLRefusal(code int16, remark string) ACLRefusal {
+	if code != NoPermission {
+		return NotACLRefusal
+	}
+	switch {
+	case remark == "username cannot be null.", remark == "check signature failed.",
+		strings.HasPrefix(remark, "User:") && (strings.HasSuffix(remark, " is not found.") || strings.HasSuffix(remark, " is disabled.")):
+		return AuthenticationRefused
+	case strings.Contains(remark, " has no permission to access "):
+		return AuthorizationRefused
+	}
+	return NotACLRefusal
+}
+
+// VerifySignature reports whether req carries the Signature secret makes of its other ext fields
+// and body, as a broker checks it; for servers (brokersim) that authenticate as RocketMQ does.
+func VerifySignature(req *Command, secret string) bool {
+	got, ok := req.ExtFields[FieldSignature]
+	return ok && hmac.Equal([]byte(got), []byte(signature(secret, req.ExtFields, req.Body)))
+}

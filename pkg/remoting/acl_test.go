@@ -144,3 +144,29 @@ func BenchmarkSignASend(b *testing.B) {
 		_ = cr.Sign(req)
 	}
 }
+
+func TestClassifyACLRefusalTellsCredentialsFromBrokerState(t *testing.T) {
+	tests := []struct {
+		code   int16
+		remark string
+		want   ACLRefusal
+	}{
+		{NoPermission, "username cannot be null.", AuthenticationRefused},
+		{NoPermission, "check signature failed.", AuthenticationRefused},
+		{NoPermission, "User:nobody is not found.", AuthenticationRefused},
+		{NoPermission, "User:old is disabled.", AuthenticationRefused},
+		{NoPermission, "User:app has no permission to access Topic:orders from 10.0.0.7, no matched policies.", AuthorizationRefused},
+		{NoPermission, "User:app has no permission to access Topic:orders from 10.0.0.7, the decision is deny.", AuthorizationRefused},
+		// The broker's or the topic's state, not the credentials: these stay broker refusals.
+		{NoPermission, "the broker[10.0.0.7] sending message is forbidden", NotACLRefusal},
+		{NoPermission, "Sending message to topic[SCHEDULE_TOPIC_XXXX] is forbidden.", NotACLRefusal},
+		{SystemError, "check signature failed.", NotACLRefusal},
+	}
+	for _, tt := range tests {
+		t.Run(tt.remark, func(t *testing.T) {
+			if got := ClassifyACLRefusal(tt.code, tt.remark); got != tt.want {
+				t.Errorf("ClassifyACLRefusal(%d, %q) = %v, want %v", tt.code, tt.remark, got, tt.want)
+			}
+		})
+	}
+}
