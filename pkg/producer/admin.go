@@ -12,7 +12,7 @@ import (
 // system topic; queue counts must be positive and perm a valid PermName value (0..7). A refusal
 // by the broker is a *BrokerError.
 func (r *Runtime) CreateTopic(ctx context.Context, addr, topic string, read, write, perm int) error {
-	return r.createTopic(ctx, nil, addr, topic, read, write, perm)
+	return r.createTopic(ctx, "", nil, addr, topic, read, write, perm)
 }
 
 // CreateTopicIn is CreateTopic signed with the credentials set for scope (SetCredentials), for a
@@ -23,10 +23,10 @@ func (r *Runtime) CreateTopicIn(ctx context.Context, scope, addr, topic string, 
 	if c, ok := r.scopeCredentials(scope); ok {
 		signed = &c
 	}
-	return r.createTopic(ctx, signed, addr, topic, read, write, perm)
+	return r.createTopic(ctx, scope, signed, addr, topic, read, write, perm)
 }
 
-func (r *Runtime) createTopic(ctx context.Context, signed *remoting.Credentials, addr, topic string, read, write, perm int) error {
+func (r *Runtime) createTopic(ctx context.Context, scope string, signed *remoting.Credentials, addr, topic string, read, write, perm int) error {
 	if err := CheckCreateTopic(topic); err != nil {
 		return err
 	}
@@ -44,7 +44,7 @@ func (r *Runtime) createTopic(ctx context.Context, signed *remoting.Credentials,
 	if err != nil {
 		return fmt.Errorf("create topic %s on %s: %w", topic, addr, err)
 	}
-	r.noteAnswer(addr, "", topic, remoting.UpdateAndCreateTopic, resp)
+	r.noteAnswer(scope, addr, "", topic, remoting.UpdateAndCreateTopic, resp)
 	if resp.Code != remoting.Success {
 		return &BrokerError{Code: resp.Code, Remark: resp.Remark, Addr: addr}
 	}

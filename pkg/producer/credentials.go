@@ -38,7 +38,10 @@ const maxCredentialRefusals = 4096
 type CredentialRefusal struct {
 	// Broker is the runtime's identity of the broker ("" when no route or pod names its address).
 	Broker string
-	Addr   string
+	// Scope is the credential scope the refusal belongs to (see CredentialScope): the broker's,
+	// or the scope a request to an address no route names was signed for (CreateTopicIn).
+	Scope string
+	Addr  string
 	Topic  string
 	// Request names the refused request (e.g. SEND_MESSAGE_V2, HEART_BEAT).
 	Request string
@@ -106,7 +109,7 @@ func (r *Runtime) SetCredentials(scope string, c *remoting.Credentials) error {
 		a.scopes[scope] = *c
 	}
 	for k, rf := range a.refusals {
-		if rf.Broker == "" || CredentialScope(rf.Broker) == scope {
+		if rf.Scope == scope {
 			delete(a.refusals, k)
 		}
 	}
@@ -169,13 +172,17 @@ func (r *Runtime) scopeCredentials(scope string) (remoting.Credentials, bool) {
 
 // noteACL records resp when it refuses the credentials and returns what kind of refusal it is.
 // broker may be "" when the caller knows only the address.
-func (r *Runtime) noteACL(addr, broker, topic string, req int16, resp *remoting.Command) remoting.ACLRefusal {
+// scope is "" to take the broker's.
+func (r *Runtime) noteACL(scope, addr, broker, topic string, req int16, resp *remoting.Command) remoting.ACLRefusal {
 	kind := remoting.ClassifyACLRefusal(resp.Code, resp.Remark)
 	if kind == remoting.NotACLRefusal {
 		return kind
 	}
 	if broker == "" {
 		broker = r.state.Load().brokerAt(addr)
+	}
+	if broker != "" {
+		scope = CredentialScope(broker)
 	}
 	if m, ok := r.metrics.(CredentialRefusalMetrics); ok {
 		m.CredentialsRefused(broker, kind)
@@ -193,7 +200,7 @@ func (r *Runtime) noteACL(addr, broker, topic string, req int16, resp *remoting.
 		if a.refusals == nil {
 			a.refusals = make(map[refusalKey]*CredentialRefusal)
 		}
-		rf = &CredentialRefusal{Broker: broker, Addr: addr, Topic: topic, Since: now}
+		rf = &CredentialRefusal{Broker: broker, Scope: scope, Addr: addr, Topic: topic, Since: now}
 		a.refusals[k] = rf
 		a.kept.Store(int32(len(a.refusals)))
 		r.log.Info("broker refused the credentials", "broker", broker, "addr", addr, "topic", topic,
@@ -206,12 +213,12 @@ func (r *Runtime) noteACL(addr, broker, topic string, req int16, resp *remoting.
 
 // noteAnswer records a broker's answer to a request about topic: a refusal of the credentials
 // is kept (noteACL), a success forgets the last one.
-func (r *Runtime) noteAnswer(addr, broker, topic string, req int16, resp *remoting.Command) remoting.ACLRefusal {
+func (r *Runtime) noteAnswer(scope, addr, broker, topic string, req int16, resp *remoting.Command) remoting.ACLRefusal {
 	if resp.Code == remoting.Success {
 		r.noteAccepted(addr, topic)
 		return remoting.NotACLRefusal
 	}
-	return r.noteACL(addr, broker, topic, req, resp)
+	return r.noteACL(scope, addr, broker, topic, req, resp)
 }
 
 // noteAccepted forgets the refusal of requests about topic at addr: the broker accepted one.

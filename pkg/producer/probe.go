@@ -312,7 +312,7 @@ func (r *Runtime) runtimeFigures(ctx context.Context, policy string, b Broker) (
 	if err != nil {
 		return remoting.BrokerPressure{}, false
 	}
-	r.noteAnswer(b.Addr, b.Name, "", remoting.GetBrokerRuntimeInfo, resp)
+	r.noteAnswer("", b.Addr, b.Name, "", remoting.GetBrokerRuntimeInfo, resp)
 	table, err := remoting.ParseBrokerRuntimeInfo(resp)
 	if err != nil {
 		r.log.V(1).Info("runtime info refused", "policy", policy, "broker", b.Name, "error", err)
@@ -385,7 +385,7 @@ func (r *Runtime) probeOnce(ctx context.Context, pl *probeLoop, policy string, b
 	silent := err != nil
 	var refused bool
 	if err == nil {
-		refused = r.noteAnswer(b.Addr, b.Name, topic, remoting.GetMaxOffset, resp) != remoting.NotACLRefusal
+		refused = r.noteAnswer("", b.Addr, b.Name, topic, remoting.GetMaxOffset, resp) != remoting.NotACLRefusal
 		// As RocketMQ's detector: a good answer is SUCCESS with the offset asked for, which
 		// getMaxOffset must decode; anything else is a failed probe.
 		_, err = remoting.ParseMaxOffsetResponse(resp)

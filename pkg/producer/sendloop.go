@@ -404,7 +404,7 @@ func (c *sendCall) refused(b *brokerSlot, res *attemptResult) bool {
 	if c.header.Batch {
 		reqCode = remoting.SendBatchMessage
 	}
-	if c.r.noteACL(b.addr, b.name, c.topic, reqCode, res.resp) != remoting.NotACLRefusal && c.rules.credentialsAreCallers {
+	if c.r.noteACL("", b.addr, b.name, c.topic, reqCode, res.resp) != remoting.NotACLRefusal && c.rules.credentialsAreCallers {
 		// The broker refused who the send is from, not the message, and is as healthy as before:
 		// nothing is isolated, and since every broker of a cluster holds the same users and
 		// ACLs, another attempt would be refused alike.
