@@ -42,7 +42,7 @@ type CredentialRefusal struct {
 	// or the scope a request to an address no route names was signed for (CreateTopicIn).
 	Scope string
 	Addr  string
-	Topic  string
+	Topic string
 	// Request names the refused request (e.g. SEND_MESSAGE_V2, HEART_BEAT).
 	Request string
 	// Reason is remoting.AuthenticationRefused or remoting.AuthorizationRefused.
