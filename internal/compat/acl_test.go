@@ -57,7 +57,9 @@ func TestACLSignedRequestsAreAcceptedByRealRocketMQ(t *testing.T) {
 			t.Fatalf("signed topic creation on %s: %v", b.Name, err)
 		}
 	}
-	msg := func(i int) *producer.Message { return &producer.Message{Topic: topic, Body: fmt.Appendf(nil, "acl-%d", i)} }
+	msg := func(i int) *producer.Message {
+		return &producer.Message{Topic: topic, Body: fmt.Appendf(nil, "acl-%d", i)}
+	}
 	for i := range 8 {
 		if _, err := good.Send(ctx, msg(i)); err != nil {
 			t.Fatalf("signed send %d: %v", i, err)
