@@ -130,3 +130,48 @@ func TestACLSignedRequestsAreAcceptedByRealRocketMQ(t *testing.T) {
 		t.Errorf("signed send after the canary: %v", err)
 	}
 }
+
+// TestACLNonSuperUserNeedsItsPermissions proves, against RocketMQ 5.5.0 with authorization on,
+// that a normal user with PUB and GET on the topic (and CREATE) creates it, sends and probes, and
+// one with GET alone is refused the send as Forbidden, which isolates nothing.
+func TestACLNonSuperUserNeedsItsPermissions(t *testing.T) {
+	c := rmqtest.Start(t, rmqtest.V5, rmqtest.BrokerConfig{Auth: true}, rmqtest.BrokerConfig{Auth: true})
+	const topic = "AclAppTopic"
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for _, b := range c.Brokers() {
+		for _, u := range []struct {
+			name    string
+			actions []string
+		}{{"app", []string{"Pub", "Get", "Create"}}, {"reader", []string{"Get"}}} {
+			if err := b.CreateUser(ctx, u.name, u.name+"-pass"); err != nil {
+				t.Fatalf("create user %s on %s: %v", u.name, b.Name, err)
+			}
+			if err := b.Allow(ctx, u.name, "Topic:"+topic, u.actions...); err != nil {
+				t.Fatalf("allow %s on %s: %v", u.name, b.Name, err)
+			}
+		}
+	}
+	app := aclRuntime(t, c, topic, &remoting.Credentials{AccessKey: "app", SecretKey: "app-pass"})
+	for _, b := range c.Brokers() {
+		if err := app.CreateTopic(ctx, b.Addr, topic, 4, 4, 6); err != nil {
+			t.Fatalf("topic creation by a user with CREATE on %s: %v", b.Name, err)
+		}
+	}
+	for i := range 4 {
+		if _, err := app.Send(ctx, &producer.Message{Topic: topic, Body: fmt.Appendf(nil, "app-%d", i)}); err != nil {
+			t.Fatalf("send %d by a user with PUB: %v", i, err)
+		}
+	}
+	reader := aclRuntime(t, c, topic, &remoting.Credentials{AccessKey: "reader", SecretKey: "reader-pass"})
+	_, err := reader.Send(ctx, &producer.Message{Topic: topic, Body: []byte("no pub")})
+	if be, kind, ok := producer.CredentialRefusalOf(err); !ok || kind != remoting.AuthorizationRefused || be.Code != remoting.NoPermission {
+		t.Fatalf("send by a user without PUB: %v; want a Forbidden refusal (16)", err)
+	}
+	if held := reader.Isolated("acl"); len(held) != 0 {
+		t.Errorf("a Forbidden send isolated %+v", held)
+	}
+	if got := app.CredentialRefusals(); len(got) != 0 {
+		t.Errorf("the permitted user's requests were refused: %+v", got)
+	}
+}

@@ -1,6 +1,8 @@
 package rmqtest
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 
 	"github.com/detourmq/detour/pkg/remoting"
@@ -25,4 +27,37 @@ func authSettings() map[string]string {
 		"innerClientAuthenticationCredentials": fmt.Sprintf(`{"accessKey":"%s","secretKey":"%s"}`,
 			SuperUser.AccessKey, SuperUser.SecretKey),
 	}
+}
+
+// Request codes of RocketMQ 5's user and ACL administration (RequestCode.AUTH_CREATE_USER and
+// AUTH_CREATE_ACL), what `mqadmin createUser` and `mqadmin createAcl` send to each broker.
+const (
+	codeAuthCreateUser int16 = 3001
+	codeAuthCreateACL  int16 = 3006
+)
+
+// CreateUser creates a normal (not super) user on the broker, signed as SuperUser; users are kept
+// per broker, so a user every broker must know is created on each.
+func (b *Broker) CreateUser(ctx context.Context, user, password string) error {
+	body, err := json.Marshal(map[string]string{"username": user, "password": password, "userType": "Normal"})
+	if err != nil {
+		return err
+	}
+	_, err = b.c.invoke(ctx, b.Addr, codeAuthCreateUser, map[string]string{"username": user}, body)
+	return err
+}
+
+// Allow lets user do actions (RocketMQ's names: Pub, Sub, Create, Get, ...) on resource (for
+// example "Topic:orders") from any address, on the broker.
+func (b *Broker) Allow(ctx context.Context, user, resource string, actions ...string) error {
+	subject := "User:" + user
+	body, err := json.Marshal(map[string]any{"subject": subject, "policies": []map[string]any{{
+		"policyType": "Custom",
+		"entries":    []map[string]any{{"resource": resource, "actions": actions, "decision": "Allow"}},
+	}}})
+	if err != nil {
+		return err
+	}
+	_, err = b.c.invoke(ctx, b.Addr, codeAuthCreateACL, map[string]string{"subject": subject}, body)
+	return err
 }
