@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -56,9 +57,15 @@ func (r *ClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 			r.clusterWrites.forget(req.NamespacedName)
 			r.describer.forget(req.NamespacedName)
 			r.Runtime.RemoveRoute(clusterWatchKey(req.Namespace, req.Name))
-			return ctrl.Result{}, nil
+			return ctrl.Result{}, r.Runtime.SetCredentials(ClusterBrokerPrefix(req.Namespace, req.Name), nil)
 		}
 		return ctrl.Result{}, err
+	}
+	// Every replica sends, so every replica signs.
+	scope := ClusterBrokerPrefix(cl.Namespace, cl.Name)
+	secretErr := r.syncCredentials(ctx, r.Runtime, scope, cl.Namespace, cl.Spec.CredentialsSecretRef)
+	if secretErr != nil && !errors.Is(secretErr, errSecretUnusable) {
+		return ctrl.Result{}, secretErr
 	}
 	if !r.leading() {
 		return ctrl.Result{RequeueAfter: refreshInterval(&cl)}, nil
@@ -83,6 +90,9 @@ func (r *ClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	orig := cl.DeepCopy()
 	computeClusterStatus(&cl, look.view, pods, look.err, missing)
 	markHidden(ctx, r.Client, r.Runtime, &cl)
+	rf := credentialsCondition(&cl.Status.Conditions, cl.Generation, r.Runtime, scope, "", cl.Spec.CredentialsSecretRef, secretErr)
+	r.credentialsEvent(&cl, meta.FindStatusCondition(orig.Status.Conditions, routingv1alpha1.ConditionCredentialsAccepted),
+		meta.FindStatusCondition(cl.Status.Conditions, routingv1alpha1.ConditionCredentialsAccepted), rf)
 	result, err := r.clusterWrites.patchStatus(ctx, r.Client, &cl, orig,
 		!equality.Semantic.DeepEqual(cl.Status, orig.Status), r.metrics, "Cluster")
 	if err != nil || result.RequeueAfter > 0 {
@@ -212,6 +222,7 @@ func (r *ClusterReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&routingv1alpha1.Cluster{}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.clustersOfPod)).
 		Watches(&routingv1alpha1.FaultPolicy{}, handler.EnqueueRequestsFromMapFunc(r.clustersOfPolicy)).
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.clustersOfSecret), builder.OnlyMetadata).
 		WatchesRawSource(r.looked.source()).
 		// Reconciles do not wait for name servers (the describer does); two workers keep one
 		// Cluster's pod listing or status write from holding another's.

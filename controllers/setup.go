@@ -57,6 +57,8 @@ type shared struct {
 	topicResync      chan event.GenericEvent
 	// fleet is what the other replicas learnt; nil when replicas do not share views.
 	fleet *fleet
+	// secrets reads the credentials Secrets Clusters and Topics name.
+	secrets *secretCache
 }
 
 // leading reports whether this replica holds leadership (always, without leader election).
@@ -152,6 +154,7 @@ func Setup(mgr ctrl.Manager, rt *producer.Runtime, opts Options) (*Controllers, 
 		policyIsolations: make(chan event.GenericEvent),
 		topicIsolations:  make(chan event.GenericEvent),
 		topicResync:      make(chan event.GenericEvent),
+		secrets:          newSecretCache(mgr.GetClient(), mgr.GetAPIReader()),
 	}
 	if opts.Fleet != nil {
 		s.fleet = newFleet(*opts.Fleet)

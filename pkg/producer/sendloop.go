@@ -394,6 +394,7 @@ func (c *sendCall) settle(i int, q *queueEntry, res *attemptResult, class attemp
 // but" status sends the message to another broker as well.
 func (c *sendCall) stored(i int, q *queueEntry, res *attemptResult) bool {
 	c.r.updateFault(c.rt, q.b, res.latency, fault.Success)
+	c.r.noteAccepted(q.b.addr, c.topic)
 	c.result = &SendResult{
 		MsgID: c.uniq, OffsetMsgID: res.sent.MsgID, Topic: c.topic, Broker: q.b.name, QueueID: int(res.sent.QueueID),
 		QueueOffset: res.sent.QueueOffset, Attempts: i + 1, BrokersTried: c.tried, Latency: c.r.now().Sub(c.begin),
@@ -407,6 +408,17 @@ func (c *sendCall) refused(b *brokerSlot, res *attemptResult) bool {
 	code := res.resp.Code
 	be := &BrokerError{Code: code, Remark: res.resp.Remark, Broker: b.name, Addr: b.addr}
 	c.lastErr = be
+	reqCode := remoting.SendMessageV2
+	if c.header.Batch {
+		reqCode = remoting.SendBatchMessage
+	}
+	if c.r.noteACL("", b.addr, b.name, c.topic, reqCode, res.resp) != remoting.NotACLRefusal && c.rules.credentialsAreCallers {
+		// The broker refused who the send is from, not the message, and is as healthy as before:
+		// nothing is isolated, and since every broker of a cluster holds the same users and
+		// ACLs, another attempt would be refused alike.
+		c.r.metrics.AttemptDone(c.rt.policy.Name, b.name, res.latency, fault.ClientError)
+		return false
+	}
 	if code == remoting.MessageIllegal {
 		c.refusals = append(c.refusals, messageRefusal{err: be, latency: res.latency})
 	}
@@ -557,6 +569,11 @@ type retryRules struct {
 	// a good probe does not end (a probe does not pass the send queue). RocketMQ 4.x fails such
 	// a send at once and 5.x retries it as any retry code, both isolating as for a failure.
 	busyIsPressure bool
+	// credentialsAreCallers (PresetDetour): a refusal of the credentials (NO_PERMISSION with an
+	// authentication or authorization remark) ends the send at once and isolates nothing.
+	// RocketMQ's producer retries NO_PERMISSION as a retry code and isolates the broker for it
+	// as for any refusal.
+	credentialsAreCallers bool
 	// unseenFailures are the oneway failures the preset's RocketMQ line never sees.
 	unseenFailures unseenFailures
 	// selectBeforeBudget: each attempt's queue is selected before the budget is checked, as
@@ -637,6 +654,7 @@ func retryRulesOf(pol *Policy, mode SendMode) retryRules {
 		rr.retryRefusedMessage = true
 		rr.busyIsPressure = true
 		rr.avoidDisconnected = true
+		rr.credentialsAreCallers = true
 		return rr
 	}
 	switch mode {
