@@ -38,8 +38,8 @@ import (
 
 	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
 	"github.com/detourmq/detour/controllers"
-	"github.com/detourmq/detour/internal/demo"
 	"github.com/detourmq/detour/internal/gateway"
+	detourscheme "github.com/detourmq/detour/internal/scheme"
 	"github.com/detourmq/detour/pkg/facade"
 	"github.com/detourmq/detour/pkg/producer"
 )
@@ -138,7 +138,7 @@ func (op *Operator) GatewayURL() string {
 
 // newOperator is New with the adjustments tests make.
 func newOperator(cfg *rest.Config, o *Options, log logr.Logger, hooks ...operatorHooks) (*Operator, error) {
-	scheme, err := demo.Scheme()
+	scheme, err := detourscheme.New()
 	if err != nil {
 		return nil, err
 	}

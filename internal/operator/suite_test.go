@@ -29,6 +29,7 @@ import (
 	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
 	"github.com/detourmq/detour/controllers"
 	"github.com/detourmq/detour/internal/demo"
+	detourscheme "github.com/detourmq/detour/internal/scheme"
 	"github.com/detourmq/detour/pkg/brokersim"
 )
 
@@ -80,7 +81,7 @@ func runSuite(m *testing.M) int {
 			fmt.Fprintf(os.Stderr, "stopping the envtest control plane: %v\n", err)
 		}
 	}()
-	scheme, err := demo.Scheme()
+	scheme, err := detourscheme.New()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
