@@ -106,7 +106,7 @@ bench: ## Run Go benchmarks and the full fault benchmark on real RocketMQ and br
 ##@ Build
 
 .PHONY: build
-build: ## Build the manager, brokersim and detourctl into bin/.
+build: ## Build the manager, the demo, brokersim and detourctl into bin/.
 	$(GO) build -o bin/ ./cmd/...
 
 .PHONY: run
@@ -116,8 +116,8 @@ run: ## Run the manager against the cluster in the current kubeconfig.
 .PHONY: demo
 demo: ## Run everything locally: control plane, brokers, operator, traffic and a fault script.
 	@# Built, not `go run`: Ctrl-C ends the demo, and `go run` exits non-zero when interrupted.
-	$(GO) build -o bin/manager ./cmd/manager
-	bin/manager --local --local-assets "$(ENVTEST_ASSETS)"
+	$(GO) build -o bin/detour-demo ./cmd/detour-demo
+	bin/detour-demo --local-assets "$(ENVTEST_ASSETS)"
 
 ##@ Deployment
 

@@ -1,4 +1,4 @@
-package main
+package operator
 
 import (
 	"bytes"
@@ -303,7 +303,7 @@ func TestManagerRunsWithTheDeployedRBAC(t *testing.T) {
 		t.Fatal(err)
 	}
 	op, logs, stop := startOperatorAs(t, identity, o)
-	(&runningOperator{operator: op}).waitForRoute(t, "RbacOrders", 1)
+	(&runningOperator{Operator: op}).waitForRoute(t, "RbacOrders", 1)
 	waitLeadingAndWriting(t, op, ns, "orders")
 
 	c := insecureClient()
@@ -384,7 +384,7 @@ func bindSender(t *testing.T, ns, sa, role string) {
 // startOperatorAs runs the operator with options o as user, its log (and client-go's klog, where
 // leader election and event broadcasting report refusals) captured in logs. stop ends it and is
 // idempotent; it also runs when the test ends, before klog is given back.
-func startOperatorAs(t *testing.T, user *envtest.AuthenticatedUser, o *options) (op *operator, logs *logCapture, stop func()) {
+func startOperatorAs(t *testing.T, user *envtest.AuthenticatedUser, o *Options) (op *Operator, logs *logCapture, stop func()) {
 	t.Helper()
 	logs = &logCapture{}
 	klogSink.set(logs)
@@ -395,7 +395,7 @@ func startOperatorAs(t *testing.T, user *envtest.AuthenticatedUser, o *options) 
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- op.run(ctx) }()
+	go func() { done <- op.Run(ctx) }()
 	var once sync.Once
 	stop = func() {
 		once.Do(func() {
@@ -411,7 +411,7 @@ func startOperatorAs(t *testing.T, user *envtest.AuthenticatedUser, o *options) 
 
 // waitLeadingAndWriting waits until op holds the leader Lease and has written FaultPolicy
 // ns/policy's status Ready.
-func waitLeadingAndWriting(t *testing.T, op *operator, ns, policy string) {
+func waitLeadingAndWriting(t *testing.T, op *Operator, ns, policy string) {
 	t.Helper()
 	eventually(t, "leadership through the Lease", func() error {
 		select {

@@ -1,4 +1,4 @@
-package main
+package operator
 
 import (
 	"bytes"
@@ -57,7 +57,7 @@ func promtoolPath(t *testing.T) string {
 	t.Helper()
 	path := os.Getenv("DETOUR_PROMTOOL")
 	if path == "" {
-		t.Fatal("DETOUR_PROMTOOL is not set: run `make test`, or DETOUR_PROMTOOL=$(hack/setup-promtool.sh) go test ./cmd/manager/")
+		t.Fatal("DETOUR_PROMTOOL is not set: run `make test`, or DETOUR_PROMTOOL=$(hack/setup-promtool.sh) go test ./internal/operator/")
 	}
 	return path
 }
