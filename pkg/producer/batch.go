@@ -202,13 +202,8 @@ func encodeBatch(msgs []*Message) (*encodedBatch, error) {
 // sendEncodedBatch sends b by the route key as one SEND_BATCH_MESSAGE through the send loop, as a
 // sync send: the same selection, retries, budget and fault records.
 func (r *Runtime) sendEncodedBatch(ctx context.Context, key, topic string, b *encodedBatch, begin time.Time) (*SendResult, error) {
-	if r.closed.Load() {
-		return nil, ErrClosed
-	}
-	rt := r.routeFor(key, topic)
-	if rt == nil {
-		err := &NoRouteError{Topic: topic}
-		r.metrics.SendDone(topic, ModeSync, 0, time.Since(begin), err)
+	rt, err := r.openRoute(key, topic, ModeSync, begin, time.Now)
+	if err != nil {
 		return nil, err
 	}
 	c := sendCall{r: r, ctx: ctx, key: key, topic: topic, mode: ModeSync, begin: begin}
