@@ -83,7 +83,7 @@ const waitDefault = "true"
 // SendPropertiesSize is the exact length of the properties AppendSendProperties writes for m,
 // so that a caller can size its buffer once.
 func SendPropertiesSize(m *Message) int {
-	return propertiesSize(m, true)
+	return propertiesSize(m, additionsOf(m, true))
 }
 
 // AppendSendProperties appends m's properties as a producer puts them on the wire: TAGS and
@@ -92,7 +92,7 @@ func SendPropertiesSize(m *Message) int {
 // AppendUniqID. m is not modified. It returns where the UNIQ_KEY's value lies in out, so that a
 // caller can keep the id without another copy.
 func AppendSendProperties(dst []byte, m *Message) (out []byte, idStart, idEnd int) {
-	return appendProperties(dst, m, true)
+	return appendProperties(dst, m, additionsOf(m, true))
 }
 
 // EncodeSendProperties is AppendSendProperties as a string, built in one allocation, with the
@@ -112,9 +112,26 @@ func (m *Message) EncodeProperties() string {
 // encodeProperties is appendProperties into a buffer of the exact size, handed out as a string
 // without a copy (as strings.Builder does): the buffer is never written again.
 func encodeProperties(m *Message, send bool) (props, uniq string) {
-	buf, idStart, idEnd := appendProperties(make([]byte, 0, propertiesSize(m, send)), m, send)
+	a := additionsOf(m, send)
+	buf, idStart, idEnd := appendProperties(make([]byte, 0, propertiesSize(m, a)), m, a)
 	props = unsafe.String(unsafe.SliceData(buf), len(buf))
 	return props, props[idStart:idEnd]
+}
+
+// additions are what the encoder writes after the loop over m.Properties. Both the sizing and
+// the encoding pass need them, and looking them up once keeps a send's string form at the cost
+// of one pass of map lookups.
+type additions struct {
+	id    string // m's own UNIQ_KEY, "" when it has none
+	wait  bool   // write WAIT=true: the send form of a message that sets no WAIT
+	newID bool   // write a new UNIQ_KEY: the send form of a message without one
+}
+
+func additionsOf(m *Message, send bool) additions {
+	a := additions{id: m.Properties[PropertyUniqKey]}
+	a.wait = send && m.Properties[PropertyWaitStoreMsgOK] == ""
+	a.newID = send && a.id == ""
+	return a
 }
 
 // skipProperty says whether the loop over m.Properties leaves k=v out: empty values (RocketMQ
@@ -124,7 +141,7 @@ func skipProperty(m *Message, k, v string) bool {
 }
 
 // propertiesSize is the length appendProperties writes for m.
-func propertiesSize(m *Message, send bool) int {
+func propertiesSize(m *Message, a additions) int {
 	n := 0
 	if m.Tags != "" {
 		n += len(PropertyTags) + len(m.Tags) + 2
@@ -137,21 +154,21 @@ func propertiesSize(m *Message, send bool) int {
 			n += len(k) + len(v) + 2
 		}
 	}
-	if send && m.Properties[PropertyWaitStoreMsgOK] == "" {
+	if a.wait {
 		n += len(PropertyWaitStoreMsgOK) + len(waitDefault) + 2
 	}
-	if id := m.Properties[PropertyUniqKey]; id != "" {
-		n += len(PropertyUniqKey) + len(id) + 2
-	} else if send {
+	if a.id != "" {
+		n += len(PropertyUniqKey) + len(a.id) + 2
+	} else if a.newID {
 		n += len(PropertyUniqKey) + UniqIDLength + 2
 	}
 	return n
 }
 
 // appendProperties is the one encoder of the properties string: name \x01 value \x02 for each
-// property, with the send defaults (WAIT, a new UNIQ_KEY) when send is set. It returns where
-// the UNIQ_KEY's value lies in out (an empty span when there is none).
-func appendProperties(dst []byte, m *Message, send bool) (out []byte, idStart, idEnd int) {
+// property, then the additions. It returns where the UNIQ_KEY's value lies in out (an empty
+// span when there is none).
+func appendProperties(dst []byte, m *Message, a additions) (out []byte, idStart, idEnd int) {
 	if m.Tags != "" {
 		dst = appendProperty(dst, PropertyTags, m.Tags)
 	}
@@ -163,20 +180,19 @@ func appendProperties(dst []byte, m *Message, send bool) (out []byte, idStart, i
 			dst = appendProperty(dst, k, v)
 		}
 	}
-	if send && m.Properties[PropertyWaitStoreMsgOK] == "" {
+	if a.wait {
 		dst = appendProperty(dst, PropertyWaitStoreMsgOK, waitDefault)
 	}
-	id := m.Properties[PropertyUniqKey]
-	if id == "" && !send {
+	if a.id == "" && !a.newID {
 		return dst, len(dst), len(dst)
 	}
 	dst = append(dst, PropertyUniqKey...)
 	dst = append(dst, NameValueSeparator)
 	idStart = len(dst)
-	if id != "" {
-		dst = append(dst, id...)
-	} else {
+	if a.newID {
 		dst = AppendUniqID(dst)
+	} else {
+		dst = append(dst, a.id...)
 	}
 	idEnd = len(dst)
 	return append(dst, PropertySeparator), idStart, idEnd

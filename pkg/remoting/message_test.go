@@ -121,7 +121,7 @@ func TestPropertiesSizeIsExact(t *testing.T) {
 		if n, got := SendPropertiesSize(m), len(appendOnly(m)); n != got {
 			t.Fatalf("%+v: SendPropertiesSize %d, AppendSendProperties wrote %d", m, n, got)
 		}
-		if n, got := propertiesSize(m, false), len(m.EncodeProperties()); n != got {
+		if n, got := propertiesSize(m, additionsOf(m, false)), len(m.EncodeProperties()); n != got {
 			t.Fatalf("%+v: propertiesSize %d, EncodeProperties wrote %d", m, n, got)
 		}
 	}
