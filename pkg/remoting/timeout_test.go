@@ -174,3 +174,56 @@ func TestARetiredConnectionClosesAfterTheGraceWithRequestsStillWaiting(t *testin
 	}
 	waitFor(t, func() bool { return isClosed(first) && retiredCount(c) == 0 })
 }
+
+// TestARequestQueuedBehindAWriteThePeerDoesNotTakeRetiresTheConnection: requests to one address
+// share one connection and its write queue, so a short request (a probe) queued behind a large
+// one the peer stops reading waits on the socket. Its timeout retires the connection, and the
+// next request goes out on a new one, while the large request still completes when the peer
+// reads again.
+func TestARequestQueuedBehindAWriteThePeerDoesNotTakeRetiresTheConnection(t *testing.T) {
+	reading := make(chan struct{})
+	var resumeOnce sync.Once
+	resume := func() { resumeOnce.Do(func() { close(reading) }) }
+	s := startGoAwayServer(t, nil, func(conn int, req *Command) bool {
+		if conn == 1 && req.ExtFields["k"] == "stall" {
+			<-reading // the peer stops reading this connection
+		}
+		return false
+	})
+	t.Cleanup(resume) // before the server's cleanup, which waits for this handler
+	c := newTestClient(t, ClientOptions{WriteTimeout: time.Minute})
+	if _, err := c.Invoke(ctxTimeout(t, 5*time.Second), s.addr(), NewRequest(HeartBeat, nil, nil)); err != nil {
+		t.Fatal(err)
+	}
+	first := current(c, s.addr())
+	// The stalling request, then one larger than any socket buffer, which the writer cannot
+	// finish while the peer does not read.
+	done := make(chan error, 2)
+	for _, r := range []*Command{
+		NewRequest(SendMessageV2, map[string]string{"k": "stall"}, nil),
+		NewRequest(SendMessageV2, map[string]string{"k": "large"}, make([]byte, 15<<20)),
+	} {
+		go func() {
+			_, err := c.Invoke(ctxTimeout(t, time.Minute), s.addr(), r)
+			done <- err
+		}()
+		waitFor(t, func() bool { return pendingOn(c, s.addr()) >= 1 })
+	}
+	waitFor(t, func() bool { return pendingOn(c, s.addr()) == 2 })
+	if _, err := c.Invoke(ctxTimeout(t, 200*time.Millisecond), s.addr(), NewRequest(GetMaxOffset, nil, nil)); !errors.Is(err, ErrTimeout) {
+		t.Fatalf("a probe queued behind the stalled write got %v, want ErrTimeout", err)
+	}
+	if _, err := c.Invoke(ctxTimeout(t, 5*time.Second), s.addr(), NewRequest(GetMaxOffset, nil, nil)); err != nil {
+		t.Fatalf("the next probe: %v", err)
+	}
+	if current(c, s.addr()) == first || isClosed(first) {
+		t.Fatal("the next probe did not go out on a new connection beside the stalled one")
+	}
+	resume()
+	for range 2 {
+		if err := <-done; err != nil {
+			t.Fatalf("a request on the stalled connection: %v", err)
+		}
+	}
+	waitFor(t, func() bool { return isClosed(first) && retiredCount(c) == 0 })
+}
