@@ -80,7 +80,8 @@ func TestTheConnectionEvictedIsTheIdlestOfTheLargestSource(t *testing.T) {
 		{"a source holding its share takes nothing", []int{0, 1, 2, 3, 4}, large, -1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := start(t, Options{MaxConns: 8, MaxConnsPerSource: -1})
+			m := newCountingMetrics()
+			f := start(t, Options{MaxConns: 8, MaxConnsPerSource: -1, Metrics: m})
 			big := holdFrom(t, f.srv, large, 5)
 			others := holdFrom(t, f.srv, small, 3)
 			for i, k := range tc.asks {
@@ -104,6 +105,13 @@ func TestTheConnectionEvictedIsTheIdlestOfTheLargestSource(t *testing.T) {
 			}
 			if n := openConns(f.srv); n != 8 {
 				t.Errorf("%d connections held, want 8", n)
+			}
+			want := 0
+			if tc.evicted < 0 {
+				want = 1
+			}
+			if got := m.get(func(m *countingMetrics) int { return m.connRefused[false] }); got != want {
+				t.Errorf("connections counted refused for a full facade: %d, want %d (one taking another's place is not refused)", got, want)
 			}
 		})
 	}
