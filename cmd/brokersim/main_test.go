@@ -25,6 +25,7 @@ func TestParseFault(t *testing.T) {
 		{"delay:800ms", brokersim.Fault{Delay: 800 * time.Millisecond}},
 		{"delay:100ms-1s", brokersim.Fault{Delay: 100 * time.Millisecond, DelayMax: time.Second}},
 		{"blackhole", brokersim.Fault{BlackHole: true}},
+		{"blackhole,strand", brokersim.Fault{BlackHole: true, Strand: true}},
 		{"refuse", brokersim.Fault{Refuse: true}},
 		{"close", brokersim.Fault{CloseMidRequest: true}},
 		{"code:14", brokersim.Fault{Code: 14}},
