@@ -26,6 +26,7 @@ func localDefaults(o *options) *options {
 		"gateway-bind-address":      func() { lo.gatewayAddr = "127.0.0.1:0" },
 		"gateway-auth":              func() { lo.gatewayAuth = false },
 		"gateway-secure":            func() { lo.gatewaySecure = false },
+		"grpc-bind-address":         func() { lo.grpc.addr = "127.0.0.1:0" },
 		"metrics-bind-address":      func() { lo.metricsAddr = "0" },
 		"health-probe-bind-address": func() { lo.probeAddr = "0" },
 		"leader-elect":              func() { lo.leaderElect = false },

@@ -256,6 +256,9 @@ func newOperator(cfg *rest.Config, o *options, log logr.Logger, hooks ...operato
 		}
 		gateway.RegisterMetrics(ctrlmetrics.Registry)
 	}
+	if err := op.addGRPCFront(o, tlsOpts); err != nil {
+		return nil, fmt.Errorf("the RocketMQ gRPC endpoint: %w", err)
+	}
 
 	if o.facadeAddr != "0" {
 		view := &controllers.FacadeView{Reader: mgr.GetClient(), Runtime: op.rt}
