@@ -68,6 +68,7 @@ func (op *operator) addGRPCFront(o *options, tlsOpts []func(*tls.Config)) error 
 		_ = srv.Close()
 		return err
 	}
+	op.grpc = srv
 	return nil
 }
 

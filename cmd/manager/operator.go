@@ -36,6 +36,7 @@ import (
 	"github.com/detourmq/detour/controllers"
 	"github.com/detourmq/detour/internal/demo"
 	"github.com/detourmq/detour/internal/gateway"
+	"github.com/detourmq/detour/internal/grpcfront"
 	"github.com/detourmq/detour/pkg/facade"
 	"github.com/detourmq/detour/pkg/producer"
 )
@@ -46,7 +47,8 @@ type operator struct {
 	mgr       ctrl.Manager
 	rt        *producer.Runtime
 	rtClosed  atomic.Bool
-	gw        *gateway.Server // nil when the gateway is disabled
+	gw        *gateway.Server   // nil when the gateway is disabled
+	grpc      *grpcfront.Server // nil when the gRPC endpoint is disabled
 	namespace string
 	log       logr.Logger
 	// shutdownDelay is how long a stopping replica keeps serving while reporting not ready, so
