@@ -18,10 +18,13 @@ HELM = $(shell hack/setup-helm.sh)
 # Go plugins run from the modules pinned in go.mod (tools/tools.go).
 PROTOC = $(shell hack/setup-protoc.sh)
 PROTO_FILES = $(sort $(wildcard proto/apache/rocketmq/v2/*.proto))
+# PROMTOOL is Prometheus' rule checker (Debian's prometheus package, installed by
+# hack/setup-promtool.sh when missing); the alerting rules' unit tests run it.
+PROMTOOL = $(shell hack/setup-promtool.sh)
 TEST_TIMEOUT ?= 40m
 # GENERATED are the files `make manifests generate` writes; `make verify` checks them.
 GENERATED = config/crd/bases config/rbac/role.yaml api/v1alpha1/zz_generated.deepcopy.go \
-	charts/detour/crds charts/detour/files/manager-role.yaml pkg/rmqpb
+	charts/detour/crds charts/detour/files/manager-role.yaml charts/detour/files/prometheus-alerts.yaml pkg/rmqpb
 FUZZ_TIME ?= 10s
 
 .PHONY: all
@@ -56,6 +59,7 @@ manifests: ## Generate CRDs into config/crd/bases and RBAC into config/rbac, and
 	rm -f charts/detour/crds/*.yaml
 	cp config/crd/bases/*.yaml charts/detour/crds/
 	cp config/rbac/role.yaml charts/detour/files/manager-role.yaml
+	cp config/prometheus/alerts.yaml charts/detour/files/prometheus-alerts.yaml
 
 .PHONY: verify
 verify: manifests generate ## Fail when generated files are out of date or a go.mod is not tidy.
@@ -91,7 +95,8 @@ test: vet ## Run all tests (never from the test cache): unit, fuzz seeds, envtes
 	@dist="$(ROCKETMQ_DIST)"; [[ -n "$$dist" ]] || { echo "make test: hack/setup-rocketmq.sh failed (see above)" >&2; exit 1; }
 	@# -json through hack/testreport: every top-level test is named with its result, failures in full.
 	@helm="$(HELM)"; [[ -n "$$helm" ]] || { echo "make test: hack/setup-helm.sh failed (see above)" >&2; exit 1; }
-	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" DETOUR_ROCKETMQ="$(ROCKETMQ_DIST)" DETOUR_HELM="$(HELM)" $(GO) test -json -race -count=1 -timeout $(TEST_TIMEOUT) ./... \
+	@promtool="$(PROMTOOL)"; [[ -n "$$promtool" ]] || { echo "make test: hack/setup-promtool.sh failed (see above)" >&2; exit 1; }
+	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" DETOUR_ROCKETMQ="$(ROCKETMQ_DIST)" DETOUR_HELM="$(HELM)" DETOUR_PROMTOOL="$(PROMTOOL)" $(GO) test -json -race -count=1 -timeout $(TEST_TIMEOUT) ./... \
 		| $(GO) run ./hack/testreport
 
 .PHONY: test-e2e
@@ -114,7 +119,7 @@ bench: ## Run Go benchmarks and the full fault benchmark on real RocketMQ and br
 ##@ Build
 
 .PHONY: build
-build: ## Build the manager, brokersim and detourctl into bin/.
+build: ## Build the manager, the demo, brokersim and detourctl into bin/.
 	$(GO) build -o bin/ ./cmd/...
 
 .PHONY: run
@@ -124,8 +129,8 @@ run: ## Run the manager against the cluster in the current kubeconfig.
 .PHONY: demo
 demo: ## Run everything locally: control plane, brokers, operator, traffic and a fault script.
 	@# Built, not `go run`: Ctrl-C ends the demo, and `go run` exits non-zero when interrupted.
-	$(GO) build -o bin/manager ./cmd/manager
-	bin/manager --local --local-assets "$(ENVTEST_ASSETS)"
+	$(GO) build -o bin/detour-demo ./cmd/detour-demo
+	bin/detour-demo --local-assets "$(ENVTEST_ASSETS)"
 
 ##@ Deployment
 

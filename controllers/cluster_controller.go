@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -56,9 +57,15 @@ func (r *ClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 			r.clusterWrites.forget(req.NamespacedName)
 			r.describer.forget(req.NamespacedName)
 			r.Runtime.RemoveRoute(clusterWatchKey(req.Namespace, req.Name))
-			return ctrl.Result{}, nil
+			return ctrl.Result{}, r.Runtime.SetCredentials(ClusterBrokerPrefix(req.Namespace, req.Name), nil)
 		}
 		return ctrl.Result{}, err
+	}
+	// Every replica sends, so every replica signs.
+	scope := ClusterBrokerPrefix(cl.Namespace, cl.Name)
+	secretErr := r.syncCredentials(ctx, r.Runtime, scope, cl.Namespace, cl.Spec.CredentialsSecretRef)
+	if secretErr != nil && !errors.Is(secretErr, errSecretUnusable) {
+		return ctrl.Result{}, secretErr
 	}
 	if !r.leading() {
 		return ctrl.Result{RequeueAfter: refreshInterval(&cl)}, nil
@@ -73,12 +80,19 @@ func (r *ClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		return ctrl.Result{}, err
 	}
 
+	missing, err := policyMissing(ctx, r.Client, &cl)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
 	if look.err == nil {
 		syncClusterWatch(ctx, r.Runtime, &cl, look.view)
 	}
 	orig := cl.DeepCopy()
-	computeClusterStatus(&cl, look.view, pods, look.err)
+	computeClusterStatus(&cl, look.view, pods, look.err, missing)
 	markHidden(ctx, r.Client, r.Runtime, &cl)
+	rf := credentialsCondition(&cl.Status.Conditions, cl.Generation, r.Runtime, scope, "", cl.Spec.CredentialsSecretRef, secretErr)
+	r.credentialsEvent(&cl, meta.FindStatusCondition(orig.Status.Conditions, routingv1alpha1.ConditionCredentialsAccepted),
+		meta.FindStatusCondition(cl.Status.Conditions, routingv1alpha1.ConditionCredentialsAccepted), rf)
 	result, err := r.clusterWrites.patchStatus(ctx, r.Client, &cl, orig,
 		!equality.Semantic.DeepEqual(cl.Status, orig.Status), r.metrics, "Cluster")
 	if err != nil || result.RequeueAfter > 0 {
@@ -95,10 +109,26 @@ func refreshInterval(cl *routingv1alpha1.Cluster) time.Duration {
 	return producer.DefaultRouteRefresh
 }
 
+// policyMissing reports whether the Cluster's faultPolicyRef names a FaultPolicy that does not
+// exist (false without a reference).
+func policyMissing(ctx context.Context, c client.Reader, cl *routingv1alpha1.Cluster) (bool, error) {
+	ref := cl.Spec.FaultPolicyRef
+	if ref == nil {
+		return false, nil
+	}
+	var fp routingv1alpha1.FaultPolicy
+	err := c.Get(ctx, client.ObjectKey{Namespace: cl.Namespace, Name: ref.Name}, &fp)
+	if apierrors.IsNotFound(err) {
+		return true, nil
+	}
+	return false, err
+}
+
 // computeClusterStatus fills status from the name servers' view (when askErr is nil; otherwise the
 // last published brokers stay, marked by a False Ready condition) and the matched pods. The
-// brokers listed stop at maxStatusBrokers; brokerCount and writableBrokers count them all.
-func computeClusterStatus(cl *routingv1alpha1.Cluster, view producer.ClusterView, pods map[string]selectedBroker, askErr error) {
+// brokers listed stop at maxStatusBrokers; brokerCount and writableBrokers count them all. A
+// Cluster whose faultPolicyRef names no FaultPolicy (policyMissing) is not Ready, and says so.
+func computeClusterStatus(cl *routingv1alpha1.Cluster, view producer.ClusterView, pods map[string]selectedBroker, askErr error, policyMissing bool) {
 	st := &cl.Status
 	st.ObservedGeneration = cl.Generation
 	cond := metav1.Condition{Type: routingv1alpha1.ConditionReady, ObservedGeneration: cl.Generation}
@@ -129,6 +159,10 @@ func computeClusterStatus(cl *routingv1alpha1.Cluster, view producer.ClusterView
 	cond.Status, cond.Reason = metav1.ConditionTrue, routingv1alpha1.ReasonReconciled
 	cond.Message = fmt.Sprintf("Name server %s publishes %d brokers, %d writable", view.NameServer, st.BrokerCount, st.WritableBrokers)
 	cond.Message += listCut(len(view.Brokers))
+	if policyMissing {
+		cond.Status, cond.Reason = metav1.ConditionFalse, routingv1alpha1.ReasonFaultPolicyNotFound
+		cond.Message = fmt.Sprintf("FaultPolicy %q does not exist in this namespace: no broker is watched or hidden under it until it does. ", cl.Spec.FaultPolicyRef.Name) + cond.Message
+	}
 	meta.SetStatusCondition(&st.Conditions, cond)
 }
 
@@ -188,6 +222,7 @@ func (r *ClusterReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&routingv1alpha1.Cluster{}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.clustersOfPod)).
 		Watches(&routingv1alpha1.FaultPolicy{}, handler.EnqueueRequestsFromMapFunc(r.clustersOfPolicy)).
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.clustersOfSecret), builder.OnlyMetadata).
 		WatchesRawSource(r.looked.source()).
 		// Reconciles do not wait for name servers (the describer does); two workers keep one
 		// Cluster's pod listing or status write from holding another's.

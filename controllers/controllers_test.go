@@ -415,7 +415,7 @@ func TestDeletingAPolicyInUseWaitsForItsTopicsAndKeepsWhatItLearnt(t *testing.T)
 		fp := getPolicy(t, ns, "held")
 		cond := apimeta.FindStatusCondition(fp.Status.Conditions, routingv1alpha1.ConditionInUse)
 		if fp.DeletionTimestamp.IsZero() || cond == nil || cond.Status != metav1.ConditionTrue ||
-			cond.Message != "Deletion waits for the Topics that use this policy: orders" {
+			cond.Message != "Deletion waits for what uses this policy (Topics: orders)" {
 			return fmt.Errorf("deletion %v, InUse %+v", fp.DeletionTimestamp, cond)
 		}
 		return findEvent(ns, "held", EventDeletionWaits, "orders")

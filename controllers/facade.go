@@ -188,6 +188,7 @@ type FacadeMetrics struct {
 	refused   *prometheus.CounterVec
 	coalesced *prometheus.CounterVec
 	panics    prometheus.Counter
+	conns     *prometheus.CounterVec
 }
 
 var _ facade.Metrics = (*FacadeMetrics)(nil)
@@ -215,9 +216,12 @@ func NameServerFacadeMetrics() *FacadeMetrics {
 				Help: "Requests answered by an identical request's upstream request instead of their own, by request code."}, []string{"code"}),
 			panics: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: "namesrv_facade", Name: "panics_total",
 				Help: "Panics recovered while serving a client connection; each closed that connection."}),
+			conns: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: "namesrv_facade", Name: "connections_refused_total",
+				Help: "Client connections the facade closed at once, by reason: full (it held its maximum) or source (the client's address held its share)."},
+				[]string{"reason"}),
 		}
 		ctrlmetrics.Registry.MustRegister(facadeMetrics.routes, facadeMetrics.hidden, facadeMetrics.refused,
-			facadeMetrics.coalesced, facadeMetrics.panics)
+			facadeMetrics.coalesced, facadeMetrics.panics, facadeMetrics.conns)
 	})
 	return facadeMetrics
 }
@@ -237,6 +241,15 @@ func (m *FacadeMetrics) Refused(code int16) { m.refused.WithLabelValues(codeLabe
 
 // Coalesced implements facade.Metrics.
 func (m *FacadeMetrics) Coalesced(code int16) { m.coalesced.WithLabelValues(codeLabel(code)).Inc() }
+
+// ConnectionRefused implements facade.Metrics.
+func (m *FacadeMetrics) ConnectionRefused(perSource bool) {
+	reason := "full"
+	if perSource {
+		reason = "source"
+	}
+	m.conns.WithLabelValues(reason).Inc()
+}
 
 // Panicked implements facade.Metrics.
 func (m *FacadeMetrics) Panicked() { m.panics.Inc() }

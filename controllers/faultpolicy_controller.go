@@ -57,43 +57,88 @@ func (r *FaultPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		ctrl.LoggerFrom(ctx).Info("Policy removed from the runtime", "policy", key)
 		return ctrl.Result{}, nil
 	}
-	pushErr := pushPolicy(r.Runtime, &fp)
-	if !r.leading() {
-		return ctrl.Result{}, nil
-	}
-	users, err := r.topicsUsing(ctx, &fp)
+	users, err := usersOf(ctx, r.Client, &fp)
 	if err != nil {
 		return ctrl.Result{}, err
+	}
+	pushErr := pushPolicy(r.Runtime, &fp, len(users.clusters) > 0)
+	if !r.leading() {
+		return ctrl.Result{}, nil
 	}
 	if released, err := r.applyProtection(ctx, &fp, users); err != nil || released {
 		return ctrl.Result{}, err
 	}
 	orig := fp.DeepCopy()
-	r.computeStatus(&fp, key, pushErr, users)
-	return r.policyWrites.patchStatus(ctx, r.Client, &fp, orig,
+	heldTimer := r.computeStatus(&fp, key, pushErr, users)
+	result, err := r.policyWrites.patchStatus(ctx, r.Client, &fp, orig,
 		!equality.Semantic.DeepEqual(fp.Status, orig.Status), r.metrics, "FaultPolicy")
+	if err != nil || heldTimer.IsZero() {
+		return result, err
+	}
+	// A held broker's timer ends without an event (it stays isolated): write status again then,
+	// so its until does not stand in the past.
+	again := max(time.Until(heldTimer), time.Second)
+	if result.RequeueAfter == 0 || again < result.RequeueAfter {
+		result.RequeueAfter = again
+	}
+	return result, nil
 }
 
-// topicsUsing lists the Topics in the policy's namespace that reference it.
-func (r *FaultPolicyReconciler) topicsUsing(ctx context.Context, fp *routingv1alpha1.FaultPolicy) ([]routingv1alpha1.Topic, error) {
-	var topics routingv1alpha1.TopicList
-	if err := r.List(ctx, &topics, client.InNamespace(fp.Namespace)); err != nil {
-		return nil, fmt.Errorf("listing Topics: %w", err)
+// policyUsers are the Topics and Clusters in a policy's namespace that reference it.
+type policyUsers struct {
+	topics   []routingv1alpha1.Topic
+	clusters []routingv1alpha1.Cluster
+}
+
+// empty reports whether nothing references the policy.
+func (u policyUsers) empty() bool { return len(u.topics) == 0 && len(u.clusters) == 0 }
+
+// String names the users for messages: Clusters first, then Topics, each in a stable order.
+func (u policyUsers) String() string {
+	var parts []string
+	if len(u.clusters) > 0 {
+		names := make([]string, 0, len(u.clusters))
+		for _, c := range u.clusters {
+			names = append(names, c.Name)
+		}
+		slices.Sort(names)
+		parts = append(parts, "Clusters: "+strings.Join(names, ", "))
 	}
-	var users []routingv1alpha1.Topic
+	if len(u.topics) > 0 {
+		parts = append(parts, "Topics: "+topicNames(u.topics))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// usersOf lists the Topics and Clusters in the policy's namespace that reference it.
+func usersOf(ctx context.Context, c client.Reader, fp *routingv1alpha1.FaultPolicy) (policyUsers, error) {
+	var users policyUsers
+	var topics routingv1alpha1.TopicList
+	if err := c.List(ctx, &topics, client.InNamespace(fp.Namespace)); err != nil {
+		return users, fmt.Errorf("listing Topics: %w", err)
+	}
 	for _, t := range topics.Items {
 		if t.Spec.FaultPolicyRef != nil && t.Spec.FaultPolicyRef.Name == fp.Name {
-			users = append(users, t)
+			users.topics = append(users.topics, t)
+		}
+	}
+	var clusters routingv1alpha1.ClusterList
+	if err := c.List(ctx, &clusters, client.InNamespace(fp.Namespace)); err != nil {
+		return users, fmt.Errorf("listing Clusters: %w", err)
+	}
+	for _, cl := range clusters.Items {
+		if cl.Spec.FaultPolicyRef != nil && cl.Spec.FaultPolicyRef.Name == fp.Name {
+			users.clusters = append(users.clusters, cl)
 		}
 	}
 	return users, nil
 }
 
 // applyProtection keeps the protection finalizer on a live policy and, once the policy is being
-// deleted, releases it when no Topic uses the policy any more (released reports that). While
-// Topics still use it, the deletion waits and an Event names them; the runtime keeps the policy
-// and everything it learnt until then.
-func (r *FaultPolicyReconciler) applyProtection(ctx context.Context, fp *routingv1alpha1.FaultPolicy, users []routingv1alpha1.Topic) (released bool, err error) {
+// deleted, releases it when no Topic or Cluster uses the policy any more (released reports
+// that). While any still uses it, the deletion waits and an Event names them; the runtime keeps
+// the policy and everything it learnt until then.
+func (r *FaultPolicyReconciler) applyProtection(ctx context.Context, fp *routingv1alpha1.FaultPolicy, users policyUsers) (released bool, err error) {
 	if fp.DeletionTimestamp.IsZero() {
 		if controllerutil.ContainsFinalizer(fp, routingv1alpha1.FaultPolicyProtection) {
 			return false, nil
@@ -105,11 +150,11 @@ func (r *FaultPolicyReconciler) applyProtection(ctx context.Context, fp *routing
 	if !controllerutil.ContainsFinalizer(fp, routingv1alpha1.FaultPolicyProtection) {
 		return false, nil
 	}
-	if len(users) > 0 {
+	if !users.empty() {
 		if r.protectionEvents.wait(client.ObjectKeyFromObject(fp)) == 0 {
 			r.protectionEvents.wrote(client.ObjectKeyFromObject(fp))
 			r.recorder.Eventf(fp, nil, corev1.EventTypeWarning, EventDeletionWaits, "Delete",
-				"Deletion waits for the Topics that use this policy: %s", topicNames(users))
+				"Deletion waits for what uses this policy (%s)", users)
 		}
 		return false, nil
 	}
@@ -118,7 +163,7 @@ func (r *FaultPolicyReconciler) applyProtection(ctx context.Context, fp *routing
 	if err := r.Patch(ctx, fp, patch); err != nil {
 		return false, client.IgnoreNotFound(err)
 	}
-	ctrl.LoggerFrom(ctx).Info("No Topic uses the policy any more: deletion proceeds", "policy", client.ObjectKeyFromObject(fp))
+	ctrl.LoggerFrom(ctx).Info("No Topic or Cluster uses the policy any more: deletion proceeds", "policy", client.ObjectKeyFromObject(fp))
 	return true, nil
 }
 
@@ -132,9 +177,10 @@ func topicNames(topics []routingv1alpha1.Topic) string {
 	return strings.Join(names, ", ")
 }
 
-// pushPolicy translates a FaultPolicy and hands it to the runtime.
-func pushPolicy(rt *producer.Runtime, fp *routingv1alpha1.FaultPolicy) error {
-	p, err := runtimePolicy(PolicyKey(fp.Namespace, fp.Name), &fp.Spec)
+// pushPolicy translates a FaultPolicy and hands it to the runtime; clusterWide says a Cluster's
+// faultPolicyRef names it, which makes watching the routed brokers its default.
+func pushPolicy(rt *producer.Runtime, fp *routingv1alpha1.FaultPolicy, clusterWide bool) error {
+	p, err := runtimePolicy(PolicyKey(fp.Namespace, fp.Name), &fp.Spec, clusterWide)
 	if err != nil {
 		return err
 	}
@@ -142,8 +188,10 @@ func pushPolicy(rt *producer.Runtime, fp *routingv1alpha1.FaultPolicy) error {
 }
 
 // computeStatus fills status from the runtime: brokers governed, the isolated ones and why (the
-// first maxStatusBrokers by name; isolated counts them all), and which Topics use the policy.
-func (r *FaultPolicyReconciler) computeStatus(fp *routingv1alpha1.FaultPolicy, key string, pushErr error, users []routingv1alpha1.Topic) {
+// first maxStatusBrokers by identity; isolated counts them all), and which Topics and Clusters
+// use the policy. heldTimer is the earliest timer still running of a broker held until proven,
+// zero if none: when it ends the status must be written again, though no isolation changes.
+func (r *FaultPolicyReconciler) computeStatus(fp *routingv1alpha1.FaultPolicy, key string, pushErr error, users policyUsers) (heldTimer time.Time) {
 	now := time.Now()
 	st := &fp.Status
 	st.ObservedGeneration = fp.Generation
@@ -167,6 +215,9 @@ func (r *FaultPolicyReconciler) computeStatus(fp *routingv1alpha1.FaultPolicy, k
 		if len(st.IsolatedBrokers) < maxStatusBrokers {
 			ib := r.isolatedBroker(name, it, now)
 			ib.Cluster = cluster
+			if ib.HeldUntilProven && ib.Until != nil && (heldTimer.IsZero() || ib.Until.Time.Before(heldTimer)) {
+				heldTimer = ib.Until.Time
+			}
 			if f, ok := figures[it.Broker]; ok && it.Reason == fault.ReasonBrokerPressure {
 				ib.Pressure = pressureFigures(f)
 			}
@@ -204,31 +255,41 @@ func (r *FaultPolicyReconciler) computeStatus(fp *routingv1alpha1.FaultPolicy, k
 	}
 	meta.SetStatusCondition(&st.Conditions, cond)
 	meta.SetStatusCondition(&st.Conditions, inUseCondition(fp, users))
+	return heldTimer
 }
 
-// inUseCondition says which Topics use the policy and, when it is being deleted, that the
-// deletion waits for them.
-func inUseCondition(fp *routingv1alpha1.FaultPolicy, users []routingv1alpha1.Topic) metav1.Condition {
+// inUseCondition says which Topics and Clusters use the policy and, when it is being deleted,
+// that the deletion waits for them.
+func inUseCondition(fp *routingv1alpha1.FaultPolicy, users policyUsers) metav1.Condition {
 	cond := metav1.Condition{Type: routingv1alpha1.ConditionInUse, ObservedGeneration: fp.Generation}
-	switch {
-	case len(users) == 0:
-		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, routingv1alpha1.ReasonNotReferenced, "No Topic uses this policy"
-	case fp.DeletionTimestamp.IsZero():
-		cond.Status, cond.Reason = metav1.ConditionTrue, routingv1alpha1.ReasonReferencedByTopics
-		cond.Message = "Used by Topics: " + topicNames(users)
-	default:
-		cond.Status, cond.Reason = metav1.ConditionTrue, routingv1alpha1.ReasonReferencedByTopics
-		cond.Message = "Deletion waits for the Topics that use this policy: " + topicNames(users)
+	if users.empty() {
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, routingv1alpha1.ReasonNotReferenced, "No Topic or Cluster uses this policy"
+		return cond
+	}
+	cond.Status, cond.Reason = metav1.ConditionTrue, routingv1alpha1.ReasonReferencedByTopics
+	if len(users.clusters) > 0 {
+		cond.Reason = routingv1alpha1.ReasonReferencedByClusters
+	}
+	cond.Message = "Used by " + users.String()
+	if !fp.DeletionTimestamp.IsZero() {
+		cond.Message = "Deletion waits for what uses this policy (" + users.String() + ")"
 	}
 	return cond
 }
 
-// governedBrokers is the set of brokers (runtime identities) in the routes of the Topics that
-// use this policy.
-func (r *FaultPolicyReconciler) governedBrokers(users []routingv1alpha1.Topic, key string) map[string]bool {
+// governedBrokers is the set of brokers (runtime identities) the policy governs: those in the
+// routes of the Topics that use it and in the watch routes of the Clusters that name it.
+func (r *FaultPolicyReconciler) governedBrokers(users policyUsers, key string) map[string]bool {
+	routes := make([]string, 0, len(users.topics)+len(users.clusters))
+	for _, t := range users.topics {
+		routes = append(routes, RouteKey(t.Namespace, t.Name))
+	}
+	for _, c := range users.clusters {
+		routes = append(routes, clusterWatchKey(c.Namespace, c.Name))
+	}
 	brokers := map[string]bool{}
-	for _, t := range users {
-		info, ok := r.Runtime.RouteInfo(RouteKey(t.Namespace, t.Name))
+	for _, route := range routes {
+		info, ok := r.Runtime.RouteInfo(route)
 		if !ok || info.Policy != key {
 			continue
 		}
@@ -274,6 +335,8 @@ func (r *FaultPolicyReconciler) isolatedBroker(name string, it fault.Item, now t
 		LatencyMillis: it.Latency.Milliseconds(),
 		Since:         metav1.NewTime(it.Since.Truncate(time.Second)),
 		Reachable:     it.Reachable,
+		// Held until proven: the timer, running or over, does not say when the broker returns.
+		HeldUntilProven: it.HeldUntilProven,
 	}
 	if it.Until.After(now) {
 		ib.Until = ptr.To(metav1.NewTime(it.Until.Truncate(time.Second)))
@@ -281,13 +344,15 @@ func (r *FaultPolicyReconciler) isolatedBroker(name string, it fault.Item, now t
 	return ib
 }
 
-// SetupWithManager registers the reconciler with its watches: FaultPolicies, Topics (which
-// change the brokers a policy governs), the runtime's isolation events and the leader's resync.
+// SetupWithManager registers the reconciler with its watches: FaultPolicies, Topics and Clusters
+// (which use policies and change the brokers a policy governs), the runtime's isolation events
+// and the leader's resync.
 func (r *FaultPolicyReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("faultpolicy").
 		For(&routingv1alpha1.FaultPolicy{}).
 		Watches(&routingv1alpha1.Topic{}, handler.EnqueueRequestsFromMapFunc(policyOfTopic)).
+		Watches(&routingv1alpha1.Cluster{}, handler.EnqueueRequestsFromMapFunc(policyOfCluster)).
 		WatchesRawSource(source.Channel(r.policyIsolations, &handler.EnqueueRequestForObject{})).
 		WithOptions(controller.Options{NeedLeaderElection: ptr.To(false)}).
 		Complete(r)
@@ -300,4 +365,14 @@ func policyOfTopic(_ context.Context, obj client.Object) []reconcile.Request {
 		return nil
 	}
 	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: t.Namespace, Name: t.Spec.FaultPolicyRef.Name}}}
+}
+
+// policyOfCluster maps a Cluster to the FaultPolicy its faultPolicyRef names (on an update, the
+// old object's policy too: a Cluster that drops its reference releases that policy).
+func policyOfCluster(_ context.Context, obj client.Object) []reconcile.Request {
+	c, ok := obj.(*routingv1alpha1.Cluster)
+	if !ok || c.Spec.FaultPolicyRef == nil {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: c.Namespace, Name: c.Spec.FaultPolicyRef.Name}}}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/detourmq/detour/pkg/fault"
 	"github.com/detourmq/detour/pkg/producer"
+	"github.com/detourmq/detour/pkg/remoting"
 )
 
 // Metrics are the operator's Prometheus collectors. It implements producer.Metrics, so the
@@ -24,9 +25,13 @@ type Metrics struct {
 	isolated       *prometheus.GaugeVec
 	statusWrites   *prometheus.CounterVec
 	coalesced      prometheus.Counter
+	refusals       *prometheus.CounterVec
 }
 
-var _ producer.Metrics = (*Metrics)(nil)
+var (
+	_ producer.Metrics                  = (*Metrics)(nil)
+	_ producer.CredentialRefusalMetrics = (*Metrics)(nil)
+)
 
 var (
 	metricsOnce sync.Once
@@ -71,13 +76,16 @@ func NewMetrics() *Metrics {
 			[]string{"kind"}),
 		coalesced: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "isolation_events_coalesced_total",
 			Help: "Isolation events replaced by a newer one for the same broker before the operator read them."}),
+		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "credential_refusals_total",
+			Help: "Requests a broker refused for detour's credentials, by broker and reason (AuthenticationFailed, Forbidden)."},
+			[]string{"broker", "reason"}),
 	}
 }
 
 // MustRegister registers every collector with reg.
 func (m *Metrics) MustRegister(reg prometheus.Registerer) {
 	reg.MustRegister(m.sends, m.attempts, m.attemptLatency, m.retries, m.isolations, m.isolated,
-		m.statusWrites, m.coalesced)
+		m.statusWrites, m.coalesced, m.refusals)
 }
 
 // SendDone implements producer.Metrics.
@@ -103,6 +111,11 @@ func (m *Metrics) IsolationChanged(policy, broker string, isolated bool, reason 
 	if isolated {
 		m.isolations.WithLabelValues(policy, broker, string(reason)).Inc()
 	}
+}
+
+// CredentialsRefused implements producer.CredentialRefusalMetrics.
+func (m *Metrics) CredentialsRefused(broker string, reason remoting.ACLRefusal) {
+	m.refusals.WithLabelValues(broker, reason.String()).Inc()
 }
 
 // EventCoalesced implements producer.Metrics.

@@ -255,8 +255,9 @@ func TestFaultPolicyStatusOfMoreIsolationsThanTheBoundIsCutAndAccepted(t *testin
 	t.Cleanup(func() { rt.Close() })
 	ns := newNamespace(t)
 	fp := createPolicy(t, ns, "wide", routingv1alpha1.FaultPolicySpec{Preset: routingv1alpha1.PresetRocketMQ5})
+	deleteAfter(t, fp)
 	key := PolicyKey(ns, fp.Name)
-	if err := pushPolicy(rt, fp); err != nil {
+	if err := pushPolicy(rt, fp, false); err != nil {
 		t.Fatal(err)
 	}
 	var items []fault.Item
@@ -266,7 +267,7 @@ func TestFaultPolicyStatusOfMoreIsolationsThanTheBoundIsCutAndAccepted(t *testin
 	}
 	rt.Restore(key, items)
 	r := &FaultPolicyReconciler{Runtime: rt, shared: &shared{brokers: newBrokerDirectory(), metrics: RuntimeMetrics()}}
-	r.computeStatus(fp, key, nil, nil)
+	r.computeStatus(fp, key, nil, policyUsers{})
 	if n := len(fp.Status.IsolatedBrokers); n != maxStatusBrokers || fp.Status.Isolated != 1100 {
 		t.Fatalf("%d isolations listed, isolated %d; want %d listed of 1100", n, fp.Status.Isolated, maxStatusBrokers)
 	}

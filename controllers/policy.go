@@ -25,8 +25,10 @@ func splitPolicyKey(key string) (namespace, name string, ok bool) {
 
 // runtimePolicy translates a FaultPolicy spec into the runtime's policy named key: the preset's
 // policy, with every field the spec sets overriding it. The schema has already refused what it
-// can; the error covers what only the fault table can check.
-func runtimePolicy(key string, spec *routingv1alpha1.FaultPolicySpec) (producer.Policy, error) {
+// can; the error covers what only the fault table can check. clusterWide says a Cluster's
+// faultPolicyRef names the policy: then, with probing, it watches the brokers it routes to unless
+// the spec says otherwise (probe.routedBrokers false).
+func runtimePolicy(key string, spec *routingv1alpha1.FaultPolicySpec, clusterWide bool) (producer.Policy, error) {
 	p, err := producer.PresetPolicy(key, producer.Preset(spec.Preset))
 	if err != nil {
 		return producer.Policy{}, err
@@ -66,6 +68,8 @@ func runtimePolicy(key string, spec *routingv1alpha1.FaultPolicySpec) (producer.
 	}
 	if spec.Probe.RoutedBrokers != nil {
 		p.Probe.Routed = *spec.Probe.RoutedBrokers
+	} else if clusterWide {
+		p.Probe.Routed = p.Probe.Enabled
 	}
 	if spec.Probe.ProbationProbes != nil {
 		p.Probe.ProbationProbes = int(*spec.Probe.ProbationProbes)

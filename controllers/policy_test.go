@@ -29,7 +29,7 @@ func TestRuntimePolicyTranslatesTheSpec(t *testing.T) {
 		PodHealth:          routingv1alpha1.PodHealthIgnore,
 		IsolationGrowth:    routingv1alpha1.IsolationGrowthNone,
 	}
-	p, err := runtimePolicy("ns/p", &spec)
+	p, err := runtimePolicy("ns/p", &spec, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +66,7 @@ func TestRuntimePolicyOfAPresetAloneIsThePresetsPolicy(t *testing.T) {
 			spec := routingv1alpha1.FaultPolicySpec{Preset: preset,
 				Retry: routingv1alpha1.RetryPolicy{Attempts: 3, SendTimeoutMillis: 3000},
 				Probe: routingv1alpha1.ProbePolicy{IntervalMillis: 2000, TimeoutMillis: 200}}
-			p, err := runtimePolicy("ns/p", &spec)
+			p, err := runtimePolicy("ns/p", &spec, false)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -79,7 +79,7 @@ func TestRuntimePolicyOfAPresetAloneIsThePresetsPolicy(t *testing.T) {
 			}
 		})
 	}
-	p, err := runtimePolicy("ns/p", &routingv1alpha1.FaultPolicySpec{})
+	p, err := runtimePolicy("ns/p", &routingv1alpha1.FaultPolicySpec{}, false)
 	if err != nil || p.Behavior() != "Detour" {
 		t.Errorf("an empty spec runs %q (%v), want Detour", p.Behavior(), err)
 	}
@@ -113,7 +113,7 @@ func TestEffectivePolicyResolvesEveryDefault(t *testing.T) {
 			MaxIsolatedPercent: ptr.To[int32](99)}},
 	}
 	for _, tc := range tests {
-		p, err := runtimePolicy("ns/p", &tc.spec)
+		p, err := runtimePolicy("ns/p", &tc.spec, false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -127,7 +127,7 @@ func TestEffectivePolicyResolvesEveryDefault(t *testing.T) {
 func TestRuntimePolicyCustomRules(t *testing.T) {
 	spec := routingv1alpha1.FaultPolicySpec{Rules: []routingv1alpha1.FaultRule{
 		{LatencyMillis: 100, IsolationMillis: 0}, {LatencyMillis: 200, IsolationMillis: 1000}}}
-	p, err := runtimePolicy("ns/p", &spec)
+	p, err := runtimePolicy("ns/p", &spec, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,5 +145,38 @@ func TestPolicyKeyRoundTrip(t *testing.T) {
 	}
 	if _, _, ok := splitPolicyKey(""); ok {
 		t.Error("the default policy split as a resource")
+	}
+}
+
+// TestClusterWidePolicyWatchesRoutedBrokersUnlessItSaysOtherwise proves probe.routedBrokers
+// defaults to on for a policy a Cluster names, when probing is on, and that a spec that sets it
+// (either way) or has no probing keeps what it says.
+func TestClusterWidePolicyWatchesRoutedBrokersUnlessItSaysOtherwise(t *testing.T) {
+	tests := []struct {
+		name        string
+		spec        routingv1alpha1.FaultPolicySpec
+		clusterWide bool
+		want        bool
+	}{
+		{"Topics only, unset", routingv1alpha1.FaultPolicySpec{}, false, false},
+		{"a Cluster's, unset", routingv1alpha1.FaultPolicySpec{}, true, true},
+		{"a Cluster's, set false", routingv1alpha1.FaultPolicySpec{Probe: routingv1alpha1.ProbePolicy{RoutedBrokers: ptr.To(false)}}, true, false},
+		{"Topics only, set true", routingv1alpha1.FaultPolicySpec{Probe: routingv1alpha1.ProbePolicy{RoutedBrokers: ptr.To(true)}}, false, true},
+		{"a Cluster's without probing (RocketMQ5)", routingv1alpha1.FaultPolicySpec{Preset: routingv1alpha1.PresetRocketMQ5}, true, false},
+		{"a Cluster's, probing off", routingv1alpha1.FaultPolicySpec{Probe: routingv1alpha1.ProbePolicy{Enabled: ptr.To(false)}}, true, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := runtimePolicy("ns/p", &tc.spec, tc.clusterWide)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := p.Probe.Enabled && p.Probe.Routed; got != tc.want {
+				t.Errorf("watches routed brokers %v, want %v", got, tc.want)
+			}
+			if got := effectivePolicy(p).ProbeRoutedBrokers; got != tc.want {
+				t.Errorf("status.effective.probeRoutedBrokers %v, want %v", got, tc.want)
+			}
+		})
 	}
 }

@@ -9,4 +9,5 @@ package controllers
 // +kubebuilder:rbac:groups=routing.detour.dev,resources=faultpolicies,verbs=update;patch
 // +kubebuilder:rbac:groups=routing.detour.dev,resources=faultpolicies/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch

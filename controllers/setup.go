@@ -57,6 +57,8 @@ type shared struct {
 	topicResync      chan event.GenericEvent
 	// fleet is what the other replicas learnt; nil when replicas do not share views.
 	fleet *fleet
+	// secrets reads the credentials Secrets Clusters and Topics name.
+	secrets *secretCache
 }
 
 // leading reports whether this replica holds leadership (always, without leader election).
@@ -127,6 +129,7 @@ func Setup(mgr ctrl.Manager, rt *producer.Runtime, opts Options) (*Controllers, 
 	}
 	out := &Controllers{}
 	registerPressureMetrics(rt)
+	registerHealthMetrics(rt, lead)
 	restorer := &isolationRestorer{reader: mgr.GetAPIReader(), namespace: opts.Namespace, rt: rt, done: &out.restored}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	err := restorer.restore(ctx)
@@ -151,6 +154,7 @@ func Setup(mgr ctrl.Manager, rt *producer.Runtime, opts Options) (*Controllers, 
 		policyIsolations: make(chan event.GenericEvent),
 		topicIsolations:  make(chan event.GenericEvent),
 		topicResync:      make(chan event.GenericEvent),
+		secrets:          newSecretCache(mgr.GetClient(), mgr.GetAPIReader()),
 	}
 	if opts.Fleet != nil {
 		s.fleet = newFleet(*opts.Fleet)
@@ -241,12 +245,22 @@ func restoreIsolations(ctx context.Context, c client.Reader, namespace string, r
 	if err := c.List(ctx, &list, client.InNamespace(namespace)); err != nil {
 		return err
 	}
+	var clusters routingv1alpha1.ClusterList
+	if err := c.List(ctx, &clusters, client.InNamespace(namespace)); err != nil {
+		return err
+	}
+	clusterWide := map[string]bool{}
+	for _, cl := range clusters.Items {
+		if ref := cl.Spec.FaultPolicyRef; ref != nil {
+			clusterWide[PolicyKey(cl.Namespace, ref.Name)] = true
+		}
+	}
 	log := ctrl.LoggerFrom(ctx)
 	for i := range list.Items {
 		fp := &list.Items[i]
 		key := PolicyKey(fp.Namespace, fp.Name)
 		rt.Restore(key, faultItems(fp.Namespace, fp.Status.IsolatedBrokers))
-		if err := pushPolicy(rt, fp); err != nil {
+		if err := pushPolicy(rt, fp, clusterWide[key]); err != nil {
 			log.Error(err, "FaultPolicy not restored", "faultPolicy", klog.KObj(fp))
 			continue
 		}

@@ -35,12 +35,17 @@ func (r *TopicReconciler) reconcileOnCluster(ctx context.Context, topic *routing
 	err := r.Get(ctx, types.NamespacedName{Namespace: topic.Namespace, Name: topic.Spec.ClusterRef.Name}, &cl)
 	if apierrors.IsNotFound(err) {
 		r.removeRoute(ctx, key)
-		return r.writeClusterTopicStatus(ctx, topic, nil, false, nil, func(c *metav1.Condition) {
+		return r.writeClusterTopicStatus(ctx, topic, nil, false, nil, nil, func(c *metav1.Condition) {
 			c.Status, c.Reason = metav1.ConditionFalse, routingv1alpha1.ReasonClusterNotFound
 			c.Message = fmt.Sprintf("Cluster %q does not exist", topic.Spec.ClusterRef.Name)
 		})
 	}
 	if err != nil {
+		return ctrl.Result{}, err
+	}
+	// The Cluster reconciler sets the credentials too; a Topic's creation may come first.
+	if err := r.syncCredentials(ctx, r.Runtime, ClusterBrokerPrefix(cl.Namespace, cl.Name), cl.Namespace,
+		cl.Spec.CredentialsSecretRef); err != nil && !errors.Is(err, errSecretUnusable) {
 		return ctrl.Result{}, err
 	}
 	policyKey, policyFound, err := r.policyOf(ctx, topic)
@@ -61,7 +66,7 @@ func (r *TopicReconciler) reconcileOnCluster(ctx context.Context, topic *routing
 		return ctrl.Result{RequeueAfter: spec.Refresh}, nil
 	}
 	st, _ := r.Runtime.RouteStatus(spec.Key)
-	result, err := r.writeClusterTopicStatus(ctx, topic, &st, policyFound, createErr, nil)
+	result, err := r.writeClusterTopicStatus(ctx, topic, &st, policyFound, createErr, cl.Spec.CredentialsSecretRef, nil)
 	if err != nil || result.RequeueAfter > 0 {
 		return result, err
 	}
@@ -108,7 +113,7 @@ func (r *TopicReconciler) createOnCluster(ctx context.Context, topic *routingv1a
 			read, write = max(read, p.ReadQueues), max(write, p.WriteQueues)
 		}
 		cctx, cancel := context.WithTimeout(ctx, topicCreateTimeout)
-		err := r.Runtime.CreateTopic(cctx, b.MasterAddr, topic.Spec.TopicName, read, write, int(topic.Spec.Perm))
+		err := r.Runtime.CreateTopicIn(cctx, ClusterBrokerPrefix(cl.Namespace, cl.Name), b.MasterAddr, topic.Spec.TopicName, read, write, int(topic.Spec.Perm))
 		cancel()
 		if err != nil {
 			errs = append(errs, fmt.Errorf("broker %s (%s): %w", b.Name, b.MasterAddr, err))
@@ -134,12 +139,15 @@ func (r *TopicReconciler) createOnCluster(ctx context.Context, topic *routingv1a
 // writeClusterTopicStatus fills status from the route the name servers publish (st; nil when the
 // Cluster is missing) and writes it once. override, when set, decides the Ready condition.
 func (r *TopicReconciler) writeClusterTopicStatus(ctx context.Context, topic *routingv1alpha1.Topic, st *producer.RouteStatus,
-	policyFound bool, createErr error, override func(*metav1.Condition)) (ctrl.Result, error) {
+	policyFound bool, createErr error, credsRef *routingv1alpha1.CredentialsSecretReference, override func(*metav1.Condition)) (ctrl.Result, error) {
 	if !r.leading() {
 		return ctrl.Result{}, nil
 	}
 	orig := topic.DeepCopy()
 	computeClusterTopicStatus(topic, st, r.routeBrokers(topic), r.isolatedIn(TopicBrokerPrefix(topic), topicPolicyKey(topic)), policyFound, createErr, override)
+	rf := credentialsCondition(&topic.Status.Conditions, topic.Generation, r.Runtime, TopicBrokerPrefix(topic), topic.Spec.TopicName, credsRef, nil)
+	r.credentialsEvent(topic, meta.FindStatusCondition(orig.Status.Conditions, routingv1alpha1.ConditionCredentialsAccepted),
+		meta.FindStatusCondition(topic.Status.Conditions, routingv1alpha1.ConditionCredentialsAccepted), rf)
 	return r.topicWrites.patchStatus(ctx, r.Client, topic, orig,
 		!equality.Semantic.DeepEqual(topic.Status, orig.Status), r.metrics, "Topic")
 }

@@ -72,10 +72,15 @@ func (r *TopicReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 			return ctrl.Result{}, err
 		}
 		r.removeRoute(ctx, req.NamespacedName)
-		return ctrl.Result{}, nil
+		_, err := r.syncNamespaceCredentials(ctx, req.Namespace)
+		return ctrl.Result{}, err
 	}
 	if topic.Spec.ClusterRef != nil {
 		return r.reconcileOnCluster(ctx, &topic)
+	}
+	credsRef, secretErr := r.syncNamespaceCredentials(ctx, topic.Namespace)
+	if secretErr != nil && !errors.Is(secretErr, errSecretUnusable) {
+		return ctrl.Result{}, secretErr
 	}
 	brokers, err := r.selectedBrokers(ctx, &topic)
 	if err != nil {
@@ -96,6 +101,10 @@ func (r *TopicReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 
 	orig := topic.DeepCopy()
 	r.computeStatus(&topic, brokers, policyKey, policyFound, errors.Join(routeErr, createErr))
+	rf := credentialsCondition(&topic.Status.Conditions, topic.Generation, r.Runtime, BrokerPrefix(topic.Namespace),
+		topic.Spec.TopicName, credsRef, secretErr)
+	r.credentialsEvent(&topic, meta.FindStatusCondition(orig.Status.Conditions, routingv1alpha1.ConditionCredentialsAccepted),
+		meta.FindStatusCondition(topic.Status.Conditions, routingv1alpha1.ConditionCredentialsAccepted), rf)
 	result, err := r.topicWrites.patchStatus(ctx, r.Client, &topic, orig,
 		!equality.Semantic.DeepEqual(topic.Status, orig.Status), r.metrics, "Topic")
 	if err != nil {
@@ -167,7 +176,11 @@ func (r *TopicReconciler) policyOf(ctx context.Context, topic *routingv1alpha1.T
 	// The FaultPolicy controller may not have pushed the policy yet; a route must never be
 	// governed by the defaults while its policy exists, so push it here too (it is idempotent).
 	if _, known := r.Runtime.Policy(key); !known {
-		if err := pushPolicy(r.Runtime, &fp); err != nil {
+		users, err := usersOf(ctx, r.Client, &fp)
+		if err != nil {
+			return "", false, err
+		}
+		if err := pushPolicy(r.Runtime, &fp, len(users.clusters) > 0); err != nil {
 			ctrl.LoggerFrom(ctx).Error(err, "FaultPolicy not pushed", "faultPolicy", key)
 		}
 	}
@@ -223,7 +236,7 @@ func (r *TopicReconciler) createOnBrokers(ctx context.Context, topic *routingv1a
 			continue
 		}
 		cctx, cancel := context.WithTimeout(ctx, topicCreateTimeout)
-		err := r.Runtime.CreateTopic(cctx, b.Addr, topic.Spec.TopicName,
+		err := r.Runtime.CreateTopicIn(cctx, BrokerPrefix(topic.Namespace), b.Addr, topic.Spec.TopicName,
 			int(topic.Spec.ReadQueueNums), int(topic.Spec.WriteQueueNums), int(topic.Spec.Perm))
 		cancel()
 		if err != nil {
@@ -320,6 +333,7 @@ func (r *TopicReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&routingv1alpha1.Topic{}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.topicsOfPod)).
 		Watches(&routingv1alpha1.FaultPolicy{}, handler.EnqueueRequestsFromMapFunc(r.topicsOfPolicy)).
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.topicsOfSecret), builder.OnlyMetadata).
 		Watches(&routingv1alpha1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.topicsOfCluster),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		WatchesRawSource(source.Channel(r.topicIsolations, handler.EnqueueRequestsFromMapFunc(r.topicsOfPolicy))).

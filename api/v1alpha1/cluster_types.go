@@ -37,8 +37,10 @@ type ClusterSpec struct {
 	// faultPolicyRef names a FaultPolicy in this namespace that governs every topic the cluster
 	// publishes, without a Topic per topic: the name-server facade publishes the brokers it
 	// isolates, and those whose pods are not Ready or are terminating, read-only in every topic's
-	// route, and with probe.routedBrokers its probes watch every broker the cluster lists. A
-	// Topic on the cluster with a faultPolicyRef of its own governs its topic instead.
+	// route, and (unless its probe.routedBrokers is false) its probes watch every broker the
+	// cluster lists. A Topic on the cluster with a faultPolicyRef of its own governs its topic
+	// instead. The policy counts the Cluster as a user: deleting it waits until no Cluster or
+	// Topic names it, and while it does not exist the Cluster is not Ready (FaultPolicyNotFound).
 	// +optional
 	FaultPolicyRef *FaultPolicyReference `json:"faultPolicyRef,omitempty"`
 
@@ -48,7 +50,44 @@ type ClusterSpec struct {
 	// given that address as namesrvAddr see only this Cluster's brokers.
 	// +optional
 	Facade *ClusterFacade `json:"facade,omitempty"`
+
+	// credentialsSecretRef names a Secret in this namespace holding the RocketMQ ACL 2.0 user
+	// detour sends as: keys accessKey and secretKey, and optionally securityToken. Every request
+	// detour sends to the cluster's brokers (sends, heartbeats, probes, pressure polls, topic
+	// creation) is signed with it; requests detour forwards for clients are never signed. The
+	// user needs PUB and GET on the topics detour serves, and CREATE where a Topic has create:
+	// true. Unset sends unsigned requests, which a broker with authentication on refuses.
+	// +optional
+	CredentialsSecretRef *CredentialsSecretReference `json:"credentialsSecretRef,omitempty"`
 }
+
+// CredentialsSecretReference names a Secret, in the referring object's namespace, with keys
+// accessKey, secretKey and optionally securityToken.
+type CredentialsSecretReference struct {
+	// name is the Secret's name.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	Name string `json:"name"`
+}
+
+// ConditionCredentialsAccepted says whether the brokers accept detour's credentials: False with
+// reason ReasonAuthenticationFailed or ReasonForbidden and the broker's remark when one refused
+// them, or with ReasonCredentialsUnreadable when the Secret cannot be used.
+const ConditionCredentialsAccepted = "CredentialsAccepted"
+
+const (
+	// ReasonAuthenticationFailed: a broker did not accept who detour's requests are from (no
+	// credentials, unknown or disabled user, wrong secret).
+	ReasonAuthenticationFailed = "AuthenticationFailed"
+	// ReasonForbidden: a broker knows the user but refused it a permission (PUB, GET, CREATE).
+	ReasonForbidden = "Forbidden"
+	// ReasonCredentialsUnreadable: the credentials Secret is missing or lacks a key.
+	ReasonCredentialsUnreadable = "CredentialsUnreadable"
+	// ReasonAccepted: no broker refused the credentials.
+	ReasonAccepted = "Accepted"
+)
 
 // ClusterFacade is a Cluster's own name-server facade.
 type ClusterFacade struct {
@@ -102,7 +141,8 @@ type ClusterBroker struct {
 
 // ClusterStatus is what the name servers publish of the cluster.
 type ClusterStatus struct {
-	// conditions hold Ready, which says whether a name server answered.
+	// conditions hold Ready, which says whether a name server answered and the faultPolicyRef,
+	// if any, names a FaultPolicy that exists.
 	// +optional
 	// +listType=map
 	// +listMapKey=type

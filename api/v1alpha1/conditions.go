@@ -4,21 +4,24 @@ package v1alpha1
 // Topic on a Cluster equal its spec (only for Topics with create).
 const ConditionQueuesMatchSpec = "QueuesMatchSpec"
 
-// ConditionInUse says whether Topics reference a FaultPolicy. While they do, deleting the policy
-// waits for them: its table and what it learnt stay in force, as Kubernetes holds a
-// PersistentVolumeClaim that pods use.
+// ConditionInUse says whether Topics or Clusters reference a FaultPolicy. While any does,
+// deleting the policy waits for them: its table and what it learnt stay in force, as Kubernetes
+// holds a PersistentVolumeClaim that pods use.
 const ConditionInUse = "InUse"
 
 // Reasons of the InUse condition.
 const (
-	// ReasonReferencedByTopics surfaces when at least one Topic references the FaultPolicy.
+	// ReasonReferencedByTopics surfaces when Topics, and no Cluster, reference the FaultPolicy.
 	ReasonReferencedByTopics = "ReferencedByTopics"
-	// ReasonNotReferenced surfaces when no Topic references the FaultPolicy.
+	// ReasonReferencedByClusters surfaces when at least one Cluster's faultPolicyRef names the
+	// FaultPolicy (Topics may use it too; the message names them all).
+	ReasonReferencedByClusters = "ReferencedByClusters"
+	// ReasonNotReferenced surfaces when no Topic and no Cluster references the FaultPolicy.
 	ReasonNotReferenced = "NotReferenced"
 )
 
 // FaultPolicyProtection is the finalizer the operator keeps on every FaultPolicy, so that deleting
-// one that Topics reference waits until none does.
+// one that Topics or Clusters reference waits until none does.
 const FaultPolicyProtection = "routing.detour.dev/policy-protection"
 
 // ConditionReady is the summary condition of every kind. It surfaces whether the object is in
@@ -31,8 +34,9 @@ const (
 	ReasonReconciled = "Reconciled"
 	// ReasonNoBrokers surfaces when a Topic's selector matches no ready master broker pod.
 	ReasonNoBrokers = "NoBrokers"
-	// ReasonFaultPolicyNotFound surfaces when a Topic references a FaultPolicy that does not exist;
-	// the topic then routes with the RocketMQ5 defaults.
+	// ReasonFaultPolicyNotFound surfaces when a Topic or a Cluster references a FaultPolicy that
+	// does not exist: a Topic then routes with the runtime's default policy (the Detour preset's),
+	// and a Cluster's brokers are neither watched nor hidden under it until it exists.
 	ReasonFaultPolicyNotFound = "FaultPolicyNotFound"
 	// ReasonTopicCreateFailed surfaces when at least one broker refused UPDATE_AND_CREATE_TOPIC.
 	ReasonTopicCreateFailed = "TopicCreateFailed"

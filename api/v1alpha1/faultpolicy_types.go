@@ -171,7 +171,9 @@ type ProbePolicy struct {
 	// than a threshold of rules counts as a send of that latency, with reason SlowProbe. Turn it
 	// on where the name-server facade serves clients that do not send through detour. Busy or
 	// refusing answers isolate nothing but bring the broker's next probe forward. Needs probing
-	// (enabled). Unset means false.
+	// (enabled). Unset means true for a policy a Cluster's faultPolicyRef names (when probing is
+	// on: the policy then watches every broker it routes to, its Topics' too), false otherwise;
+	// set it false to keep a whole-cluster policy from watching.
 	// +optional
 	RoutedBrokers *bool `json:"routedBrokers,omitempty"`
 
@@ -315,9 +317,11 @@ type IsolatedBroker struct {
 	// +kubebuilder:validation:MaxLength=253
 	BrokerName string `json:"brokerName"`
 
-	// cluster is the Cluster whose name servers publish the broker; unset for a broker found by
-	// its pod. Brokers of different Clusters may share a name.
+	// cluster is the Cluster whose name servers publish the broker; empty for a broker found by
+	// its pod. Brokers of different Clusters may share a name: cluster and brokerName together
+	// name one broker.
 	// +optional
+	// +kubebuilder:default=""
 	// +kubebuilder:validation:MaxLength=253
 	Cluster string `json:"cluster,omitempty"`
 
@@ -340,10 +344,17 @@ type IsolatedBroker struct {
 	// +required
 	Since metav1.Time `json:"since"`
 
-	// until is when the isolation ends unless extended. Unset for isolations that end on an
-	// event (pod Ready again, probe success) rather than at a time.
+	// until is when the isolation's timer ends. Unset once it has ended while the broker is still
+	// held (see heldUntilProven), and for isolations that end on an event (pod Ready again)
+	// rather than at a time.
 	// +optional
 	Until *metav1.Time `json:"until,omitempty"`
+
+	// heldUntilProven is set while the broker returns only on proof, whatever its timer says:
+	// it did not answer (probing), or it is on probation and needs more good probes in a row
+	// (see probe.probationProbes). A successful probe or send readmits it, not the time.
+	// +optional
+	HeldUntilProven bool `json:"heldUntilProven,omitempty"`
 
 	// reachable is false once the broker failed to answer; with probing, it becomes true only
 	// after a probe succeeds.
@@ -526,11 +537,13 @@ type FaultPolicyStatus struct {
 	// +optional
 	Effective *EffectiveFaultPolicy `json:"effective,omitempty"`
 
-	// isolatedBrokers lists the brokers isolated now, why and until when; with more than 1024,
-	// the first 1024 by name (isolated counts them all, and the Ready condition says the list was
-	// cut).
+	// isolatedBrokers lists the brokers isolated now, why and until when, one entry per broker:
+	// brokers of different Clusters, and a broker found by its pod, may share a name, so entries
+	// are keyed by cluster and brokerName together. With more than 1024, the first 1024 by
+	// identity (isolated counts them all, and the Ready condition says the list was cut).
 	// +optional
 	// +listType=map
+	// +listMapKey=cluster
 	// +listMapKey=brokerName
 	// +kubebuilder:validation:MaxItems=1024
 	IsolatedBrokers []IsolatedBroker `json:"isolatedBrokers,omitempty"`

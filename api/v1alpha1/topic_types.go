@@ -29,6 +29,7 @@ type ClusterReference struct {
 // without reachable name servers.
 // +kubebuilder:validation:XValidation:rule="has(self.clusterRef) != has(self.brokerSelector)",message="set exactly one of clusterRef and brokerSelector"
 // +kubebuilder:validation:XValidation:rule="has(self.clusterRef) == has(oldSelf.clusterRef)",message="a Topic cannot move between clusterRef and brokerSelector; create a new Topic"
+// +kubebuilder:validation:XValidation:rule="!has(self.credentialsSecretRef) || has(self.brokerSelector)",message="credentialsSecretRef is for Topics with brokerSelector; a Topic on a Cluster uses the Cluster's credentialsSecretRef"
 type TopicSpec struct {
 	// topicName is the RocketMQ topic: at most 127 characters from [%|a-zA-Z0-9_-], not one of
 	// RocketMQ's system topics. It cannot be changed.
@@ -85,6 +86,14 @@ type TopicSpec struct {
 	// the Detour preset with every default: not RocketMQ's default, which isolates nothing.
 	// +optional
 	FaultPolicyRef *FaultPolicyReference `json:"faultPolicyRef,omitempty"`
+
+	// credentialsSecretRef, with brokerSelector, names a Secret in this namespace holding the
+	// RocketMQ ACL 2.0 user detour sends to the selected brokers as (keys accessKey, secretKey,
+	// optional securityToken), as Cluster.spec.credentialsSecretRef does for a Cluster. Broker
+	// pods of one namespace are one set of brokers to detour, so Topics of a namespace that name
+	// different Secrets are signed with the first by Topic name.
+	// +optional
+	CredentialsSecretRef *CredentialsSecretReference `json:"credentialsSecretRef,omitempty"`
 }
 
 // TopicBroker is one master broker serving the topic.

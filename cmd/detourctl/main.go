@@ -119,6 +119,8 @@ type sendConfig struct {
 	interval          time.Duration
 	createTopic       bool
 	group             string
+	// creds sign every request to the brokers (RocketMQ ACL 2.0); nil sends unsigned.
+	creds *remoting.Credentials
 }
 
 // routeToBrokers routes the topic over the --broker list with --queues each, creating it first
@@ -177,7 +179,7 @@ func routeFromNameServers(ctx context.Context, rt *producer.Runtime, c *sendConf
 // createOn sends UPDATE_AND_CREATE_TOPIC with --queues read and write queues to one broker.
 func createOn(ctx context.Context, rt *producer.Runtime, c *sendConfig, name, addr string, stderr io.Writer) int {
 	cctx, cancel := context.WithTimeout(ctx, c.sendTimeout)
-	err := rt.CreateTopic(cctx, addr, c.topic, c.queues, c.queues, int(remoting.PermReadWrite))
+	err := rt.CreateTopicIn(cctx, "", addr, c.topic, c.queues, c.queues, int(remoting.PermReadWrite))
 	cancel()
 	if err != nil {
 		fmt.Fprintf(stderr, "detourctl send: create topic on %s: %v\n", name, err)
@@ -237,9 +239,16 @@ func parseSend(args []string, stderr io.Writer) (*sendConfig, error) {
 	fs.DurationVar(&c.interval, "interval", 0, "pause between messages")
 	fs.BoolVar(&c.createTopic, "create-topic", false, "create the topic on every broker first (UPDATE_AND_CREATE_TOPIC)")
 	fs.StringVar(&c.group, "group", producer.DefaultProducerGroup, "producer group")
+	accessKey := fs.String("access-key", "", "RocketMQ ACL user to sign requests as (default: $"+envAccessKey+")")
+	secretKey := fs.String("secret-key", "", "the user's password (default: $"+envSecretKey+", which, unlike a flag, other users of the machine cannot read)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
+	creds, err := credentialsFrom(*accessKey, *secretKey, getenv)
+	if err != nil {
+		return nil, err
+	}
+	c.creds = creds
 	c.given = map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { c.given[f.Name] = true })
 	switch {
@@ -272,6 +281,35 @@ func parseSend(args []string, stderr io.Writer) (*sendConfig, error) {
 			return nil, fmt.Errorf("--namesrv: %v", err)
 		}
 		c.nameServers = append(c.nameServers, strings.TrimSpace(a))
+	}
+	return c, nil
+}
+
+// Environment variables detourctl send takes credentials from when the flags are not given.
+const (
+	envAccessKey = "DETOUR_ACCESS_KEY"
+	envSecretKey = "DETOUR_SECRET_KEY"
+)
+
+// getenv reads the environment; tests replace it.
+var getenv = os.Getenv
+
+// credentialsFrom returns the credentials of the flags, each falling back to its environment
+// variable; nil when neither gives an access key. An access key without a secret (or the reverse)
+// is an error: the brokers would refuse every request.
+func credentialsFrom(accessKey, secretKey string, env func(string) string) (*remoting.Credentials, error) {
+	if accessKey == "" {
+		accessKey = env(envAccessKey)
+	}
+	if secretKey == "" {
+		secretKey = env(envSecretKey)
+	}
+	if accessKey == "" && secretKey == "" {
+		return nil, nil
+	}
+	c := &remoting.Credentials{AccessKey: accessKey, SecretKey: secretKey}
+	if err := c.Check(); err != nil {
+		return nil, fmt.Errorf("--access-key and --secret-key (or $%s and $%s) go together: %w", envAccessKey, envSecretKey, err)
 	}
 	return c, nil
 }
@@ -316,6 +354,11 @@ func runSend(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 
 	rt := producer.New(producer.Options{ProducerGroup: c.group})
 	defer rt.Close()
+	// detourctl's brokers are named without a scope: the credentials sign for them all.
+	if err := rt.SetCredentials("", c.creds); err != nil {
+		fmt.Fprintf(stderr, "detourctl send: %v\n", err)
+		return 2
+	}
 	if err := rt.SetPolicy(pol); err != nil {
 		fmt.Fprintf(stderr, "detourctl send: %v\n", err)
 		return 2

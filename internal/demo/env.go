@@ -23,14 +23,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
+	detourscheme "github.com/detourmq/detour/internal/scheme"
 	"github.com/detourmq/detour/pkg/brokersim"
 )
 
@@ -89,18 +87,6 @@ type Env struct {
 	stopErr  error
 }
 
-// Scheme knows the built-in kinds and detour's.
-func Scheme() (*runtime.Scheme, error) {
-	s := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(s); err != nil {
-		return nil, err
-	}
-	if err := routingv1alpha1.AddToScheme(s); err != nil {
-		return nil, err
-	}
-	return s, nil
-}
-
 // StartEnv starts the control plane with the CRDs, the brokers and a name server, creates a
 // Ready broker Pod per broker, applies the samples and writes the kubeconfig. On error
 // everything started so far is stopped.
@@ -139,7 +125,7 @@ func StartEnv(ctx context.Context, opts EnvOptions) (_ *Env, err error) {
 	if opts.OnControlPlane != nil {
 		opts.OnControlPlane(e.Stop)
 	}
-	scheme, err := Scheme()
+	scheme, err := detourscheme.New()
 	if err != nil {
 		return nil, err
 	}

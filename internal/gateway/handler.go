@@ -35,7 +35,10 @@ const (
 	CodeInternal         = "Internal"         // 500: handling the request failed (a bug, logged); its connection closes
 	CodeSendFailed       = "SendFailed"       // 503: every attempt failed
 	CodeNoRoute          = "NoRoute"          // 503: the topic has no writable queue (no ready broker yet)
-	CodeUnavailable      = "Unavailable"      // 503: shutting down, or authorisation or the Topic could not be looked up
+	// CodeBrokerRefusedCredentials (502): a broker refused detour's own RocketMQ credentials
+	// (authentication or authorization), not the caller's request; the operator must fix them.
+	CodeBrokerRefusedCredentials = "BrokerRefusedCredentials"
+	CodeUnavailable              = "Unavailable" // 503: shutting down, or authorisation or the Topic could not be looked up
 )
 
 // SendResponse is the 200 answer: where the message was stored and what it took.
@@ -367,6 +370,18 @@ func (s *Server) writeSendError(w http.ResponseWriter, r *http.Request, err erro
 	}
 	if errors.Is(err, producer.ErrClosed) {
 		writeError(w, http.StatusServiceUnavailable, ErrorResponse{Code: CodeUnavailable, Error: err.Error()})
+		return
+	}
+	if be, kind, ok := producer.CredentialRefusalOf(err); ok {
+		// The broker refused who detour is, not the message, and no retry by the caller helps:
+		// the credentials of the Cluster (or Topic) must change.
+		body := ErrorResponse{Code: CodeBrokerRefusedCredentials, Error: fmt.Sprintf(
+			"broker %s refused detour's own credentials (%s): %s; check the credentialsSecretRef of the topic's Cluster or Topic",
+			be.Addr, kind, be.Remark)}
+		if se, ok := errors.AsType[*producer.SendError](err); ok {
+			body.Attempts, body.BrokersTried = se.Attempts, se.BrokersTried
+		}
+		writeError(w, http.StatusBadGateway, body)
 		return
 	}
 	if se, ok := errors.AsType[*producer.SendError](err); ok && se.MessageRefused {

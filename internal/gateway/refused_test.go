@@ -141,3 +141,37 @@ func TestARefusalAfterAnUnansweredAttemptIsNotTheCallersMistake(t *testing.T) {
 		})
 	}
 }
+
+// TestRefusedCredentialsAreDetoursNotTheCallers proves a send the brokers refuse for detour's own
+// credentials is answered 502 BrokerRefusedCredentials with the broker's remark, not as a generic
+// send failure the caller might retry.
+func TestRefusedCredentialsAreDetoursNotTheCallers(t *testing.T) {
+	rt := producer.New(producer.Options{})
+	t.Cleanup(func() { rt.Close() })
+	b, err := brokersim.StartBroker("broker-a", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	b.SetACL(&brokersim.ACL{Users: map[string]string{"detour": "s3cret"}})
+	rt.SetBroker(producer.Broker{Name: "broker-a", Addr: b.Addr(), Ready: true})
+	if err := rt.SetRoute(producer.Route{Topic: "Orders", Brokers: []producer.BrokerQueues{{Broker: "broker-a", WriteQueues: 2}}}); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := New(Options{Addr: "127.0.0.1:0", Sender: rt,
+		Topics: TopicResolverFunc(func(context.Context, string, string) (Target, error) { return Target{Topic: "Orders"}, nil })})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	rec := httptest.NewRecorder()
+	srv.Handler().ServeHTTP(rec, post(ordersPath, "application/json", jsonBody(t, map[string]any{"bodyText": "m"}), nil))
+	var got ErrorResponse
+	if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil {
+		t.Fatalf("answer %d %q: %v", rec.Code, rec.Body, err)
+	}
+	if rec.Code != http.StatusBadGateway || got.Code != CodeBrokerRefusedCredentials ||
+		!strings.Contains(got.Error, "username cannot be null.") || !strings.Contains(got.Error, "AuthenticationFailed") {
+		t.Errorf("answer %d %+v, want 502 %s naming the remark", rec.Code, got, CodeBrokerRefusedCredentials)
+	}
+}

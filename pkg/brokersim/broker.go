@@ -232,7 +232,8 @@ type Broker struct {
 	storeHost netip.AddrPort
 
 	fault    atomic.Pointer[faultState]
-	config   brokerConfig // what GET_BROKER_CONFIG reports (SetLimits)
+	acl      atomic.Pointer[ACL] // SetACL
+	config   brokerConfig        // what GET_BROKER_CONFIG reports (SetLimits)
 	started  time.Time
 	faultMu  sync.Mutex    // serialises SetFault and Close
 	applyMu  sync.Mutex    // serialises putting a fault state in force (SetFault, flap loop)
@@ -592,9 +593,16 @@ func (b *Broker) handle(sc *serverConn, req *remoting.Command) {
 		sc.close()
 		return
 	}
+	topic := ""
+	if send != nil {
+		topic = send.Topic
+	}
+	refused := b.refuseCredentials(req, topic)
 	answer := func(flush bool) {
 		var resp *remoting.Command
 		switch {
+		case refused != nil:
+			resp = refused
 		case fs.Code != 0:
 			resp = remoting.NewResponse(req, fs.Code, "brokersim: injected fault on "+b.name)
 		case fs.Busy && isSend:

@@ -17,6 +17,13 @@ func sourceOf(c net.Conn) string {
 	return host
 }
 
+// Why admit refuses a connection, as logged.
+const (
+	refusedClosing   = "closing"
+	refusedFull      = "too many connections"
+	refusedPerSource = "too many connections from one source"
+)
+
 // admit registers c unless the server is closed, full, or c's source holds its share already; it
 // returns why not.
 func (s *Server) admit(c net.Conn) (refused string) {
@@ -25,11 +32,11 @@ func (s *Server) admit(c net.Conn) (refused string) {
 	defer s.mu.Unlock()
 	switch {
 	case s.closed:
-		return "closing"
+		return refusedClosing
 	case len(s.open) >= s.opts.MaxConns:
-		return "too many connections"
+		return refusedFull
 	case s.opts.MaxConnsPerSource > 0 && s.perSource[src] >= s.opts.MaxConnsPerSource:
-		return "too many connections from one source"
+		return refusedPerSource
 	}
 	s.open[c] = struct{}{}
 	s.perSource[src]++

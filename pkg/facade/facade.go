@@ -62,6 +62,9 @@ type Metrics interface {
 	Coalesced(code int16)
 	// Panicked counts a panic recovered while serving a client connection, which closed it.
 	Panicked()
+	// ConnectionRefused counts a client connection closed at once because the facade held
+	// MaxConns connections (perSource false) or its source held MaxConnsPerSource.
+	ConnectionRefused(perSource bool)
 }
 
 // Change is a broker hidden from or shown again in a topic's route, compared with the previous
@@ -216,6 +219,9 @@ func (s *Server) acceptLoop() {
 		if why := s.admit(c); why != "" {
 			s.opts.Logger.V(1).Info("connection refused", "reason", why, "remote", c.RemoteAddr().String(),
 				"max", s.opts.MaxConns, "maxPerSource", s.opts.MaxConnsPerSource)
+			if s.opts.Metrics != nil && why != refusedClosing {
+				s.opts.Metrics.ConnectionRefused(why == refusedPerSource)
+			}
 			_ = c.Close()
 			continue
 		}

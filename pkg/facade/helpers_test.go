@@ -107,10 +107,13 @@ func routeRequest(topic string, opaque int32) *remoting.Command {
 type countingMetrics struct {
 	mu                  sync.Mutex
 	refused             map[int16]int
+	connRefused         map[bool]int
 	coalesced, panicked int
 }
 
-func newCountingMetrics() *countingMetrics { return &countingMetrics{refused: map[int16]int{}} }
+func newCountingMetrics() *countingMetrics {
+	return &countingMetrics{refused: map[int16]int{}, connRefused: map[bool]int{}}
+}
 
 func (m *countingMetrics) RouteServed(string, bool)  {}
 func (m *countingMetrics) BrokersHidden(string, int) {}
@@ -125,6 +128,12 @@ func (m *countingMetrics) Coalesced(int16) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.coalesced++
+}
+
+func (m *countingMetrics) ConnectionRefused(perSource bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.connRefused[perSource]++
 }
 
 func (m *countingMetrics) Panicked() {

@@ -1,6 +1,7 @@
 package fault
 
 import (
+	"slices"
 	"testing"
 	"time"
 )
@@ -327,6 +328,46 @@ func TestRestoredIsolationKeepsItsProbation(t *testing.T) {
 				tol.ProbeResult("A", true, ms(2))
 			}
 			wantAvailable(t, tol, map[string]bool{"A": true})
+		})
+	}
+}
+
+// TestHeldUntilProvenSaysAProbeMustReadmit proves Item.HeldUntilProven: set while a broker can
+// return only on proof (probing and unreachable, or on probation with good probes to come), past
+// its timer too, and clear for an isolation its timer ends or once the proof came.
+func TestHeldUntilProvenSaysAProbeMustReadmit(t *testing.T) {
+	cases := []struct {
+		name    string
+		opts    Options
+		isolate func(tol *Tolerance)
+		probes  int  // good probes answered after the timer ran out
+		held    bool // before the probes, past the timer
+	}{
+		{"probing, no answer: held past its timer", detourOptions(3), func(tol *Tolerance) { tol.Update("A", ms(400), TransportError) }, 0, true},
+		{"probation, one good probe of three", detourOptions(3), func(tol *Tolerance) { tol.Update("A", ms(700), Success) }, 1, true},
+		{"probation over after three good probes", detourOptions(3), func(tol *Tolerance) { tol.Update("A", ms(700), Success) }, 3, false},
+		{"no probing: a timer isolation", Options{}, func(tol *Tolerance) { tol.Update("A", ms(700), Success) }, 0, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tol, clk, _ := newTol(t, tc.opts)
+			tol.Update("B", ms(1), Success) // the cap never lets the only broker be held
+			tc.isolate(tol)
+			if it := mustLookup(t, tol, "A"); !it.Until.After(clk.Now()) {
+				t.Fatalf("A's timer %v is not running right after the isolation", it.Until)
+			}
+			clk.Advance(time.Minute) // past any timer of the table
+			for range tc.probes {
+				tol.ProbeResult("A", true, ms(2))
+				clk.Advance(time.Second)
+			}
+			it := mustLookup(t, tol, "A")
+			if it.HeldUntilProven != tc.held {
+				t.Errorf("HeldUntilProven %v, want %v (item %+v)", it.HeldUntilProven, tc.held, it)
+			}
+			if isolated := slices.Contains(isolatedNames(tol), "A"); isolated != tc.held {
+				t.Errorf("A isolated %v, want %v: held brokers are the isolated ones past their timer", isolated, tc.held)
+			}
 		})
 	}
 }

@@ -175,6 +175,10 @@ type Item struct {
 	// SetPeerClaims): this table has learnt nothing against it. Reason, Latency and Until are
 	// then the claim's.
 	Peer bool
+	// HeldUntilProven is set while the broker returns only on proof whatever its timer says:
+	// probing and unreachable, or on probation with good probes still to come (for a peer item,
+	// a claim without an end). Until then says nothing of when it returns.
+	HeldUntilProven bool
 	// ConsecutiveFailures is, without GrowOnRepeat, the number of failed sends and probes since
 	// the last successful send. With GrowOnRepeat it is the number of isolation episodes (entries
 	// into isolation by a failure; further failures while so isolated do not count) since the
@@ -586,6 +590,8 @@ func (t *Tolerance) item(e *Entry) Item {
 			Reachable: e.reachable.Load(), ConsecutiveFailures: e.failures, Peer: true}
 		if e.peer != peerHeld {
 			it.Until = e.claim.Until
+		} else {
+			it.HeldUntilProven = true
 		}
 		return it
 	}
@@ -596,6 +602,7 @@ func (t *Tolerance) item(e *Entry) Item {
 		Since:               t.timeOf(e.since),
 		Until:               t.timeOf(e.until),
 		Reachable:           e.reachable.Load(),
+		HeldUntilProven:     e.holds&(holdProof|holdProbation) != 0,
 		ConsecutiveFailures: e.failures,
 	}
 }

@@ -42,10 +42,13 @@
 //
 // Under every preset the round-robin index is shared by all senders of a topic (RocketMQ keeps
 // one per thread, which for a single sender is the same), so the spread stays within one message
-// per queue across concurrent senders. PresetDetour differs from RocketMQ 5.x in two more ways:
-// retries start from a random position instead of resetting that shared index, and a retry never
+// per queue across concurrent senders. PresetDetour differs from RocketMQ 5.x in three more ways:
+// retries start from a random position instead of resetting that shared index, a retry never
 // returns to the previous broker while another broker with a healthy pod exists (its extra pass
-// prefers another isolated broker to the one that just failed).
+// prefers another isolated broker to the one that just failed), and a retry returns to a broker
+// whose connection was refused or lost in the same send only when no other broker is left,
+// whatever the other brokers' pods say (a restarting broker behind the only Ready pod would
+// otherwise take every attempt while a broker behind a NotReady pod answers).
 //
 // # Sending
 //

@@ -46,7 +46,10 @@ func (r *Runtime) heartbeatRound(id string) {
 			case err != nil:
 				r.log.V(1).Info("heartbeat failed", "broker", addr, "error", err.Error())
 			case resp.Code != remoting.Success:
+				r.noteACL("", addr, "", "", remoting.HeartBeat, resp)
 				r.log.V(1).Info("heartbeat refused", "broker", addr, "code", resp.Code, "remark", resp.Remark)
+			default:
+				r.noteAccepted(addr, "")
 			}
 		}()
 	}

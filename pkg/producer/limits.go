@@ -98,6 +98,7 @@ func (r *Runtime) readLimits(ctx context.Context, policy string, b Broker, known
 	}
 	resp, err := r.client.Invoke(ctx, b.Addr, remoting.NewGetBrokerConfigRequest())
 	if err == nil {
+		r.noteAnswer("", b.Addr, b.Name, "", remoting.GetBrokerConfig, resp)
 		var cfg remoting.BrokerConfig
 		if cfg, err = remoting.ParseBrokerConfig(resp); err == nil {
 			next.limits = remoting.LimitsOf(cfg)

@@ -96,7 +96,9 @@ func jittered(interval time.Duration) time.Duration {
 // error or no answer in time), whether the answer was a success, and how long it took.
 type probeVerdict struct {
 	silent, good bool
-	latency      time.Duration
+	// refused: the broker refused the probe's credentials (see credentials.go).
+	refused bool
+	latency time.Duration
 }
 
 // probeRound sends GET_MAX_OFFSET to every broker the policy's table holds out of selection, in
@@ -138,8 +140,16 @@ func (r *Runtime) probeRound(policy string, pl *probeLoop, only map[string]bool)
 			}
 		}()
 	}
+	// Under PresetDetour a probe refused for its credentials is no proof either way: the broker
+	// answered, so it is up, but what the answer says is about the caller. RocketMQ's detector
+	// counts it as a failed probe.
+	noProof := func(v probeVerdict) bool { return v.refused && !ps.Preset.rocketMQ() }
 	for _, b := range held {
-		probe(b, pl.timeout, func(v probeVerdict) { judgeHeld(ps, b.Name, v, suspects) })
+		probe(b, pl.timeout, func(v probeVerdict) {
+			if !noProof(v) {
+				judgeHeld(ps, b.Name, v, suspects)
+			}
+		})
 	}
 	// A watched broker is given as long to answer as a send attempt.
 	attempt := ps.Retry.SendTimeout
@@ -150,7 +160,11 @@ func (r *Runtime) probeRound(policy string, pl *probeLoop, only map[string]bool)
 		r.pollPressure(ctx, &wg, policy, ps, st.routedBrokers(policy, nil), attempt, 2*pl.interval)
 	}
 	for _, b := range watched {
-		probe(b, attempt, func(v probeVerdict) { judgeWatched(ps, b.Name, v, suspects) })
+		probe(b, attempt, func(v probeVerdict) {
+			if !noProof(v) {
+				judgeWatched(ps, b.Name, v, suspects)
+			}
+		})
 	}
 	wg.Wait()
 	if len(suspects.names) > 0 {
@@ -298,6 +312,7 @@ func (r *Runtime) runtimeFigures(ctx context.Context, policy string, b Broker) (
 	if err != nil {
 		return remoting.BrokerPressure{}, false
 	}
+	r.noteAnswer("", b.Addr, b.Name, "", remoting.GetBrokerRuntimeInfo, resp)
 	table, err := remoting.ParseBrokerRuntimeInfo(resp)
 	if err != nil {
 		r.log.V(1).Info("runtime info refused", "policy", policy, "broker", b.Name, "error", err)
@@ -368,12 +383,14 @@ func (r *Runtime) probeOnce(ctx context.Context, pl *probeLoop, policy string, b
 	start := time.Now()
 	resp, err := r.client.Invoke(pctx, b.Addr, req)
 	silent := err != nil
+	var refused bool
 	if err == nil {
+		refused = r.noteAnswer("", b.Addr, b.Name, topic, remoting.GetMaxOffset, resp) != remoting.NotACLRefusal
 		// As RocketMQ's detector: a good answer is SUCCESS with the offset asked for, which
 		// getMaxOffset must decode; anything else is a failed probe.
 		_, err = remoting.ParseMaxOffsetResponse(resp)
 	}
-	v := probeVerdict{silent: silent, good: err == nil, latency: time.Since(start)}
+	v := probeVerdict{silent: silent, good: err == nil, refused: refused, latency: time.Since(start)}
 	select {
 	case <-pl.stop:
 		return v, false // the policy changed or went away mid-round

@@ -193,6 +193,19 @@ func (r *Runtime) RouteStatus(key string) (RouteStatus, bool) {
 	return st, true
 }
 
+// ResolvedRoutes returns the keys of the routes resolved from name servers, sorted, for callers
+// that report on every one (RouteStatus gives each one's state).
+func (r *Runtime) ResolvedRoutes() []string {
+	r.mu.Lock()
+	keys := make([]string, 0, len(r.resolvers))
+	for k := range r.resolvers {
+		keys = append(keys, k)
+	}
+	r.mu.Unlock()
+	slices.Sort(keys)
+	return keys
+}
+
 // RefreshRoute asks for an immediate refresh of a name-server route by its key (no-op for other
 // routes), for example after a broker refused a send in a way that suggests the route is stale.
 func (r *Runtime) RefreshRoute(key string) {

@@ -190,7 +190,9 @@ func brokerAddr(b BrokerQueues, brokers map[string]Broker) string {
 // Selection passes, in RocketMQ 5.x's order with pod health folded in. RocketMQ's last pass is
 // plain round robin, which may hand a retry the broker that just failed although another broker
 // is just as isolated; PresetDetour's passNotLast prefers a different broker there and changes
-// nothing else (RocketMQ's presets skip it; PresetDisabled's first pass is passNotLast).
+// nothing else (RocketMQ's presets skip it; PresetDisabled's first pass is passNotLast). A
+// PresetDetour retry after a broker's connection failed in the send runs the passes in
+// pickAvoiding, which puts that broker after every other, pod health notwithstanding.
 const (
 	passAvailable = iota // pod OK, available, not the last broker
 	passReachable        // pod OK, reachable, not the last broker
@@ -298,12 +300,33 @@ func (r *route) pickSlow(last string, random bool, i uint32) *queueEntry {
 	return nil
 }
 
-// pickAvoiding is PresetDetour's selection for a retry after brokers refused the message as
-// MESSAGE_ILLEGAL: pick's passes from a random position over the brokers none of which refused
-// it, so that a refusal is answered by another broker's store and never by the same refusal
-// again. It returns nil when every broker of the route refused the message. The path is rare, so
-// it walks the queues plainly.
-func (r *route) pickAvoiding(last string, refusals []messageRefusal) *queueEntry {
+// pickAvoiding is PresetDetour's selection for a retry that must avoid brokers this send has
+// already met at their worst: brokers that refused the message as MESSAGE_ILLEGAL, and brokers
+// whose connection failed (disconnected: refused, reset or closed by the broker).
+//
+// A refusal of the message is answered by another broker's store and never by the same refusal
+// again: those brokers are never picked, and pickAvoiding returns nil when every broker of the
+// route refused the message. A broker whose connection just failed is picked again only when no
+// other broker is left, whatever the other brokers' pods say: a NotReady or terminating pod's
+// broker may still answer (a pod turns NotReady when a slow probe misses, and a terminating
+// broker serves until its process exits) and its refusal costs no more, while the disconnected
+// broker has just shown it will not. So a broker restarting behind a Ready pod does not take
+// every retry of a send while another broker answers. Brokers gone from the route are gone from
+// its queues and are never picked; one that comes back under the same name is still avoided.
+//
+// The path is rare, so it walks the queues plainly.
+func (r *route) pickAvoiding(last string, refusals []messageRefusal, disconnected []string) *queueEntry {
+	if q := r.walkAvoiding(last, refusals, disconnected); q != nil || len(disconnected) == 0 {
+		return q
+	}
+	// Only disconnected brokers (or refusers of the message) are left: the disconnected ones get
+	// pick's passes, as a broker that failed for any other reason would.
+	return r.walkAvoiding(last, refusals, nil)
+}
+
+// walkAvoiding runs pick's passes from a random position over the brokers that neither refused
+// the message nor are disconnected; the last pass takes any pod.
+func (r *route) walkAvoiding(last string, refusals []messageRefusal, disconnected []string) *queueEntry {
 	qs := r.queues
 	n := uint32(len(qs))
 	if n == 0 {
@@ -315,7 +338,7 @@ func (r *route) pickAvoiding(last string, refusals []messageRefusal) *queueEntry
 		// the walk still visits every broker once.
 		for k := uint32(0); k < n; {
 			q := &qs[i]
-			if !refusedBy(refusals, q.b.name) && q.accept(pass, last) {
+			if q.accept(pass, last) && !refusedBy(refusals, q.b.name) && !slices.Contains(disconnected, q.b.name) {
 				return q
 			}
 			k += q.rest

@@ -116,6 +116,9 @@ type Runtime struct {
 	// resolvers keep routes of topics resolved from name servers, by topic.
 	resolvers map[string]*resolver
 
+	// acl holds the credentials requests are signed with and the brokers' refusals of them.
+	acl aclState
+
 	events *eventQueue
 	stop   chan struct{}
 	wg     sync.WaitGroup
@@ -144,6 +147,7 @@ func New(opts Options) *Runtime {
 		r.ownsClient = true
 	}
 	r.wire = r.client
+	r.client.SetCredentials(r.credentialsFor)
 	r.nsClient = remoting.NewClient(remoting.ClientOptions{MaxFrameSize: remoting.NameServerMaxFrameSize})
 	r.nsTimeout = opts.NameServerTimeout
 	if r.nsTimeout <= 0 {
@@ -259,6 +263,7 @@ func (r *Runtime) update(fn func(s *snapshot) (topics []string, all bool)) {
 		s.index = newRouteIndex(s.routes)
 	}
 	r.state.Store(&s)
+	r.rebuildCredentials(&s)
 	// Routes may have brought brokers other replicas claim: claims apply to known brokers only.
 	for policy, claims := range r.peers {
 		if p, ok := s.policies[policy]; ok {

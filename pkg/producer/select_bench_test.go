@@ -105,6 +105,16 @@ func benchSelectOnRoute(b *testing.B) {
 			}
 		}
 	})
+	b.Run("detour/retry-after-refused-connection/serial", func(b *testing.B) {
+		rt := benchRuntime(b, false).state.Load().index.get("T")
+		disconnected := []string{"broker-a"}
+		b.ReportAllocs()
+		for b.Loop() {
+			if q := rt.pickAvoiding("broker-a", nil, disconnected); q == nil || q.b.name == "broker-a" {
+				b.Fatal("picked the broker whose connection failed")
+			}
+		}
+	})
 }
 
 // benchSelectRocketMQClientGo measures rocketmq-client-go's round-robin selector on the same

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -59,6 +60,9 @@ type sendCall struct {
 	result   *SendResult
 	timeout  bool
 	refusals []messageRefusal
+	// disconnected are the brokers whose connection failed in this send (see connectionFailed),
+	// which its later attempts avoid while another broker is left (rules.avoidDisconnected).
+	disconnected []string
 }
 
 // send is the retry loop shared by all modes: RocketMQ's sendDefaultImpl with the per-attempt cap
@@ -235,13 +239,14 @@ func (c *sendCall) followRoute() {
 }
 
 // selectQueue picks the queue of attempt i (0 for the first). Under PresetDetour a retry after
-// MESSAGE_ILLEGAL refusals avoids every broker that refused the message (nil when none is left).
+// MESSAGE_ILLEGAL refusals avoids every broker that refused the message (nil when none is left),
+// and a retry after a connection failed goes back to that broker only when no other is left.
 func (c *sendCall) selectQueue(i int) *queueEntry {
 	if c.fixed != nil {
 		return c.fixedQueue()
 	}
-	if c.rules.retryRefusedMessage && len(c.refusals) > 0 {
-		return c.rt.pickAvoiding(c.last, c.refusals)
+	if (c.rules.retryRefusedMessage && len(c.refusals) > 0) || len(c.disconnected) > 0 {
+		return c.rt.pickAvoiding(c.last, c.refusals, c.disconnected)
 	}
 	return c.rt.pick(c.last, i > 0 && c.rules.resetOnRetry)
 }
@@ -359,6 +364,9 @@ func (c *sendCall) settle(i int, q *queueEntry, res *attemptResult, class attemp
 		// the broker unreachable.
 		c.recordFailure(b, res.latency, fault.TransportError, !errors.Is(res.err, remoting.ErrConnect))
 		c.lastErr = res.err
+		if c.rules.avoidDisconnected && connectionFailed(res.err) && !slices.Contains(c.disconnected, b.name) {
+			c.disconnected = append(c.disconnected, b.name)
+		}
 		return true
 	case attemptSentOneway:
 		c.r.updateFault(c.rt, b, res.latency, fault.Success)
@@ -386,6 +394,7 @@ func (c *sendCall) settle(i int, q *queueEntry, res *attemptResult, class attemp
 // but" status sends the message to another broker as well.
 func (c *sendCall) stored(i int, q *queueEntry, res *attemptResult) bool {
 	c.r.updateFault(c.rt, q.b, res.latency, fault.Success)
+	c.r.noteAccepted(q.b.addr, c.topic)
 	c.result = &SendResult{
 		MsgID: c.uniq, OffsetMsgID: res.sent.MsgID, Topic: c.topic, Broker: q.b.name, QueueID: int(res.sent.QueueID),
 		QueueOffset: res.sent.QueueOffset, Attempts: i + 1, BrokersTried: c.tried, Latency: c.r.now().Sub(c.begin),
@@ -399,6 +408,17 @@ func (c *sendCall) refused(b *brokerSlot, res *attemptResult) bool {
 	code := res.resp.Code
 	be := &BrokerError{Code: code, Remark: res.resp.Remark, Broker: b.name, Addr: b.addr}
 	c.lastErr = be
+	reqCode := remoting.SendMessageV2
+	if c.header.Batch {
+		reqCode = remoting.SendBatchMessage
+	}
+	if c.r.noteACL("", b.addr, b.name, c.topic, reqCode, res.resp) != remoting.NotACLRefusal && c.rules.credentialsAreCallers {
+		// The broker refused who the send is from, not the message, and is as healthy as before:
+		// nothing is isolated, and since every broker of a cluster holds the same users and
+		// ACLs, another attempt would be refused alike.
+		c.r.metrics.AttemptDone(c.rt.policy.Name, b.name, res.latency, fault.ClientError)
+		return false
+	}
 	if code == remoting.MessageIllegal {
 		c.refusals = append(c.refusals, messageRefusal{err: be, latency: res.latency})
 	}
@@ -422,6 +442,15 @@ func (c *sendCall) refused(b *brokerSlot, res *attemptResult) bool {
 	}
 	c.recordFailure(b, res.latency, fault.BrokerError, true)
 	return !c.rules.async && c.pol.retries(code)
+}
+
+// connectionFailed reports whether an attempt's transport error says the broker's connection does
+// not work: it could not be made (remoting.ErrConnect: refused, no route, dial timeout) or was
+// lost before the answer (remoting.ErrClosed: reset, closed by the broker, not read), as a
+// restarting broker's does. A timeout (remoting.ErrTimeout) says the connection works and the
+// broker is slow, and a broken frame says it answers; neither counts.
+func connectionFailed(err error) bool {
+	return errors.Is(err, remoting.ErrConnect) || errors.Is(err, remoting.ErrClosed)
 }
 
 // busyRefusal reports whether a broker refused a send because it is under pressure, not because
@@ -529,11 +558,22 @@ type retryRules struct {
 	// producer neither retries MESSAGE_ILLEGAL nor tells the message's fault from the broker's:
 	// it isolates the broker for every refusal.
 	retryRefusedMessage bool
+	// avoidDisconnected (PresetDetour): once a broker's connection failed in a send (see
+	// connectionFailed), the send's later attempts go to any other broker first, whatever its
+	// pod's state (see route.pickAvoiding). RocketMQ's selection knows no pods, so its retry
+	// already reaches another broker; PresetDetour's pod passes would otherwise hand every retry
+	// back to a restarting broker whose pod is the only Ready one.
+	avoidDisconnected bool
 	// busyIsPressure (PresetDetour): a busy refusal (see busyRefusal) is retried on another
 	// broker whatever the retry codes say, and isolates the broker with reason BrokerBusy, which
 	// a good probe does not end (a probe does not pass the send queue). RocketMQ 4.x fails such
 	// a send at once and 5.x retries it as any retry code, both isolating as for a failure.
 	busyIsPressure bool
+	// credentialsAreCallers (PresetDetour): a refusal of the credentials (NO_PERMISSION with an
+	// authentication or authorization remark) ends the send at once and isolates nothing.
+	// RocketMQ's producer retries NO_PERMISSION as a retry code and isolates the broker for it
+	// as for any refusal.
+	credentialsAreCallers bool
 	// unseenFailures are the oneway failures the preset's RocketMQ line never sees.
 	unseenFailures unseenFailures
 	// selectBeforeBudget: each attempt's queue is selected before the budget is checked, as
@@ -613,6 +653,8 @@ func retryRulesOf(pol *Policy, mode SendMode) retryRules {
 	if !pol.Preset.rocketMQ() {
 		rr.retryRefusedMessage = true
 		rr.busyIsPressure = true
+		rr.avoidDisconnected = true
+		rr.credentialsAreCallers = true
 		return rr
 	}
 	switch mode {

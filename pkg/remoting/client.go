@@ -84,6 +84,8 @@ type Client struct {
 	wg      sync.WaitGroup
 	ctx     context.Context // cancelled by Close, aborts dials
 	cancel  context.CancelFunc
+	// creds chooses the credentials requests are signed with, per address (acl.go).
+	creds atomic.Pointer[CredentialLookup]
 }
 
 // NewClient returns a client; connections are made on first use of each address.
@@ -149,6 +151,7 @@ var framePool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &
 // answers GO_AWAY too is that answer returned, as a response like any other refusal, so the
 // caller's retry rules decide (RocketMQ 5.x producers retry it on another broker).
 func (c *Client) Invoke(ctx context.Context, addr string, req *Command) (*Command, error) {
+	req = c.signFor(addr, req)
 	resp, cn, err := c.roundTrip(ctx, addr, req)
 	if errors.Is(err, errStale) {
 		resp, cn, err = c.roundTrip(ctx, addr, req)
@@ -294,6 +297,7 @@ func (c *Client) InvokeOneway(ctx context.Context, addr string, req *Command) er
 	if err := ctx.Err(); err != nil {
 		return c.ctxError(err, addr, req, "before sending")
 	}
+	req = c.signFor(addr, req)
 	bp := framePool.Get().(*[]byte)
 	frame, err := appendFrame((*bp)[:0], req, c.opaque.Add(1), (req.Flag|FlagOneway)&^FlagResponse)
 	defer putFrame(bp, frame)

@@ -1,4 +1,8 @@
-package main
+// Package operator wires the detour operator: the controller-runtime manager with the
+// controllers, the producer runtime they keep current, the send gateway and the name-server
+// facade. The manager command runs it against a cluster, the demo command against a local
+// control plane.
+package operator
 
 import (
 	"context"
@@ -34,16 +38,16 @@ import (
 
 	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
 	"github.com/detourmq/detour/controllers"
-	"github.com/detourmq/detour/internal/demo"
 	"github.com/detourmq/detour/internal/gateway"
 	"github.com/detourmq/detour/internal/grpcfront"
+	detourscheme "github.com/detourmq/detour/internal/scheme"
 	"github.com/detourmq/detour/pkg/facade"
 	"github.com/detourmq/detour/pkg/producer"
 )
 
-// operator is one manager process: the controller-runtime manager with the controllers, the
+// Operator is one manager process: the controller-runtime manager with the controllers, the
 // producer runtime they feed, and the send gateway in front of the runtime.
-type operator struct {
+type Operator struct {
 	mgr       ctrl.Manager
 	rt        *producer.Runtime
 	rtClosed  atomic.Bool
@@ -65,7 +69,7 @@ const cacheSyncTimeout = 365 * 24 * time.Hour
 
 // leaseNamespace is where the leader election Lease lives: --leader-election-namespace, else the
 // pod's namespace in a cluster, else --namespace.
-func leaseNamespace(o *options) (string, error) {
+func leaseNamespace(o *Options) (string, error) {
 	if o.leaderElectionNamespace != "" {
 		return o.leaderElectionNamespace, nil
 	}
@@ -80,7 +84,7 @@ func leaseNamespace(o *options) (string, error) {
 
 // fleetOptions says where and under which name this replica shares its view, or nil when
 // replicas do not share (no leader election: a single replica, or --share-isolations=false).
-func fleetOptions(o *options) (*controllers.FleetOptions, error) {
+func fleetOptions(o *Options) (*controllers.FleetOptions, error) {
 	if !o.leaderElect || !o.shareIsolations {
 		return nil, nil
 	}
@@ -116,10 +120,27 @@ type operatorHooks struct {
 	fleetLease time.Duration
 }
 
-// newOperator builds the manager, the runtime, the controllers, the gateway and the health
-// checks. Nothing runs until run.
-func newOperator(cfg *rest.Config, o *options, log logr.Logger, hooks ...operatorHooks) (*operator, error) {
-	scheme, err := demo.Scheme()
+// New builds the manager, the runtime, the controllers, the gateway and the health checks from
+// the parsed flags. Nothing runs until Run.
+func New(cfg *rest.Config, o *Options, log logr.Logger) (*Operator, error) {
+	return newOperator(cfg, o, log)
+}
+
+// Runtime is the producer runtime the controllers keep current, for callers that send through
+// it in this process.
+func (op *Operator) Runtime() *producer.Runtime { return op.rt }
+
+// GatewayURL is the send gateway's base URL, or "" when the gateway is disabled.
+func (op *Operator) GatewayURL() string {
+	if op.gw == nil {
+		return ""
+	}
+	return op.gw.URL()
+}
+
+// newOperator is New with the adjustments tests make.
+func newOperator(cfg *rest.Config, o *Options, log logr.Logger, hooks ...operatorHooks) (*Operator, error) {
+	scheme, err := detourscheme.New()
 	if err != nil {
 		return nil, err
 	}
@@ -204,7 +225,7 @@ func newOperator(cfg *rest.Config, o *options, log logr.Logger, hooks ...operato
 		}
 	}
 
-	op := &operator{mgr: mgr, namespace: o.namespace, log: log, shutdownDelay: o.shutdownDelay, lead: lead}
+	op := &Operator{mgr: mgr, namespace: o.namespace, log: log, shutdownDelay: o.shutdownDelay, lead: lead}
 	op.rt = producer.New(producer.Options{
 		Metrics:       controllers.RuntimeMetrics(),
 		Logger:        log.WithName("runtime"),
@@ -287,12 +308,12 @@ func newOperator(cfg *rest.Config, o *options, log logr.Logger, hooks ...operato
 	return op, nil
 }
 
-// run starts the manager and blocks until ctx ends. Shutdown goes in the order that loses no
+// Run starts the manager and blocks until ctx ends. Shutdown goes in the order that loses no
 // acknowledged message: readiness drops and the replica keeps serving for the shutdown delay;
 // then the gateway stops accepting and waits for the sends in flight (it stops first, with the
 // other runnables that need no leader); then the controllers and caches stop; and only then is
 // the runtime closed.
-func (op *operator) run(ctx context.Context) error {
+func (op *Operator) Run(ctx context.Context) error {
 	mgrCtx, stopMgr := context.WithCancel(context.Background())
 	defer stopMgr()
 	go func() {
@@ -325,7 +346,7 @@ func (op *operator) run(ctx context.Context) error {
 	return nil
 }
 
-func (op *operator) closeRuntime() {
+func (op *Operator) closeRuntime() {
 	if op.rtClosed.CompareAndSwap(false, true) {
 		_ = op.rt.Close()
 	}
@@ -333,7 +354,7 @@ func (op *operator) closeRuntime() {
 
 // resolveTopic finds a Topic in the manager's cache. Namespaces outside --namespace are not
 // served: their Topics are not watched.
-func (op *operator) resolveTopic(ctx context.Context, namespace, name string) (gateway.Target, error) {
+func (op *Operator) resolveTopic(ctx context.Context, namespace, name string) (gateway.Target, error) {
 	if op.namespace != "" && namespace != op.namespace {
 		return gateway.Target{}, gateway.ErrTopicNotFound
 	}
@@ -352,7 +373,7 @@ func (op *operator) resolveTopic(ctx context.Context, namespace, name string) (g
 
 // addHealthChecks makes liveness follow the runtime, and readiness the runtime, the cache and
 // the gateway: a replica is ready when it can actually send what it is asked to.
-func (op *operator) addHealthChecks() error {
+func (op *Operator) addHealthChecks() error {
 	runtimeOpen := func(*http.Request) error {
 		if op.rtClosed.Load() {
 			return errors.New("the producer runtime is closed")
@@ -410,7 +431,7 @@ func (op *operator) addHealthChecks() error {
 //
 // The Topics are listed in the background: a list can block for minutes while the API server is
 // unreachable (the client's discovery waits on it), and a probe must answer at once, not ready.
-func (op *operator) topicsRouted() healthz.Checker {
+func (op *Operator) topicsRouted() healthz.Checker {
 	var (
 		passed  atomic.Bool
 		mu      sync.Mutex
@@ -472,7 +493,7 @@ func (op *operator) topicsRouted() healthz.Checker {
 // second (a Secret created or rotated after start is served without a restart), and a
 // self-signed certificate until then (encryption without a verifiable identity, as the metrics
 // endpoint does by default).
-func (op *operator) gatewayTLS(certDir string, opts []func(*tls.Config)) (*tls.Config, error) {
+func (op *Operator) gatewayTLS(certDir string, opts []func(*tls.Config)) (*tls.Config, error) {
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12, NextProtos: []string{"h2", "http/1.1"}}
 	for _, f := range opts {
 		f(cfg)

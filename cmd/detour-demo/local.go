@@ -11,35 +11,14 @@ import (
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
 	"github.com/detourmq/detour/controllers"
 	"github.com/detourmq/detour/internal/demo"
+	"github.com/detourmq/detour/internal/operator"
 )
 
-// localDefaults adapts the flags the user did not set to a single machine: everything on
-// loopback, no leader election, no authentication on the gateway, metrics and probes off.
-func localDefaults(o *options) *options {
-	lo := *o
-	defaults := map[string]func(){
-		"gateway-bind-address":      func() { lo.gatewayAddr = "127.0.0.1:0" },
-		"gateway-auth":              func() { lo.gatewayAuth = false },
-		"gateway-secure":            func() { lo.gatewaySecure = false },
-		"grpc-bind-address":         func() { lo.grpc.addr = "127.0.0.1:0" },
-		"metrics-bind-address":      func() { lo.metricsAddr = "0" },
-		"health-probe-bind-address": func() { lo.probeAddr = "0" },
-		"leader-elect":              func() { lo.leaderElect = false },
-	}
-	for name, apply := range defaults {
-		if !o.set[name] {
-			apply()
-		}
-	}
-	return &lo
-}
-
-// runLocal is --local: the demo environment, the operator in this process, traffic and the
+// runLocal is the demo: the demo environment, the operator in this process, traffic and the
 // fault script, until the demo duration passes or ctx ends. Everything is stopped before it
 // returns, in order: traffic, operator (gateway drained, runtime closed), brokers, control plane.
 func runLocal(ctx context.Context, o *options, stdout, stderr io.Writer, force *forcedStop) error {
@@ -55,9 +34,8 @@ func runLocal(ctx context.Context, o *options, stdout, stderr io.Writer, force *
 		defer f.Close()
 		logOut = f
 	}
-	log := zap.New(zap.UseFlagOptions(&o.zap), zap.WriteTo(logOut))
+	log := o.operator.Logger(logOut)
 	ctrl.SetLogger(log)
-	lo := localDefaults(o)
 
 	env, err := demo.StartEnv(ctx, demo.EnvOptions{
 		AssetsDir:      o.localAssets,
@@ -76,14 +54,14 @@ func runLocal(ctx context.Context, o *options, stdout, stderr io.Writer, force *
 	}
 
 	fmt.Fprintln(stdout, "demo: Starting the operator (controllers, runtime, send gateway)")
-	op, err := newOperator(env.Config, lo, log)
+	op, err := operator.New(env.Config, &o.operator, log)
 	if err != nil {
 		return errors.Join(err, env.Stop())
 	}
 	opCtx, stopOp := context.WithCancel(context.Background())
 	defer stopOp()
 	opDone := make(chan error, 1)
-	go func() { opDone <- op.run(opCtx) }()
+	go func() { opDone <- op.Run(opCtx) }()
 
 	// The demo ends early if the operator fails.
 	demoCtx, stopDemo := context.WithCancel(ctx)
@@ -100,9 +78,9 @@ func runLocal(ctx context.Context, o *options, stdout, stderr io.Writer, force *
 		}
 	}()
 
-	printInstructions(stdout, env, op, lo, topic)
+	printInstructions(stdout, env, op, o, topic)
 	_, runErr := demo.Run(demoCtx, demo.RunOptions{
-		Runtime:      op.rt,
+		Runtime:      op.Runtime(),
 		Env:          env,
 		Topic:        topic.Spec.TopicName,
 		Route:        controllers.RouteKey(topic.Namespace, topic.Name),
@@ -144,19 +122,19 @@ func demoTopic(ctx context.Context, env *demo.Env) (*routingv1alpha1.Topic, stri
 	return t, policy, nil
 }
 
-func printInstructions(out io.Writer, env *demo.Env, op *operator, o *options, topic *routingv1alpha1.Topic) {
+func printInstructions(out io.Writer, env *demo.Env, op *operator.Operator, o *options, topic *routingv1alpha1.Topic) {
 	if env.KubeconfigPath != "" {
 		fmt.Fprintf(out, "demo: In another terminal, watch the isolations the operator writes:\n\n"+
 			"    kubectl --kubeconfig %s get faultpolicies -w\n\n", env.KubeconfigPath)
 	}
-	if op.gw != nil {
+	if url := op.GatewayURL(); url != "" {
 		auth := ""
 		if o.gatewayAuth {
 			auth = "-H \"Authorization: Bearer $TOKEN\" "
 		}
 		fmt.Fprintf(out, "demo: Send a message yourself through the gateway:\n\n"+
 			"    curl -s %s-H 'X-Detour-Tags: hello' --data 'hi' %s/v1/namespaces/%s/topics/%s/messages\n\n",
-			auth, op.gw.URL(), topic.Namespace, topic.Name)
+			auth, url, topic.Namespace, topic.Name)
 	}
 	log := o.demoLog
 	if log == "-" {

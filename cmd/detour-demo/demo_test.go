@@ -24,12 +24,12 @@ var (
 	buildErr   error
 )
 
-// managerBinary builds the manager once for the tests that run it as a user would.
-func managerBinary(t *testing.T) string {
+// demoBinary builds the demo once for the tests that run it as a user would.
+func demoBinary(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
-		binaryPath = filepath.Join(suiteDir, "manager")
-		cmd := exec.Command("go", "build", "-o", binaryPath, "./cmd/manager")
+		binaryPath = filepath.Join(suiteDir, "detour-demo")
+		cmd := exec.Command("go", "build", "-o", binaryPath, "./cmd/detour-demo")
 		cmd.Dir = repoRoot
 		if out, err := cmd.CombinedOutput(); err != nil {
 			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
@@ -60,10 +60,10 @@ func startDemo(t *testing.T, args ...string) *demoRun {
 	d := &demoRun{kubeconfig: filepath.Join(dir, "demo.kubeconfig"), exited: make(chan struct{})}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	t.Cleanup(cancel)
-	all := append([]string{"--local", "--local-assets", os.Getenv("KUBEBUILDER_ASSETS"),
+	all := append([]string{"--local-assets", os.Getenv("KUBEBUILDER_ASSETS"),
 		"--demo-kubeconfig", d.kubeconfig, "--demo-log", filepath.Join(dir, "demo.log"),
 		"--demo-phase", "5s", "--demo-rate", "100"}, args...)
-	d.cmd = exec.CommandContext(ctx, managerBinary(t), all...)
+	d.cmd = exec.CommandContext(ctx, demoBinary(t), all...)
 	d.cmd.Dir = repoRoot
 	stdout, err := d.cmd.StdoutPipe()
 	if err != nil {
@@ -262,12 +262,12 @@ func TestDemoStopsOnInterrupt(t *testing.T) {
 			}
 
 			if tc.interrupts == 2 {
-				// The second interrupt goes out the moment the manager says it is stopping: a
+				// The second interrupt goes out the moment the demo says it is stopping: a
 				// graceful stop can finish before a poll of the output would notice.
 				var once sync.Once
 				d.mu.Lock()
 				d.onLine = func(line string) {
-					if strings.Contains(line, "manager: stopping") {
+					if strings.Contains(line, "detour-demo: stopping") {
 						once.Do(func() { _ = d.cmd.Process.Signal(os.Interrupt) })
 					}
 				}

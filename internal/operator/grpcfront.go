@@ -1,4 +1,4 @@
-package main
+package operator
 
 import (
 	"context"
@@ -39,7 +39,7 @@ func (g *grpcOptions) register(fs *flag.FlagSet) {
 }
 
 // addGRPCFront adds the gRPC endpoint to the manager when it is enabled.
-func (op *operator) addGRPCFront(o *options, tlsOpts []func(*tls.Config)) error {
+func (op *Operator) addGRPCFront(o *Options, tlsOpts []func(*tls.Config)) error {
 	g := o.grpc
 	if g.addr == "0" {
 		return nil
@@ -75,7 +75,7 @@ func (op *operator) addGRPCFront(o *options, tlsOpts []func(*tls.Config)) error 
 // resolveRocketMQTopic finds the Topic that publishes a client's RocketMQ topic. A client's
 // resource namespace, when set, is the Kubernetes namespace of the Topic; without one the topic
 // must be published by one Topic only, as the client cannot say which it means.
-func (op *operator) resolveRocketMQTopic(ctx context.Context, namespace, topic string) (grpcfront.Target, error) {
+func (op *Operator) resolveRocketMQTopic(ctx context.Context, namespace, topic string) (grpcfront.Target, error) {
 	if op.namespace != "" && namespace != "" && namespace != op.namespace {
 		return grpcfront.Target{}, fmt.Errorf("%w: namespace %s is not served here", grpcfront.ErrTopicNotFound, namespace)
 	}

@@ -1,4 +1,4 @@
-package main
+package operator
 
 import (
 	"bytes"
@@ -187,8 +187,8 @@ func TestDefaultKustomizationRenders(t *testing.T) {
 }
 
 // TestPrometheusKustomizationRenders proves that enabling config/prometheus in the default
-// kustomization renders a ServiceMonitor in the manager's namespace that selects the metrics
-// Service and scrapes a port it has.
+// kustomization renders, in the manager's namespace, a ServiceMonitor that selects the metrics
+// Service and scrapes a port it has, and the alerting rules.
 func TestPrometheusKustomizationRenders(t *testing.T) {
 	tmp := t.TempDir()
 	if err := os.CopyFS(filepath.Join(tmp, "config"), os.DirFS(filepath.Join(repoRoot, "config"))); err != nil {
@@ -207,16 +207,22 @@ func TestPrometheusKustomizationRenders(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, objs := renderKustomization(t, filepath.Join(tmp, "config", "default"))
-	var mon *unstructured.Unstructured
+	var mon, rule *unstructured.Unstructured
 	for _, u := range objs {
-		if u.GetKind() == "ServiceMonitor" {
+		switch u.GetKind() {
+		case "ServiceMonitor":
 			mon = u
+		case "PrometheusRule":
+			rule = u
 		}
 	}
-	if mon == nil {
-		t.Fatal("no ServiceMonitor rendered")
+	if mon == nil || rule == nil {
+		t.Fatalf("ServiceMonitor %v and PrometheusRule %v rendered, want both", mon != nil, rule != nil)
 	}
 	svc := typed[corev1.Service](t, objs, "Service", "detour-controller-manager-metrics-service")
+	if rule.GetNamespace() != svc.Namespace {
+		t.Errorf("PrometheusRule in %q, the manager in %q", rule.GetNamespace(), svc.Namespace)
+	}
 	if mon.GetNamespace() != svc.Namespace {
 		t.Errorf("ServiceMonitor in %q, metrics Service in %q", mon.GetNamespace(), svc.Namespace)
 	}
@@ -298,7 +304,7 @@ func TestManagerRunsWithTheDeployedRBAC(t *testing.T) {
 		t.Fatal(err)
 	}
 	op, logs, stop := startOperatorAs(t, identity, o)
-	(&runningOperator{operator: op}).waitForRoute(t, "RbacOrders", 1)
+	(&runningOperator{Operator: op}).waitForRoute(t, "RbacOrders", 1)
 	waitLeadingAndWriting(t, op, ns, "orders")
 
 	c := insecureClient()
@@ -379,7 +385,7 @@ func bindSender(t *testing.T, ns, sa, role string) {
 // startOperatorAs runs the operator with options o as user, its log (and client-go's klog, where
 // leader election and event broadcasting report refusals) captured in logs. stop ends it and is
 // idempotent; it also runs when the test ends, before klog is given back.
-func startOperatorAs(t *testing.T, user *envtest.AuthenticatedUser, o *options) (op *operator, logs *logCapture, stop func()) {
+func startOperatorAs(t *testing.T, user *envtest.AuthenticatedUser, o *Options) (op *Operator, logs *logCapture, stop func()) {
 	t.Helper()
 	logs = &logCapture{}
 	klogSink.set(logs)
@@ -390,7 +396,7 @@ func startOperatorAs(t *testing.T, user *envtest.AuthenticatedUser, o *options) 
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- op.run(ctx) }()
+	go func() { done <- op.Run(ctx) }()
 	var once sync.Once
 	stop = func() {
 		once.Do(func() {
@@ -406,7 +412,7 @@ func startOperatorAs(t *testing.T, user *envtest.AuthenticatedUser, o *options) 
 
 // waitLeadingAndWriting waits until op holds the leader Lease and has written FaultPolicy
 // ns/policy's status Ready.
-func waitLeadingAndWriting(t *testing.T, op *operator, ns, policy string) {
+func waitLeadingAndWriting(t *testing.T, op *Operator, ns, policy string) {
 	t.Helper()
 	eventually(t, "leadership through the Lease", func() error {
 		select {

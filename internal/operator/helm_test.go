@@ -1,4 +1,4 @@
-package main
+package operator
 
 import (
 	"bytes"
@@ -37,7 +37,7 @@ func helmPath(t *testing.T) string {
 	t.Helper()
 	path := os.Getenv("DETOUR_HELM")
 	if path == "" {
-		t.Fatal("DETOUR_HELM is not set: run `make test`, or DETOUR_HELM=$(hack/setup-helm.sh) go test ./cmd/manager/")
+		t.Fatal("DETOUR_HELM is not set: run `make test`, or DETOUR_HELM=$(hack/setup-helm.sh) go test ./internal/operator/")
 	}
 	return path
 }
@@ -159,7 +159,7 @@ func withoutSelection(u *unstructured.Unstructured) *unstructured.Unstructured {
 // binary accepts and bind the ports it names, every Service and the PodDisruptionBudget select its
 // pods and reach ports it names, and every binding names a role and the ServiceAccount that
 // exist. It returns the Deployment and the parsed arguments.
-func checkCoherent(t *testing.T, objs []*unstructured.Unstructured, prefix string) (*appsv1.Deployment, *options) {
+func checkCoherent(t *testing.T, objs []*unstructured.Unstructured, prefix string) (*appsv1.Deployment, *Options) {
 	t.Helper()
 	dep := find[appsv1.Deployment](t, objs, "Deployment", prefix+"-controller-manager")
 	if dep == nil {
@@ -277,7 +277,7 @@ type helmValuesCase struct {
 	release string // "" means detour
 	prefix  string // of the objects' names; "" means the one the release gives
 	values  []string
-	check   func(t *testing.T, objs []*unstructured.Unstructured, dep *appsv1.Deployment, o *options)
+	check   func(t *testing.T, objs []*unstructured.Unstructured, dep *appsv1.Deployment, o *Options)
 }
 
 // TestHelmChartValuesChangeWhatTheySay renders the chart with each value changed and proves the
@@ -287,7 +287,7 @@ func TestHelmChartValuesChangeWhatTheySay(t *testing.T) {
 	for _, tc := range []helmValuesCase{
 		{name: "image", values: []string{"--set", "image.repository=registry.example.com/detour,image.tag=v0.1.0,image.pullPolicy=Always",
 			"--set", "imagePullSecrets[0].name=regcred"},
-			check: func(t *testing.T, _ []*unstructured.Unstructured, dep *appsv1.Deployment, _ *options) {
+			check: func(t *testing.T, _ []*unstructured.Unstructured, dep *appsv1.Deployment, _ *Options) {
 				c := dep.Spec.Template.Spec.Containers[0]
 				if c.Image != "registry.example.com/detour:v0.1.0" || c.ImagePullPolicy != corev1.PullAlways {
 					t.Errorf("image %q pulled %q", c.Image, c.ImagePullPolicy)
@@ -297,7 +297,7 @@ func TestHelmChartValuesChangeWhatTheySay(t *testing.T) {
 				}
 			}},
 		{name: "three replicas keep the disruption budget", values: []string{"--set", "replicas=3"},
-			check: func(t *testing.T, objs []*unstructured.Unstructured, dep *appsv1.Deployment, _ *options) {
+			check: func(t *testing.T, objs []*unstructured.Unstructured, dep *appsv1.Deployment, _ *Options) {
 				if *dep.Spec.Replicas != 3 {
 					t.Errorf("replicas %d", *dep.Spec.Replicas)
 				}
@@ -306,7 +306,7 @@ func TestHelmChartValuesChangeWhatTheySay(t *testing.T) {
 				}
 			}},
 		{name: "one replica has no disruption budget to block drains", values: []string{"--set", "replicas=1"},
-			check: func(t *testing.T, objs []*unstructured.Unstructured, dep *appsv1.Deployment, _ *options) {
+			check: func(t *testing.T, objs []*unstructured.Unstructured, dep *appsv1.Deployment, _ *Options) {
 				if *dep.Spec.Replicas != 1 {
 					t.Errorf("replicas %d", *dep.Spec.Replicas)
 				}
@@ -315,7 +315,7 @@ func TestHelmChartValuesChangeWhatTheySay(t *testing.T) {
 				}
 			}},
 		{name: "namespace scope binds a Role there", values: []string{"--set", "watchNamespace=shop"},
-			check: func(t *testing.T, objs []*unstructured.Unstructured, _ *appsv1.Deployment, o *options) {
+			check: func(t *testing.T, objs []*unstructured.Unstructured, _ *appsv1.Deployment, o *Options) {
 				if o.namespace != "shop" {
 					t.Errorf("--namespace %q", o.namespace)
 				}
@@ -337,13 +337,13 @@ func TestHelmChartValuesChangeWhatTheySay(t *testing.T) {
 				}
 			}},
 		{name: "broker pod selector", values: []string{"--set", "brokerPodSelector=app.kubernetes.io/component in (broker\\,namesrv)"},
-			check: func(t *testing.T, _ []*unstructured.Unstructured, _ *appsv1.Deployment, o *options) {
+			check: func(t *testing.T, _ []*unstructured.Unstructured, _ *appsv1.Deployment, o *Options) {
 				if o.brokerPodSelector == nil || o.brokerPodSelector.String() != "app.kubernetes.io/component in (broker,namesrv)" {
 					t.Errorf("--broker-pod-selector %v", o.brokerPodSelector)
 				}
 			}},
 		{name: "gateway off", values: []string{"--set", "gateway.enabled=false"},
-			check: func(t *testing.T, objs []*unstructured.Unstructured, dep *appsv1.Deployment, o *options) {
+			check: func(t *testing.T, objs []*unstructured.Unstructured, dep *appsv1.Deployment, o *Options) {
 				if o.gatewayAddr != "0" || o.gatewayCertDir != "" {
 					t.Errorf("gateway bound at %q with certificates from %q", o.gatewayAddr, o.gatewayCertDir)
 				}
@@ -358,7 +358,7 @@ func TestHelmChartValuesChangeWhatTheySay(t *testing.T) {
 				}
 			}},
 		{name: "gateway port and certificate", values: []string{"--set", "gateway.port=9443,gateway.tlsSecretName=detour-cert"},
-			check: func(t *testing.T, objs []*unstructured.Unstructured, dep *appsv1.Deployment, _ *options) {
+			check: func(t *testing.T, objs []*unstructured.Unstructured, dep *appsv1.Deployment, _ *Options) {
 				svc := find[corev1.Service](t, objs, "Service", "detour-gateway")
 				if svc == nil || svc.Spec.Ports[0].Port != 9443 {
 					t.Errorf("gateway Service %+v, want port 9443", svc)
@@ -369,7 +369,7 @@ func TestHelmChartValuesChangeWhatTheySay(t *testing.T) {
 				}
 			}},
 		{name: "facade off", values: []string{"--set", "facade.enabled=false,facade.cluster=rmq/main"},
-			check: func(t *testing.T, objs []*unstructured.Unstructured, _ *appsv1.Deployment, o *options) {
+			check: func(t *testing.T, objs []*unstructured.Unstructured, _ *appsv1.Deployment, o *Options) {
 				if o.facadeAddr != "0" || o.facadeCluster != "" {
 					t.Errorf("facade bound at %q for %q", o.facadeAddr, o.facadeCluster)
 				}
@@ -378,7 +378,7 @@ func TestHelmChartValuesChangeWhatTheySay(t *testing.T) {
 				}
 			}},
 		{name: "facade cluster and port", values: []string{"--set", "facade.cluster=rmq/main,facade.port=19876"},
-			check: func(t *testing.T, objs []*unstructured.Unstructured, _ *appsv1.Deployment, o *options) {
+			check: func(t *testing.T, objs []*unstructured.Unstructured, _ *appsv1.Deployment, o *Options) {
 				if o.facadeCluster != "rmq/main" {
 					t.Errorf("--namesrv-facade-cluster %q", o.facadeCluster)
 				}
@@ -387,7 +387,7 @@ func TestHelmChartValuesChangeWhatTheySay(t *testing.T) {
 				}
 			}},
 		{name: "leader election off", values: []string{"--set", "leaderElection.enabled=false"},
-			check: func(t *testing.T, objs []*unstructured.Unstructured, _ *appsv1.Deployment, o *options) {
+			check: func(t *testing.T, objs []*unstructured.Unstructured, _ *appsv1.Deployment, o *Options) {
 				if o.leaderElect {
 					t.Error("--leader-elect still set")
 				}
@@ -396,14 +396,14 @@ func TestHelmChartValuesChangeWhatTheySay(t *testing.T) {
 				}
 			}},
 		{name: "resources", values: []string{"--set", "resources.requests.cpu=250m,resources.limits.memory=1Gi"},
-			check: func(t *testing.T, _ []*unstructured.Unstructured, dep *appsv1.Deployment, _ *options) {
+			check: func(t *testing.T, _ []*unstructured.Unstructured, dep *appsv1.Deployment, _ *Options) {
 				r := dep.Spec.Template.Spec.Containers[0].Resources
 				if !r.Requests.Cpu().Equal(resource.MustParse("250m")) || !r.Limits.Memory().Equal(resource.MustParse("1Gi")) {
 					t.Errorf("resources %+v", r)
 				}
 			}},
 		{name: "extra args", values: []string{"--set", "extraArgs={--producer-group=orders,--zap-log-level=debug}"},
-			check: func(t *testing.T, _ []*unstructured.Unstructured, dep *appsv1.Deployment, o *options) {
+			check: func(t *testing.T, _ []*unstructured.Unstructured, dep *appsv1.Deployment, o *Options) {
 				args := dep.Spec.Template.Spec.Containers[0].Args
 				if o.producerGroup != "orders" || !slices.Equal(args[len(args)-2:], []string{"--producer-group=orders", "--zap-log-level=debug"}) {
 					t.Errorf("args %v, producer group %q", args, o.producerGroup)
@@ -412,7 +412,7 @@ func TestHelmChartValuesChangeWhatTheySay(t *testing.T) {
 		{name: "scheduling", values: []string{"--set", "nodeSelector.pool=infra,podAnnotations.team=mq",
 			"--set-json", `tolerations=[{"key":"dedicated","operator":"Exists"}]`,
 			"--set-json", `affinity={"podAntiAffinity":{"preferredDuringSchedulingIgnoredDuringExecution":[{"weight":1,"podAffinityTerm":{"topologyKey":"kubernetes.io/hostname","labelSelector":{"matchLabels":{"control-plane":"controller-manager"}}}}]}}`},
-			check: func(t *testing.T, _ []*unstructured.Unstructured, dep *appsv1.Deployment, _ *options) {
+			check: func(t *testing.T, _ []*unstructured.Unstructured, dep *appsv1.Deployment, _ *Options) {
 				s := dep.Spec.Template.Spec
 				if s.NodeSelector["pool"] != "infra" || len(s.Tolerations) != 1 || s.Tolerations[0].Key != "dedicated" ||
 					s.Affinity == nil || s.Affinity.PodAntiAffinity == nil || dep.Spec.Template.Annotations["team"] != "mq" {
@@ -420,7 +420,7 @@ func TestHelmChartValuesChangeWhatTheySay(t *testing.T) {
 				}
 			}},
 		{name: "another release keeps its own names", release: "payments",
-			check: func(t *testing.T, objs []*unstructured.Unstructured, dep *appsv1.Deployment, _ *options) {
+			check: func(t *testing.T, objs []*unstructured.Unstructured, dep *appsv1.Deployment, _ *Options) {
 				for _, u := range objs {
 					if u.GetKind() != "CustomResourceDefinition" && !strings.HasPrefix(u.GetName(), "payments-detour-") {
 						t.Errorf("%s is not named for the release", objectKey(u))
@@ -431,7 +431,7 @@ func TestHelmChartValuesChangeWhatTheySay(t *testing.T) {
 				}
 			}},
 		{name: "fullnameOverride", prefix: "mq-detour", values: []string{"--set", "fullnameOverride=mq-detour"},
-			check: func(t *testing.T, objs []*unstructured.Unstructured, _ *appsv1.Deployment, _ *options) {
+			check: func(t *testing.T, objs []*unstructured.Unstructured, _ *appsv1.Deployment, _ *Options) {
 				if find[corev1.Service](t, objs, "Service", "mq-detour-gateway") == nil {
 					t.Error("no Service mq-detour-gateway")
 				}
@@ -517,7 +517,8 @@ func TestHelmChartCarriesTheGeneratedFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	pairs := map[string]string{
-		filepath.Join(repoRoot, "config", "rbac", "role.yaml"): filepath.Join(repoRoot, chartDir, "files", "manager-role.yaml"),
+		filepath.Join(repoRoot, "config", "rbac", "role.yaml"):         filepath.Join(repoRoot, chartDir, "files", "manager-role.yaml"),
+		filepath.Join(repoRoot, "config", "prometheus", "alerts.yaml"): filepath.Join(repoRoot, chartDir, "files", "prometheus-alerts.yaml"),
 	}
 	for _, b := range bases {
 		pairs[b] = filepath.Join(repoRoot, chartDir, "crds", filepath.Base(b))
@@ -584,7 +585,7 @@ func TestManagerRunsWithTheChartsNamespacedRBAC(t *testing.T) {
 		t.Fatalf("the chart's flags watch %q, want %q", o.namespace, watched)
 	}
 	op, logs, stop := startOperatorAs(t, identity, o)
-	(&runningOperator{operator: op}).waitForRoute(t, "ScopedOrders", 1)
+	(&runningOperator{Operator: op}).waitForRoute(t, "ScopedOrders", 1)
 	// What the kubelet sees: a replica that cannot read what it must restore never turns ready.
 	eventually(t, "the replica ready", func() error {
 		if code, body, err := probe(healthAddr, "/readyz"); err != nil || code != http.StatusOK {

@@ -1,4 +1,4 @@
-package main
+package operator
 
 import (
 	"context"
@@ -29,6 +29,7 @@ import (
 	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
 	"github.com/detourmq/detour/controllers"
 	"github.com/detourmq/detour/internal/demo"
+	detourscheme "github.com/detourmq/detour/internal/scheme"
 	"github.com/detourmq/detour/pkg/brokersim"
 )
 
@@ -58,7 +59,7 @@ func TestMain(m *testing.M) {
 func runSuite(m *testing.M) int {
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		fmt.Fprintln(os.Stderr, "KUBEBUILDER_ASSETS is not set: run `make test`, or "+
-			"KUBEBUILDER_ASSETS=$(hack/setup-envtest.sh) go test ./cmd/manager/")
+			"KUBEBUILDER_ASSETS=$(hack/setup-envtest.sh) go test ./internal/operator/")
 		return 1
 	}
 	var err error
@@ -80,7 +81,7 @@ func runSuite(m *testing.M) int {
 			fmt.Fprintf(os.Stderr, "stopping the envtest control plane: %v\n", err)
 		}
 	}()
-	scheme, err := demo.Scheme()
+	scheme, err := detourscheme.New()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -206,7 +207,7 @@ func createTopicRetrying(t *testing.T, ns, name, topicName, app string, retry ro
 
 // testOptions parses a command line as the binary would, with the test's local defaults first:
 // nothing bound outside loopback, no metrics, scoped to ns.
-func testOptions(t *testing.T, ns string, args ...string) *options {
+func testOptions(t *testing.T, ns string, args ...string) *Options {
 	t.Helper()
 	base := []string{
 		"--metrics-bind-address=0",
@@ -227,7 +228,7 @@ func testOptions(t *testing.T, ns string, args ...string) *options {
 
 // runningOperator is an operator started by a test.
 type runningOperator struct {
-	*operator
+	*Operator
 	cancel context.CancelFunc
 	done   chan error
 	err    error
@@ -235,7 +236,7 @@ type runningOperator struct {
 }
 
 // startOperator builds and starts an operator on cfg and stops it when the test ends.
-func startOperator(t *testing.T, cfg *rest.Config, o *options, hooks ...operatorHooks) *runningOperator {
+func startOperator(t *testing.T, cfg *rest.Config, o *Options, hooks ...operatorHooks) *runningOperator {
 	t.Helper()
 	logw := &testLogWriter{t: t}
 	log := zap.New(zap.WriteTo(logw))
@@ -244,8 +245,8 @@ func startOperator(t *testing.T, cfg *rest.Config, o *options, hooks ...operator
 		t.Fatalf("building the operator: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &runningOperator{operator: op, cancel: cancel, done: make(chan error, 1)}
-	go func() { r.done <- op.run(ctx) }()
+	r := &runningOperator{Operator: op, cancel: cancel, done: make(chan error, 1)}
+	go func() { r.done <- op.Run(ctx) }()
 	t.Cleanup(func() {
 		_ = r.stop()
 		logw.done.Store(true)

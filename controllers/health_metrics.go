@@ -1,0 +1,136 @@
+package controllers
+
+import (
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/detourmq/detour/pkg/fault"
+	"github.com/detourmq/detour/pkg/producer"
+)
+
+// healthCollector exports, at scrape time, what an on-call engineer's alerts are written against
+// (config/prometheus/alerts.yaml): how many brokers each policy is in force for and may isolate
+// at once, how long each isolated broker has been out, whether each name-server route still
+// refreshes, and whether this replica leads. Read from the runtime when scraped, so a series
+// goes with its policy, broker or route and no figure is older than the scrape.
+type healthCollector struct {
+	mu   sync.Mutex
+	rt   *producer.Runtime
+	lead *Leadership
+	now  func() time.Time
+
+	brokers, capBrokers, isolatedFor *prometheus.Desc
+	refreshFailing, lastResolved     *prometheus.Desc
+	leading                          *prometheus.Desc
+}
+
+// newHealthCollector returns a collector of rt's and lead's health figures.
+func newHealthCollector(rt *producer.Runtime, lead *Leadership) *healthCollector {
+	return &healthCollector{rt: rt, lead: lead, now: time.Now,
+		brokers: prometheus.NewDesc("detour_policy_brokers",
+			"Brokers a FaultPolicy (namespace/name) is in force for.", []string{"policy"}, nil),
+		capBrokers: prometheus.NewDesc("detour_policy_isolation_cap_brokers",
+			"How many of its brokers a FaultPolicy may isolate at once (its maxIsolatedPercent); absent when it sets no cap. "+
+				"At the cap, the next broker to fail stays in use.", []string{"policy"}, nil),
+		isolatedFor: prometheus.NewDesc("detour_broker_isolated_seconds",
+			"How long a broker has been isolated under a FaultPolicy, by the reason it was isolated.",
+			[]string{"policy", "broker", "reason"}, nil),
+		refreshFailing: prometheus.NewDesc("detour_route_refresh_failing",
+			"1 when no name server of the topic's cluster answered the last refresh of its route (a topic they do not know counts as answered), else 0.",
+			[]string{"route"}, nil),
+		lastResolved: prometheus.NewDesc("detour_route_last_resolved_timestamp_seconds",
+			"When a name server last answered with the topic's route (Unix seconds); absent until one has.", []string{"route"}, nil),
+		leading: prometheus.NewDesc("detour_leader",
+			"1 while this replica leads (writes status, creates topics, records Events), else 0.", nil, nil),
+	}
+}
+
+var (
+	healthOnce    sync.Once
+	healthMetrics *healthCollector
+)
+
+// registerHealthMetrics exports rt's and lead's health figures on the manager's metrics endpoint;
+// a later call (a test's second runtime) switches the export to its runtime and leadership.
+func registerHealthMetrics(rt *producer.Runtime, lead *Leadership) {
+	healthOnce.Do(func() {
+		healthMetrics = newHealthCollector(rt, lead)
+		ctrlmetrics.Registry.MustRegister(healthMetrics)
+	})
+	healthMetrics.mu.Lock()
+	healthMetrics.rt, healthMetrics.lead = rt, lead
+	healthMetrics.mu.Unlock()
+}
+
+// Describe implements prometheus.Collector.
+func (c *healthCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.brokers, c.capBrokers, c.isolatedFor, c.refreshFailing, c.lastResolved, c.leading} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *healthCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	rt, lead := c.rt, c.lead
+	c.mu.Unlock()
+	if lead != nil {
+		ch <- prometheus.MustNewConstMetric(c.leading, prometheus.GaugeValue, boolGauge(lead.Leading()))
+	}
+	if rt == nil {
+		return
+	}
+	now := c.now()
+	for _, policy := range rt.PolicyNames() {
+		if policy == "" {
+			continue // the runtime's default policy: no FaultPolicy to alert on
+		}
+		c.collectPolicy(ch, rt, policy, now)
+	}
+	for _, route := range rt.ResolvedRoutes() {
+		c.collectRoute(ch, rt, route)
+	}
+}
+
+// collectPolicy exports one policy's broker count, cap and isolated brokers.
+func (c *healthCollector) collectPolicy(ch chan<- prometheus.Metric, rt *producer.Runtime, policy string, now time.Time) {
+	n := len(rt.Brokers(policy))
+	ch <- prometheus.MustNewConstMetric(c.brokers, prometheus.GaugeValue, float64(n), policy)
+	if p, ok := rt.Policy(policy); ok {
+		if limit, capped := fault.CapLimit(n, p.MaxIsolatedPercent); capped {
+			ch <- prometheus.MustNewConstMetric(c.capBrokers, prometheus.GaugeValue, float64(limit), policy)
+		}
+	}
+	for _, it := range rt.Isolated(policy) {
+		ch <- prometheus.MustNewConstMetric(c.isolatedFor, prometheus.GaugeValue,
+			max(now.Sub(it.Since).Seconds(), 0), policy, it.Broker, string(it.Reason))
+	}
+}
+
+// collectRoute exports whether one name-server route refreshes, and when it last did.
+func (c *healthCollector) collectRoute(ch chan<- prometheus.Metric, rt *producer.Runtime, route string) {
+	st, ok := rt.RouteStatus(route)
+	if !ok {
+		return // removed since ResolvedRoutes
+	}
+	// A topic the name servers say they do not know is the user's to fix (the Topic's condition
+	// says so), not a name server out of reach.
+	unreachable := st.Err != nil && !errors.Is(st.Err, producer.ErrTopicNotPublished)
+	ch <- prometheus.MustNewConstMetric(c.refreshFailing, prometheus.GaugeValue, boolGauge(unreachable), route)
+	if !st.LastResolved.IsZero() {
+		ch <- prometheus.MustNewConstMetric(c.lastResolved, prometheus.GaugeValue,
+			float64(st.LastResolved.UnixNano())/1e9, route)
+	}
+}
+
+// boolGauge is 1 for true, 0 for false.
+func boolGauge(v bool) float64 {
+	if v {
+		return 1
+	}
+	return 0
+}

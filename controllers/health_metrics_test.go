@@ -1,0 +1,135 @@
+package controllers
+
+import (
+	"fmt"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/detourmq/detour/pkg/brokersim"
+	"github.com/detourmq/detour/pkg/producer"
+)
+
+// healthSeries gathers c's series as name{label=value,...} -> value, labels in name order.
+func healthSeries(t *testing.T, c prometheus.Collector) map[string]float64 {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(c)
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range families {
+		for _, m := range mf.GetMetric() {
+			key := mf.GetName() + "{"
+			for i, l := range m.GetLabel() {
+				if i > 0 {
+					key += ","
+				}
+				key += l.GetName() + "=" + l.GetValue()
+			}
+			got[key+"}"] = m.GetGauge().GetValue()
+		}
+	}
+	return got
+}
+
+// TestHealthMetricsShowWhatAlertsAreWrittenAgainst proves the series the alerting rules read
+// (config/prometheus/alerts.yaml) carry the runtime's state: a policy over three brokers may
+// isolate two (the Detour cap of 99 %), the broker that refuses connections is isolated for its
+// failed probes and for how long, a route whose only name server refuses is failing while one
+// whose name server answers is not, and the leader gauge follows leadership.
+func TestHealthMetricsShowWhatAlertsAreWrittenAgainst(t *testing.T) {
+	rt := producer.New(producer.Options{})
+	t.Cleanup(func() { rt.Close() })
+	pol := producer.DefaultPolicy("ns/p")
+	pol.Probe.Interval = 100 * time.Millisecond
+	pol.Probe.Timeout = 50 * time.Millisecond
+	pol.Probe.Routed = true // watch the routed brokers, so a refusing one is isolated without sends
+	if err := rt.SetPolicy(pol); err != nil {
+		t.Fatal(err)
+	}
+	route := producer.Route{Topic: "T", Policy: pol.Name}
+	var brokers []*brokersim.Broker
+	for _, name := range []string{"broker-a", "broker-b", "broker-c"} {
+		b, err := brokersim.StartBroker(name, "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { b.Close() })
+		brokers = append(brokers, b)
+		rt.SetBroker(producer.Broker{Name: name, Addr: b.Addr(), Ready: true})
+		route.Brokers = append(route.Brokers, producer.BrokerQueues{Broker: name, WriteQueues: 2})
+	}
+	if err := rt.SetRoute(route); err != nil {
+		t.Fatal(err)
+	}
+	ns, err := brokersim.StartNameServer("127.0.0.1:0", brokers...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ns.Close() })
+	// A port nothing listens on: every refresh is refused.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := ln.Addr().String()
+	ln.Close()
+	for key, addr := range map[string]string{"ns/answered": ns.Addr(), "ns/unreachable": gone} {
+		spec := producer.NameServerRoute{Key: key, Topic: "T", NameServers: []string{addr}, Async: true, Refresh: time.Second}
+		if err := rt.SetNameServerRoute(spec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	brokers[2].SetFault(brokersim.Fault{Refuse: true})
+
+	lead := AlwaysLeading()
+	c := newHealthCollector(rt, lead)
+	const isolatedC = "detour_broker_isolated_seconds{broker=broker-c,policy=ns/p,reason=ProbeFailed}"
+	eventually(t, "broker-c isolated for its probes and both routes refreshed", func() error {
+		got := healthSeries(t, c)
+		if _, ok := got[isolatedC]; !ok {
+			return fmt.Errorf("no %s in %v", isolatedC, got)
+		}
+		for _, key := range []string{"ns/answered", "ns/unreachable"} {
+			if st, ok := rt.RouteStatus(key); !ok || (st.Err == nil && !st.Resolved) {
+				return fmt.Errorf("route %s not refreshed yet: %+v", key, st)
+			}
+		}
+		return nil
+	})
+	got := healthSeries(t, c)
+	for series, want := range map[string]float64{
+		"detour_policy_brokers{policy=ns/p}":                 3,
+		"detour_policy_isolation_cap_brokers{policy=ns/p}":   2,
+		"detour_route_refresh_failing{route=ns/answered}":    0,
+		"detour_route_refresh_failing{route=ns/unreachable}": 1,
+		"detour_leader{}": 0,
+		"detour_broker_isolated_seconds{broker=broker-a,policy=ns/p,reason=ProbeFailed}": -1, // absent
+	} {
+		v, ok := got[series]
+		switch {
+		case want < 0 && ok:
+			t.Errorf("%s = %v, want no such series", series, v)
+		case want >= 0 && !ok:
+			t.Errorf("no %s in %v", series, got)
+		case want >= 0 && v != want:
+			t.Errorf("%s = %v, want %v", series, v, want)
+		}
+	}
+	if v := got[isolatedC]; v < 0 || v > 60 {
+		t.Errorf("%s = %v s, want the few seconds since broker-c refused", isolatedC, v)
+	}
+	if _, ok := got["detour_route_last_resolved_timestamp_seconds{route=ns/unreachable}"]; ok {
+		t.Error("a route no name server ever answered has a last-resolved time")
+	}
+
+	lead.setLeading(true)
+	if v := healthSeries(t, c)["detour_leader{}"]; v != 1 {
+		t.Errorf("detour_leader = %v while leading, want 1", v)
+	}
+}
