@@ -211,7 +211,7 @@ func TestCommandServesUntilSIGTERM(t *testing.T) {
 	}
 	send := func(addr string) *remoting.Command {
 		h := &remoting.SendHeader{ProducerGroup: "g", Topic: "TopicTest", DefaultTopic: remoting.DefaultTopic, DefaultTopicQueueNums: 4,
-			QueueID: 1, BornTimestamp: time.Now().UnixMilli(), Properties: remoting.EncodeProperties(map[string]string{remoting.PropertyUniqKey: remoting.NewUniqID()})}
+			QueueID: 1, BornTimestamp: time.Now().UnixMilli(), Properties: (&remoting.Message{Properties: map[string]string{remoting.PropertyUniqKey: remoting.NewUniqID()}}).EncodeProperties()}
 		resp, err := c.Invoke(rctx, addr, remoting.NewSendRequest(h, []byte("hello"), true))
 		if err != nil {
 			t.Fatal(err)
