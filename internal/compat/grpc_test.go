@@ -28,7 +28,8 @@ const (
 // detour's gRPC endpoint, served over TLS only with a self-signed certificate in front of a
 // runtime routed from two real 5.5.0 brokers' name server. Every message the SDK has a receipt
 // for is read back by RocketMQ's Java consumer under the receipt's message id, with its body,
-// exactly once, and nothing else is in the topic; a message group's messages sit on one queue in
+// exactly once, with its tag and user property, and nothing else is in the topic; the session
+// stays healthy across a pause of 12 s (heartbeats, route refresh: nothing in the SDK's log warns); a message group's messages sit on one queue in
 // the order sent; a delayed message is not in its topic before the time it asked for. The canary:
 // the same SDK against a plaintext-only endpoint sends nothing, so the suite's sends really go
 // through the endpoint's TLS.
@@ -48,9 +49,9 @@ func TestGRPCJavaSDKSendsThroughTheEndpoint(t *testing.T) {
 
 	t.Run("normal and FIFO messages", func(t *testing.T) {
 		const normal, fifo, groups = 20, 30, 3
-		sends := rmqtest.SendGRPC(t, dir, rmqtest.GRPCSendOptions{Endpoint: tlsAddr, Topic: grpcTopic,
-			Normal: normal, FIFO: fifo, Groups: groups})
-		acked := ackedSends(t, sends, normal+fifo)
+		run := rmqtest.SendGRPC(t, dir, rmqtest.GRPCSendOptions{Endpoint: tlsAddr, Topic: grpcTopic,
+			Normal: normal, FIFO: fifo, Groups: groups, Pause: 12 * time.Second})
+		acked := ackedSends(t, run, normal+fifo)
 		got := c.Consume(context.Background(), grpcTopic, len(acked), 90*time.Second)
 		byID := readBackExactly(t, acked, got)
 		// A group's messages are on one queue of one broker, their queue offsets in the order sent.
@@ -78,9 +79,9 @@ func TestGRPCJavaSDKSendsThroughTheEndpoint(t *testing.T) {
 
 	t.Run("delayed messages", func(t *testing.T) {
 		const delayed, delay = 3, 15 * time.Second
-		sends := rmqtest.SendGRPC(t, dir, rmqtest.GRPCSendOptions{Endpoint: tlsAddr, Topic: grpcDelayedTopic,
+		run := rmqtest.SendGRPC(t, dir, rmqtest.GRPCSendOptions{Endpoint: tlsAddr, Topic: grpcDelayedTopic,
 			Delayed: delayed, Delay: delay})
-		acked := ackedSends(t, sends, delayed)
+		acked := ackedSends(t, run, delayed)
 		// At every look, the topic holds no more messages than have reached the time they asked for.
 		looks := 0
 		for deadline := time.Now().Add(delay + 90*time.Second); ; {
@@ -111,7 +112,12 @@ func TestGRPCJavaSDKSendsThroughTheEndpoint(t *testing.T) {
 
 	t.Run("canary: plaintext-only endpoint", func(t *testing.T) {
 		plainAddr := serveGRPC(t, rt, nil)
-		sends := rmqtest.SendGRPC(t, dir, rmqtest.GRPCSendOptions{Endpoint: plainAddr, Topic: grpcCanaryTopic, Normal: 3})
+		run := rmqtest.SendGRPC(t, dir, rmqtest.GRPCSendOptions{Endpoint: plainAddr, Topic: grpcCanaryTopic, Normal: 3})
+		sends := run.Sends
+		// The healthy runs' "nothing in the SDK's log warns" holds only if the log is read at all.
+		if len(run.Problems) == 0 {
+			t.Errorf("the SDK's log holds no error for a producer that could not start: it is not where it is read from\n%s", run.Log)
+		}
 		for _, s := range sends {
 			if s.OK {
 				t.Fatalf("the SDK (TLS on) sent %s through a plaintext-only endpoint", s.MsgID)
@@ -178,10 +184,15 @@ func serveGRPC(t *testing.T, rt *producer.Runtime, cfg *tls.Config) string {
 	return srv.Addr().String()
 }
 
-// ackedSends are the sends the SDK has a receipt for. Every send of a healthy run must have one;
-// a failed one fails the test with the SDK's error.
-func ackedSends(t *testing.T, sends []rmqtest.GRPCSend, want int) []rmqtest.GRPCSend {
+// ackedSends are the sends the SDK has a receipt for. Every send of a healthy run must have one,
+// and the SDK's log must hold no warning or error (a failed heartbeat, settings or route refresh);
+// either fails the test with what the SDK said.
+func ackedSends(t *testing.T, run rmqtest.GRPCRun, want int) []rmqtest.GRPCSend {
 	t.Helper()
+	for _, p := range run.Problems {
+		t.Errorf("the SDK logged: %s", p)
+	}
+	sends := run.Sends
 	var acked []rmqtest.GRPCSend
 	for _, s := range sends {
 		if !s.OK {
@@ -192,6 +203,9 @@ func ackedSends(t *testing.T, sends []rmqtest.GRPCSend, want int) []rmqtest.GRPC
 	}
 	if len(sends) != want {
 		t.Errorf("the SDK reported %d sends, want %d", len(sends), want)
+	}
+	if t.Failed() {
+		t.Logf("the SDK's log ends:\n%s", run.Log)
 	}
 	if len(acked) == 0 {
 		t.FailNow()
@@ -218,6 +232,8 @@ func readBackExactly(t *testing.T, acked []rmqtest.GRPCSend, got []rmqtest.Consu
 			t.Errorf("%s (receipt %s) not read back", s.Body, s.MsgID)
 		case string(m.Body) != s.Body || m.Keys != s.Body || m.Properties["UNIQ_KEY"] != s.MsgID:
 			t.Errorf("receipt %s read back as body %q keys %q UNIQ_KEY %q, sent body and keys %q", s.MsgID, m.Body, m.Keys, m.Properties["UNIQ_KEY"], s.Body)
+		case m.Tags != "grpc" || m.Properties["detour-kind"] != s.Kind:
+			t.Errorf("receipt %s read back with tag %q and property detour-kind %q, sent tag grpc and %q", s.MsgID, m.Tags, m.Properties["detour-kind"], s.Kind)
 		}
 		delete(byID, s.MsgID)
 	}

@@ -27,8 +27,22 @@ type GRPCSendOptions struct {
 	// it is sent.
 	Normal, FIFO, Groups, Delayed int
 	Delay                         time.Duration
+	// Pause holds the producer after the first half of the normal messages, so that its
+	// heartbeats (every 10 s) and route refresh (first after 10 s) run mid-session.
+	Pause time.Duration
 	// Timeout bounds the whole run.
 	Timeout time.Duration
+}
+
+// GRPCRun is a run of the gRPC SDK's producer.
+type GRPCRun struct {
+	// Sends are the sends in order.
+	Sends []GRPCSend
+	// Problems are the WARN and ERROR lines of the SDK's own log: a session whose heartbeats,
+	// settings or route refreshes fail says so there, though its sends may succeed.
+	Problems []string
+	// Log is the end of the SDK's log.
+	Log string
 }
 
 // GRPCSend is one send of the gRPC SDK's producer, or (Kind "start") its failure to start.
@@ -61,7 +75,7 @@ func GRPCClassPath() (version, cp string, err error) {
 // SendGRPC runs the gRPC SDK's producer with o to its end and returns its sends in order. It fails
 // the test only when the driver cannot run or prints nothing it can read; failed sends (and a
 // producer that cannot start) are results, for the test to judge.
-func SendGRPC(t TB, dir string, o GRPCSendOptions) []GRPCSend {
+func SendGRPC(t TB, dir string, o GRPCSendOptions) GRPCRun {
 	t.Helper()
 	_, cp, err := GRPCClassPath()
 	if err != nil {
@@ -78,7 +92,7 @@ func SendGRPC(t TB, dir string, o GRPCSendOptions) []GRPCSend {
 	argv = append(argv, "-Duser.home="+home, "-cp", cp, "dev.detour.rmqdriver.GrpcProduce",
 		"endpoints="+o.Endpoint, "topic="+o.Topic, "normal="+strconv.Itoa(o.Normal), "fifo="+strconv.Itoa(o.FIFO),
 		"groups="+strconv.Itoa(max(o.Groups, 1)), "delay="+strconv.Itoa(o.Delayed),
-		"delayMs="+strconv.FormatInt(o.Delay.Milliseconds(), 10))
+		"delayMs="+strconv.FormatInt(o.Delay.Milliseconds(), 10), "pauseMs="+strconv.FormatInt(o.Pause.Milliseconds(), 10))
 	ctx, cancel := context.WithTimeout(context.Background(), o.Timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "java", argv...)
@@ -107,13 +121,15 @@ func SendGRPC(t TB, dir string, o GRPCSendOptions) []GRPCSend {
 	if runErr != nil && sends[0].Kind != "start" {
 		t.Fatalf("rmqtest: the gRPC producer failed after %d sends: %v\nstderr:\n%s", len(sends), runErr, truncate(stderr.Bytes(), 4000))
 	}
-	for _, s := range sends {
-		if !s.OK {
-			t.Logf("rmqtest: gRPC SDK client log:\n%s", clientLog(home))
-			break
+	run := GRPCRun{Sends: sends, Log: clientLog(home)}
+	if b, err := os.ReadFile(filepath.Join(home, "logs", "rocketmq", "rocketmq-client.log")); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.Contains(line, " WARN ") || strings.Contains(line, " ERROR ") {
+				run.Problems = append(run.Problems, line)
+			}
 		}
 	}
-	return sends
+	return run
 }
 
 // clientLog is the end of the gRPC SDK's own log under home, which says why a send failed.

@@ -21,7 +21,9 @@ import org.apache.rocketmq.client.apis.producer.SendReceipt;
  *
  * <p>Arguments (key=value): endpoints (host:port), topic, normal (count), fifo (count), groups (FIFO
  * message groups, the messages spread round-robin over them), delay (count), delayMs (how far in
- * the future each delayed message asks to be delivered), tag.
+ * the future each delayed message asks to be delivered), tag, pauseMs (a pause after the first half
+ * of the normal messages, so that the producer's heartbeats and route refresh run mid-session).
+ * Every message carries the user property detour-kind, its kind.
  */
 public final class GrpcProduce {
   private GrpcProduce() {}
@@ -43,6 +45,7 @@ public final class GrpcProduce {
     int delay = Integer.parseInt(a.getOrDefault("delay", "0"));
     long delayMs = Long.parseLong(a.getOrDefault("delayMs", "0"));
     String tag = a.getOrDefault("tag", "grpc");
+    long pauseMs = Long.parseLong(a.getOrDefault("pauseMs", "0"));
 
     ClientServiceProvider provider = ClientServiceProvider.loadService();
     ClientConfiguration config = ClientConfiguration.newBuilder().setEndpoints(a.get("endpoints")).build();
@@ -57,6 +60,9 @@ public final class GrpcProduce {
     }
     try {
       for (int i = 0; i < normal; i++) {
+        if (i == normal / 2 && pauseMs > 0) {
+          Thread.sleep(pauseMs);
+        }
         send(provider, producer, topic, tag, "normal", i, nonce, null, 0);
       }
       for (int i = 0; i < fifo; i++) {
@@ -76,7 +82,7 @@ public final class GrpcProduce {
       String kind, int index, String nonce, String group, long deliverAt) {
     String body = "grpc-" + kind + "-" + index + "-" + nonce;
     MessageBuilder b = provider.newMessageBuilder().setTopic(topic).setTag(tag).setKeys(body)
-        .setBody(body.getBytes(StandardCharsets.UTF_8));
+        .addProperty("detour-kind", kind).setBody(body.getBytes(StandardCharsets.UTF_8));
     if (group != null) {
       b.setMessageGroup(group);
     }
