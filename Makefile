@@ -14,13 +14,17 @@ ENVTEST_ASSETS = $(shell hack/setup-envtest.sh)
 ROCKETMQ_DIST = $(shell hack/setup-rocketmq.sh)
 # HELM is the Helm client hack/setup-helm.sh builds from its Go module (hack/helm) and caches.
 HELM = $(shell hack/setup-helm.sh)
+# PROTOC is Debian's protobuf-compiler, which hack/setup-protoc.sh installs when it is missing; its
+# Go plugins run from the modules pinned in go.mod (tools/tools.go).
+PROTOC = $(shell hack/setup-protoc.sh)
+PROTO_FILES = $(sort $(wildcard proto/apache/rocketmq/v2/*.proto))
 # PROMTOOL is Prometheus' rule checker (Debian's prometheus package, installed by
 # hack/setup-promtool.sh when missing); the alerting rules' unit tests run it.
 PROMTOOL = $(shell hack/setup-promtool.sh)
 TEST_TIMEOUT ?= 40m
 # GENERATED are the files `make manifests generate` writes; `make verify` checks them.
 GENERATED = config/crd/bases config/rbac/role.yaml api/v1alpha1/zz_generated.deepcopy.go \
-	charts/detour/crds charts/detour/files/manager-role.yaml charts/detour/files/prometheus-alerts.yaml \
+	charts/detour/crds charts/detour/files/manager-role.yaml charts/detour/files/prometheus-alerts.yaml pkg/rmqpb \
 	docs/reference
 FUZZ_TIME ?= 10s
 
@@ -36,8 +40,17 @@ help: ## Show this help.
 ##@ Development
 
 .PHONY: generate
-generate: ## Generate deepcopy code for the API types.
+generate: ## Generate deepcopy code for the API types and the RocketMQ gRPC protocol's Go code (pkg/rmqpb).
 	$(CONTROLLER_GEN) object:headerFile="hack/boilerplate.go.txt" paths="./api/..."
+	@protoc="$(PROTOC)"; [[ -n "$$protoc" ]] || { echo "make generate: hack/setup-protoc.sh failed (see above)" >&2; exit 1; }
+	@# The plugins are built once into a scratch folder, so protoc finds them by path.
+	@plugins=$$(mktemp -d); trap 'rm -rf "$$plugins"' EXIT; \
+		$(GO) build -o "$$plugins/" google.golang.org/protobuf/cmd/protoc-gen-go google.golang.org/grpc/cmd/protoc-gen-go-grpc; \
+		rm -f pkg/rmqpb/*.pb.go; \
+		"$(PROTOC)" -I proto -I /usr/include --plugin=protoc-gen-go="$$plugins/protoc-gen-go" \
+			--plugin=protoc-gen-go-grpc="$$plugins/protoc-gen-go-grpc" \
+			--go_out=. --go_opt=module=github.com/detourmq/detour \
+			--go-grpc_out=. --go-grpc_opt=module=github.com/detourmq/detour $(PROTO_FILES)
 
 .PHONY: manifests
 manifests: ## Generate CRDs into config/crd/bases and RBAC into config/rbac, and copy them into the Helm chart.

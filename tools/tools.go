@@ -5,5 +5,7 @@
 package tools
 
 import (
+	_ "google.golang.org/grpc/cmd/protoc-gen-go-grpc"
+	_ "google.golang.org/protobuf/cmd/protoc-gen-go"
 	_ "sigs.k8s.io/controller-tools/cmd/controller-gen"
 )

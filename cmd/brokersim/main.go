@@ -7,7 +7,8 @@
 //
 // Faults: delay:D, delay:D1-D2, blackhole, refuse, close, code:N, illegal (every send refused as
 // MESSAGE_ILLEGAL), flap:UP/DOWN (down is a black hole; flap:UP/DOWN:refuse refuses instead),
-// none; several join with commas. It prints one line starting "brokersim ready" once everything
+// strand (with blackhole or flap: a connection that had a request dropped stays silent after the
+// heal, as one in TCP retransmission backoff does), none; several join with commas. It prints one line starting "brokersim ready" once everything
 // listens, and stops cleanly on SIGINT or SIGTERM. Bad flags exit with status 2, -h prints the
 // flags and exits 0.
 //
@@ -77,7 +78,7 @@ func parseArgs(args []string, stderr io.Writer) (*config, error) {
 	fs.DurationVar(&cfg.idleTimeout, "idle-timeout", brokersim.DefaultIdleTimeout, "close connections without traffic for this long, as Java servers do (0: never)")
 	fs.Var(&brokers, "broker", "broker as name=ip:port (repeatable, at least one)")
 	fs.Var(&topics, "topic", "topic created on every broker, as name:queues (repeatable)")
-	fs.Var(&faults, "fault", "fault of a broker, as name=spec; spec is delay:D, delay:D1-D2, blackhole, refuse, close, code:N, illegal, flap:UP/DOWN[:refuse] or none, comma-joined (repeatable)")
+	fs.Var(&faults, "fault", "fault of a broker, as name=spec; spec is delay:D, delay:D1-D2, blackhole, refuse, close, code:N, illegal, flap:UP/DOWN[:refuse], strand or none, comma-joined (repeatable)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: brokersim --broker name=ip:port [--broker ...] [--namesrv-addr ip:port] [--topic name:queues] [--fault name=spec]")
 		fs.PrintDefaults()
@@ -143,6 +144,8 @@ func parseFault(f brokersim.Fault, spec string) (brokersim.Fault, error) {
 			f = brokersim.Fault{}
 		case "blackhole":
 			f.BlackHole = true
+		case "strand":
+			f.Strand = true
 		case "refuse":
 			f.Refuse = true
 		case "close":
@@ -187,7 +190,7 @@ func parseFault(f brokersim.Fault, spec string) (brokersim.Fault, error) {
 				return f, fmt.Errorf("flap mode %q: want blackhole or refuse", mode)
 			}
 		default:
-			return f, fmt.Errorf("unknown fault %q (want delay, blackhole, refuse, close, code, illegal, flap or none)", part)
+			return f, fmt.Errorf("unknown fault %q (want delay, blackhole, refuse, close, code, illegal, flap, strand or none)", part)
 		}
 	}
 	return f, nil

@@ -25,6 +25,7 @@ func TestParseFault(t *testing.T) {
 		{"delay:800ms", brokersim.Fault{Delay: 800 * time.Millisecond}},
 		{"delay:100ms-1s", brokersim.Fault{Delay: 100 * time.Millisecond, DelayMax: time.Second}},
 		{"blackhole", brokersim.Fault{BlackHole: true}},
+		{"blackhole,strand", brokersim.Fault{BlackHole: true, Strand: true}},
 		{"refuse", brokersim.Fault{Refuse: true}},
 		{"close", brokersim.Fault{CloseMidRequest: true}},
 		{"code:14", brokersim.Fault{Code: 14}},
@@ -211,7 +212,7 @@ func TestCommandServesUntilSIGTERM(t *testing.T) {
 	}
 	send := func(addr string) *remoting.Command {
 		h := &remoting.SendHeader{ProducerGroup: "g", Topic: "TopicTest", DefaultTopic: remoting.DefaultTopic, DefaultTopicQueueNums: 4,
-			QueueID: 1, BornTimestamp: time.Now().UnixMilli(), Properties: remoting.EncodeProperties(map[string]string{remoting.PropertyUniqKey: remoting.NewUniqID()})}
+			QueueID: 1, BornTimestamp: time.Now().UnixMilli(), Properties: (&remoting.Message{Properties: map[string]string{remoting.PropertyUniqKey: remoting.NewUniqID()}}).EncodeProperties()}
 		resp, err := c.Invoke(rctx, addr, remoting.NewSendRequest(h, []byte("hello"), true))
 		if err != nil {
 			t.Fatal(err)

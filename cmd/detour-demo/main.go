@@ -87,6 +87,7 @@ func localDefaults(fs *flag.FlagSet) error {
 		"gateway-bind-address":      "127.0.0.1:0",
 		"gateway-auth":              "false",
 		"gateway-secure":            "false",
+		"grpc-bind-address":         "127.0.0.1:0",
 		"metrics-bind-address":      "0",
 		"health-probe-bind-address": "0",
 		"leader-elect":              "false",

@@ -71,7 +71,8 @@ func TestLocalDefaultsApplyOnlyToFlagsLeftAlone(t *testing.T) {
 	}{
 		{"nothing set", nil, map[string]string{
 			"gateway-auth": "false", "gateway-secure": "false", "leader-elect": "false",
-			"metrics-bind-address": "0", "health-probe-bind-address": "0", "gateway-bind-address": "127.0.0.1:0"}},
+			"metrics-bind-address": "0", "health-probe-bind-address": "0", "gateway-bind-address": "127.0.0.1:0",
+			"grpc-bind-address": "127.0.0.1:0"}},
 		{"auth asked for", []string{"--gateway-auth=true"}, map[string]string{
 			"gateway-auth": "true", "gateway-secure": "false"}},
 		{"gateway address given", []string{"--gateway-bind-address=127.0.0.1:18080"}, map[string]string{

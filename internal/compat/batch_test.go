@@ -87,13 +87,13 @@ func sendBatchWithItsOwnID(t *testing.T, c *rmqtest.Cluster, topic string) []str
 		msgs = append(msgs, &remoting.Message{Body: []byte(fmt.Sprint("canary ", i)),
 			Properties: map[string]string{remoting.PropertyUniqKey: id, remoting.PropertyWaitStoreMsgOK: "true"}})
 	}
-	encoded, err := remoting.AppendBatch(nil, msgs)
+	encoded, _, err := remoting.AppendBatch(nil, msgs, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	h := &remoting.SendHeader{ProducerGroup: "detour_compat_canary", Topic: topic, DefaultTopic: remoting.DefaultTopic,
 		DefaultTopicQueueNums: remoting.DefaultTopicQueueNums, BornTimestamp: time.Now().UnixMilli(), Batch: true, BrokerName: b.Name,
-		Properties: remoting.EncodeProperties(map[string]string{remoting.PropertyWaitStoreMsgOK: "true", remoting.PropertyUniqKey: remoting.NewUniqID()})}
+		Properties: (&remoting.Message{Properties: map[string]string{remoting.PropertyWaitStoreMsgOK: "true", remoting.PropertyUniqKey: remoting.NewUniqID()}}).EncodeProperties()}
 	resp, err := c.Client().Invoke(ctx, b.Addr, remoting.NewSendRequest(h, encoded, true))
 	if err != nil || resp.Code != remoting.Success {
 		t.Fatalf("canary batch: %v %+v", err, resp)

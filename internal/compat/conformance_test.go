@@ -161,7 +161,7 @@ var conformanceCases = []conformanceCase{
 		return p.sendObs(ctx, t, p.strict, remoting.SendMessageV2, h, []byte("m"))
 	}},
 	{name: "SEND_BATCH_MESSAGE without the batch flag stores one message", run: func(ctx context.Context, t *testing.T, p peer) observation {
-		body, err := remoting.AppendBatch(nil, []*remoting.Message{{Topic: diffTopic, Body: []byte("one")}, {Topic: diffTopic, Body: []byte("two")}})
+		body, _, err := remoting.AppendBatch(nil, []*remoting.Message{{Topic: diffTopic, Body: []byte("one")}, {Topic: diffTopic, Body: []byte("two")}}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -172,7 +172,7 @@ var conformanceCases = []conformanceCase{
 		for _, m := range msgs {
 			m.SetProperty("UNIQ_KEY", remoting.NewUniqID())
 		}
-		body, err := remoting.AppendBatch(nil, msgs)
+		body, _, err := remoting.AppendBatch(nil, msgs, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

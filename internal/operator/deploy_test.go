@@ -124,13 +124,13 @@ func TestDefaultKustomizationRenders(t *testing.T) {
 	for _, p := range c.Ports {
 		ports[p.Name] = p.ContainerPort
 	}
-	for name, addr := range map[string]string{"gateway": o.gatewayAddr, "metrics": o.metricsAddr, "health": o.probeAddr, "namesrv": o.facadeAddr} {
+	for name, addr := range map[string]string{"gateway": o.gatewayAddr, "metrics": o.metricsAddr, "health": o.probeAddr, "namesrv": o.facadeAddr, "grpc": o.grpc.addr} {
 		if p, ok := ports[name]; !ok || !strings.HasSuffix(addr, fmt.Sprintf(":%d", p)) {
 			t.Errorf("container port %q = %d does not match the bind address %q", name, p, addr)
 		}
 	}
 	podLabels := dep.Spec.Template.Labels
-	for _, name := range []string{"detour-gateway", "detour-namesrv", "detour-controller-manager-metrics-service"} {
+	for _, name := range []string{"detour-gateway", "detour-namesrv", "detour-grpc", "detour-controller-manager-metrics-service"} {
 		svc := typed[corev1.Service](t, objs, "Service", name)
 		if !labelsMatch(svc.Spec.Selector, podLabels) {
 			t.Errorf("Service %s selects %v, not the manager's pods %v", name, svc.Spec.Selector, podLabels)
@@ -176,12 +176,13 @@ func TestDefaultKustomizationRenders(t *testing.T) {
 	}
 	for _, need := range []string{"tokenreviews:create", "subjectaccessreviews:create", "leases:create", "leases:update",
 		"pods:watch", "topics:watch", "faultpolicies:watch", "faultpolicies/status:update", "faultpolicies:patch",
-		"faultpolicies/finalizers:update", "events:create"} {
+		"faultpolicies/finalizers:update", "events:create", "secrets:get", "secrets:watch"} {
 		if !granted[need] {
 			t.Errorf("the manager's service account lacks %s", need)
 		}
 	}
-	if granted["secrets:get"] || granted["pods:delete"] || granted["topics:update"] {
+	// Secrets are read for RocketMQ credentials (a Cluster's credentialsSecretRef), never written.
+	if granted["secrets:create"] || granted["secrets:update"] || granted["secrets:delete"] || granted["pods:delete"] || granted["topics:update"] {
 		t.Errorf("the manager's service account has rights it does not use: %v", granted)
 	}
 }
@@ -294,6 +295,7 @@ func TestManagerRunsWithTheDeployedRBAC(t *testing.T) {
 	metricsAddr := freeAddr(t)
 	args := append(slices.Clone(dep.Spec.Template.Spec.Containers[0].Args),
 		"--gateway-bind-address=127.0.0.1:0",
+		"--grpc-bind-address=127.0.0.1:0",
 		"--metrics-bind-address="+metricsAddr,
 		"--health-probe-bind-address=0",
 		"--leader-election-namespace="+dep.Namespace, // in a pod this comes from the service account

@@ -177,7 +177,7 @@ func checkCoherent(t *testing.T, objs []*unstructured.Unstructured, prefix strin
 	for _, p := range c.Ports {
 		ports[p.Name] = p.ContainerPort
 	}
-	for name, addr := range map[string]string{"gateway": o.gatewayAddr, "metrics": o.metricsAddr, "health": o.probeAddr, "namesrv": o.facadeAddr} {
+	for name, addr := range map[string]string{"gateway": o.gatewayAddr, "metrics": o.metricsAddr, "health": o.probeAddr, "namesrv": o.facadeAddr, "grpc": o.grpc.addr} {
 		p, named := ports[name]
 		if addr == "0" && named {
 			t.Errorf("container port %q is named but %s is off", name, name)
@@ -572,6 +572,7 @@ func TestManagerRunsWithTheChartsNamespacedRBAC(t *testing.T) {
 	healthAddr := freeAddr(t)
 	args := append(slices.Clone(dep.Spec.Template.Spec.Containers[0].Args),
 		"--gateway-bind-address=127.0.0.1:0",
+		"--grpc-bind-address=127.0.0.1:0",
 		"--metrics-bind-address=0",
 		"--health-probe-bind-address="+healthAddr,
 		"--namesrv-facade-bind-address=0",

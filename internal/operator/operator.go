@@ -39,6 +39,7 @@ import (
 	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
 	"github.com/detourmq/detour/controllers"
 	"github.com/detourmq/detour/internal/gateway"
+	"github.com/detourmq/detour/internal/grpcfront"
 	detourscheme "github.com/detourmq/detour/internal/scheme"
 	"github.com/detourmq/detour/pkg/facade"
 	"github.com/detourmq/detour/pkg/producer"
@@ -50,7 +51,8 @@ type Operator struct {
 	mgr       ctrl.Manager
 	rt        *producer.Runtime
 	rtClosed  atomic.Bool
-	gw        *gateway.Server // nil when the gateway is disabled
+	gw        *gateway.Server   // nil when the gateway is disabled
+	grpc      *grpcfront.Server // nil when the gRPC endpoint is disabled
 	namespace string
 	log       logr.Logger
 	// shutdownDelay is how long a stopping replica keeps serving while reporting not ready, so
@@ -276,6 +278,9 @@ func newOperator(cfg *rest.Config, o *Options, log logr.Logger, hooks ...operato
 			return nil, err
 		}
 		gateway.RegisterMetrics(ctrlmetrics.Registry)
+	}
+	if err := op.addGRPCFront(o, tlsOpts); err != nil {
+		return nil, fmt.Errorf("the RocketMQ gRPC endpoint: %w", err)
 	}
 
 	if o.facadeAddr != "0" {

@@ -33,6 +33,7 @@ type Options struct {
 	authOpts                gateway.AuthOptions
 	gatewaySecure           bool
 	gatewayCertDir          string
+	grpc                    grpcOptions
 	facadeAddr              string
 	facadeCluster           string
 	clusterFacadeHost       string
@@ -92,6 +93,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.gatewaySecure, "gateway-secure", true,
 		"Serve the send gateway over HTTPS, with tls.crt and tls.key from --gateway-cert-dir or a self-signed certificate.")
 	fs.StringVar(&o.gatewayCertDir, "gateway-cert-dir", "", "A directory with tls.crt and tls.key for the send gateway; reloaded when they change.")
+	o.grpc.register(fs)
 	fs.StringVar(&o.facadeAddr, "namesrv-facade-bind-address", "0",
 		"The address RocketMQ's name-server protocol is served on, in front of a Cluster's name servers, so unmodified clients avoid the brokers detour would avoid; 0 disables it.")
 	fs.StringVar(&o.facadeCluster, "namesrv-facade-cluster", "",

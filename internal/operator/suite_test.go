@@ -213,6 +213,7 @@ func testOptions(t *testing.T, ns string, args ...string) *Options {
 		"--metrics-bind-address=0",
 		"--health-probe-bind-address=0",
 		"--gateway-bind-address=127.0.0.1:0",
+		"--grpc-bind-address=127.0.0.1:0",
 		"--gateway-auth=false",
 		"--gateway-secure=false",
 		"--shutdown-timeout=20s",

@@ -24,6 +24,11 @@ type Fault struct {
 	Delay, DelayMax time.Duration
 	// BlackHole: connections are accepted and requests read, but nothing is answered or stored.
 	BlackHole bool
+	// Strand, with BlackHole or a flap's down phase: a connection that had a request dropped
+	// stays silent after the broker heals (its requests are still read and dropped), as a TCP
+	// connection does while its retransmissions back off after a network outage ends; connections
+	// opened after the heal are served.
+	Strand bool
 	// Refuse: the listener is closed (connects are refused) and open connections are dropped.
 	Refuse bool
 	// CloseMidRequest: each request is answered with half a response frame, then the
@@ -84,6 +89,9 @@ func (f Fault) String() string {
 		if f.Refuse {
 			parts = append(parts, "refuse")
 		}
+	}
+	if f.Strand {
+		parts = append(parts, "strand")
 	}
 	if f.CloseMidRequest {
 		parts = append(parts, "close")
@@ -544,6 +552,16 @@ func (b *Broker) Close() error {
 	return nil
 }
 
+// dropping reports whether a request on sc goes unanswered: the broker is down, or sc was
+// stranded by a request dropped there under Fault.Strand, which it marks.
+func dropping(sc *serverConn, fs *faultState) bool {
+	down := fs.down || (!fs.Flapping() && fs.BlackHole)
+	if down && fs.Strand {
+		sc.stranded.Store(true)
+	}
+	return down || sc.stranded.Load()
+}
+
 // handle runs on a connection's reader for every request.
 func (b *Broker) handle(sc *serverConn, req *remoting.Command) {
 	fs := b.fault.Load()
@@ -559,7 +577,7 @@ func (b *Broker) handle(sc *serverConn, req *remoting.Command) {
 			batch, sendErr = remoting.DecodeBatch(req.Body)
 		}
 	}
-	down := fs.down || (!fs.Flapping() && fs.BlackHole)
+	down := dropping(sc, fs)
 
 	b.mu.Lock()
 	b.requests++

@@ -110,13 +110,13 @@ func TestBatchSendStoresEveryMessage(t *testing.T) {
 	for i := 0; i < 3; i++ {
 		msgs = append(msgs, &remoting.Message{Body: []byte{'a' + byte(i)}, Properties: map[string]string{remoting.PropertyUniqKey: remoting.NewUniqID()}})
 	}
-	body, err := remoting.AppendBatch(nil, msgs)
+	body, _, err := remoting.AppendBatch(nil, msgs, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	batchKey := remoting.NewUniqID()
 	h := &remoting.SendHeader{ProducerGroup: "g", Topic: "T", DefaultTopic: remoting.DefaultTopic, DefaultTopicQueueNums: 4, Batch: true,
-		Properties: remoting.EncodeProperties(map[string]string{remoting.PropertyUniqKey: batchKey})}
+		Properties: (&remoting.Message{Properties: map[string]string{remoting.PropertyUniqKey: batchKey}}).EncodeProperties()}
 	first, _ := sendReq("T", 0, "single", true)
 	invoke(t, c, b.Addr(), first)
 	r, err := remoting.ParseSendResponse(invoke(t, c, b.Addr(), remoting.NewSendRequest(h, body, true)))

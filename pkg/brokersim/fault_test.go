@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"runtime"
 	"strings"
 	"testing"
@@ -102,8 +103,17 @@ func TestBlackHoleReadsButNeverAnswers(t *testing.T) {
 		t.Fatal("Down() is false in a black hole")
 	}
 	req, key := sendReq("T", 0, "x", true)
-	if _, err := c.Invoke(timeout(t, 100*time.Millisecond), b.Addr(), req); !errors.Is(err, remoting.ErrTimeout) {
-		t.Fatalf("err = %v, want a timeout", err)
+	// Cancelled rather than timed out: a client retires a connection a request timed out on.
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Invoke(ctx, b.Addr(), req)
+		done <- err
+	}()
+	waitFor(t, "the request dropped", func() bool { return b.Stats().Dropped == 1 })
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want it cancelled unanswered", err)
 	}
 	s := b.Stats()
 	if s.Dropped != 1 || s.MessagesReceived != 1 || s.MessagesStored != 0 || b.StoredByUniqKey()[key] != 0 {
@@ -118,6 +128,44 @@ func TestBlackHoleReadsButNeverAnswers(t *testing.T) {
 	}
 	if n := b.Stats().Connections; n != 1 {
 		t.Fatalf("%d connections, want the same one", n)
+	}
+}
+
+func TestStrandKeepsAConnectionSilentAfterTheHeal(t *testing.T) {
+	b := startBroker(t, "broker-a", Options{})
+	c := newClient(t)
+	invoke(t, c, b.Addr(), remoting.NewHeartbeatRequest("c"))
+	b.SetFault(Fault{BlackHole: true, Strand: true})
+	if _, err := c.Invoke(timeout(t, 100*time.Millisecond), b.Addr(), remoting.NewHeartbeatRequest("c")); !errors.Is(err, remoting.ErrTimeout) {
+		t.Fatalf("err = %v, want a timeout", err)
+	}
+	b.SetFault(Fault{})
+	// The connection that timed out is retired; one raw connection stranded now stays silent.
+	stranded, err := net.Dial("tcp", b.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stranded.Close()
+	b.SetFault(Fault{BlackHole: true, Strand: true})
+	frame, err := remoting.Encode(remoting.NewHeartbeatRequest("c"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stranded.Write(frame); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the raw connection's request dropped", func() bool { return b.Stats().Dropped == 2 })
+	b.SetFault(Fault{})
+	if _, err := stranded.Write(frame); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the healed broker dropping on the stranded connection", func() bool { return b.Stats().Dropped == 3 })
+	if resp := invoke(t, c, b.Addr(), remoting.NewHeartbeatRequest("c")); resp.Code != remoting.Success {
+		t.Fatalf("a new connection after the heal: %v", resp)
+	}
+	_ = stranded.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	if n, err := stranded.Read(make([]byte, 1)); n != 0 || !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("the stranded connection read %d bytes, %v; want silence", n, err)
 	}
 }
 
@@ -268,6 +316,7 @@ func TestFaultString(t *testing.T) {
 		{Fault{Delay: 800 * time.Millisecond}, "delay:800ms"},
 		{Fault{Delay: time.Millisecond, DelayMax: time.Second}, "delay:1ms-1s"},
 		{Fault{BlackHole: true}, "blackhole"},
+		{Fault{BlackHole: true, Strand: true}, "blackhole,strand"},
 		{Fault{Refuse: true, Code: 14}, "refuse,code:14"},
 		{Fault{FlapUp: time.Second, FlapDown: 2 * time.Second}, "flap:1s/2s"},
 		{Fault{FlapUp: time.Second, FlapDown: 2 * time.Second, Refuse: true, CloseMidRequest: true}, "flap:1s/2s:refuse,close"},

@@ -16,7 +16,7 @@ import (
 func sendWithProps(topic string, queue int32, body []byte, props map[string]string, edit func(*remoting.SendHeader)) *remoting.Command {
 	h := &remoting.SendHeader{
 		ProducerGroup: "g", Topic: topic, DefaultTopic: remoting.DefaultTopic, DefaultTopicQueueNums: 4,
-		QueueID: queue, BornTimestamp: time.Now().UnixMilli(), Properties: remoting.EncodeProperties(props), BrokerName: "b",
+		QueueID: queue, BornTimestamp: time.Now().UnixMilli(), Properties: (&remoting.Message{Properties: props}).EncodeProperties(), BrokerName: "b",
 	}
 	if edit != nil {
 		edit(h)
@@ -31,7 +31,7 @@ func batchBody(t *testing.T, n int) []byte {
 	for i := 0; i < n; i++ {
 		msgs = append(msgs, &remoting.Message{Body: []byte{'a' + byte(i)}, Properties: map[string]string{remoting.PropertyUniqKey: remoting.NewUniqID()}})
 	}
-	body, err := remoting.AppendBatch(nil, msgs)
+	body, _, err := remoting.AppendBatch(nil, msgs, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -431,7 +431,7 @@ func TestBatchesThatCannotBeBatchesAreRefused(t *testing.T) {
 	b.CreateTopic("T", 1)
 	c := newClient(t)
 	body := batchBody(t, 2)
-	big, err := remoting.AppendBatch(nil, []*remoting.Message{{Body: make([]byte, 4<<20)}}) // over 4 MiB with its header
+	big, _, err := remoting.AppendBatch(nil, []*remoting.Message{{Body: make([]byte, 4<<20)}}, nil) // over 4 MiB with its header
 	if err != nil {
 		t.Fatal(err)
 	}

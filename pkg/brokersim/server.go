@@ -3,8 +3,10 @@ package brokersim
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -48,6 +50,9 @@ type serverConn struct {
 
 	// lastActive is when bytes last moved either way, in nanoseconds since srv.epoch.
 	lastActive atomic.Int64
+	// stranded: a request was dropped here under Fault.Strand; the connection answers nothing
+	// more.
+	stranded atomic.Bool
 
 	mu        sync.Mutex
 	closed    bool
@@ -262,12 +267,16 @@ func (sc *serverConn) respond(req, resp *remoting.Command, flush bool) {
 type pendingTimer struct {
 	t       *time.Timer
 	release func()
+	handle  func() // f, surviving its panic
 }
 
-// after runs f, answering req, after d on a timer tied to the connection: closing the
-// connection cancels it, and the server waits for timers that already fired. release runs
-// exactly once, after f or when the timer is cancelled (or at once when the connection is closed
-// already). A panic in f closes the connection, as one in the handler does.
+// after runs f, answering req, after d on a timer tied to the connection, and the server waits
+// for timers that already fired. A connection its peer closes runs what its timers still hold at
+// once, in the order they were set, as a broker handles the requests it read whatever becomes of
+// their channel (a send it stores late is how a client's timeout turns into a duplicate); their
+// answers go nowhere. Closing the server cancels them. release runs exactly once, after f or when
+// the timer is cancelled (or at once when the connection is closed already). A panic in f closes
+// the connection, as one in the handler does.
 func (sc *serverConn) after(d time.Duration, req *remoting.Command, f, release func()) {
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
@@ -281,17 +290,17 @@ func (sc *serverConn) after(d time.Duration, req *remoting.Command, f, release f
 		sc.timers = make(map[uint64]pendingTimer)
 	}
 	sc.srv.wg.Add(1)
-	sc.timers[id] = pendingTimer{release: release, t: time.AfterFunc(d, func() {
+	handle := func() {
+		defer sc.survive(req)
+		f()
+	}
+	sc.timers[id] = pendingTimer{release: release, handle: handle, t: time.AfterFunc(d, func() {
 		defer sc.srv.wg.Done()
 		defer release()
 		sc.mu.Lock()
 		delete(sc.timers, id)
-		closed := sc.closed
 		sc.mu.Unlock()
-		if !closed {
-			defer sc.survive(req)
-			f()
-		}
+		handle()
 	})}
 }
 
@@ -332,17 +341,24 @@ func (sc *serverConn) close() {
 	sc.timers = nil
 	idle := sc.idleTimer
 	sc.mu.Unlock()
-	for _, pt := range timers {
-		if pt.t.Stop() {
-			pt.release()
-			sc.srv.wg.Done()
-		}
-	}
 	if idle != nil && idle.Stop() {
 		sc.srv.wg.Done()
 	}
 	_ = sc.nc.Close()
 	sc.srv.mu.Lock()
 	delete(sc.srv.conns, sc)
+	stopping := sc.srv.closed
 	sc.srv.mu.Unlock()
+	ids := slices.Sorted(maps.Keys(timers))
+	for _, id := range ids {
+		pt := timers[id]
+		if !pt.t.Stop() {
+			continue // fired already; it releases itself
+		}
+		if !stopping {
+			pt.handle()
+		}
+		pt.release()
+		sc.srv.wg.Done()
+	}
 }

@@ -10,7 +10,9 @@
 // server and refuses everything else, requests that change a name server (broker registration,
 // write-permission changes, KV config, topic deletion, ...) among them. It trusts no peer: oneway
 // requests are dropped, connections are bounded in total, per source address and in how long
-// they may stay silent or take to deliver a frame, identical reads in flight share one upstream
+// they may stay silent or take to deliver a frame (when all are taken, a source below its fair
+// share takes the place of the largest source's idlest connection, so a few sources cannot lock
+// out the rest), identical reads in flight share one upstream
 // request, and a panic while serving a connection closes that connection only.
 //
 // The package knows nothing of Kubernetes: a View supplies the name servers and, per topic, the
@@ -63,7 +65,8 @@ type Metrics interface {
 	// Panicked counts a panic recovered while serving a client connection, which closed it.
 	Panicked()
 	// ConnectionRefused counts a client connection closed at once because the facade held
-	// MaxConns connections (perSource false) or its source held MaxConnsPerSource.
+	// MaxConns connections and its source was not below its fair share (perSource false), or its
+	// source held MaxConnsPerSource. A connection that takes another's place is not counted.
 	ConnectionRefused(perSource bool)
 }
 
@@ -82,7 +85,11 @@ type Options struct {
 	View View
 	// Client forwards requests; nil means a client owned by the Server.
 	Client *remoting.Client
-	// MaxConns bounds client connections; more are closed at once. 0 means DefaultMaxConns.
+	// MaxConns bounds client connections. 0 means DefaultMaxConns. When every connection is
+	// taken, a new one from a source holding fewer than its fair share (MaxConns over the sources
+	// holding connections, the new one's counted) takes the place of the idlest connection of the
+	// source holding the most, when that source holds at least two more; otherwise the new one is
+	// closed at once.
 	MaxConns int
 	// MaxConnsPerSource bounds the connections from one IP address, so no one peer can take every
 	// connection; more are closed at once. 0 means max(8, MaxConns/16); negative means no bound
@@ -116,12 +123,12 @@ type Server struct {
 	next       atomic.Uint32 // name server to ask first
 	flights    flights
 
-	mu        sync.Mutex
-	last      map[string]map[string]string // topic -> hidden brokers of the last answer
-	open      map[net.Conn]struct{}
-	perSource map[string]int // source IP -> connections open
-	closed    bool
-	wg        sync.WaitGroup
+	mu      sync.Mutex
+	last    map[string]map[string]string // topic -> hidden brokers of the last answer
+	open    map[net.Conn]*tracked
+	sources sources
+	closed  bool
+	wg      sync.WaitGroup
 }
 
 // Defaults of Options.
@@ -174,7 +181,7 @@ func Start(opts Options) (*Server, error) {
 		return nil, fmt.Errorf("facade: listening on %s: %w", opts.Addr, err)
 	}
 	s := &Server{opts: opts, ln: ln, client: opts.Client, last: map[string]map[string]string{},
-		open: map[net.Conn]struct{}{}, perSource: map[string]int{}}
+		open: map[net.Conn]*tracked{}, sources: newSources()}
 	if s.client == nil {
 		// Answers are parsed to be rewritten: a name server's answer beyond the bound the runtime
 		// holds name servers to is refused on its length, before it is read.
@@ -216,7 +223,8 @@ func (s *Server) acceptLoop() {
 		if err != nil {
 			return
 		}
-		if why := s.admit(c); why != "" {
+		t, evicted, why := s.admit(c)
+		if why != "" {
 			s.opts.Logger.V(1).Info("connection refused", "reason", why, "remote", c.RemoteAddr().String(),
 				"max", s.opts.MaxConns, "maxPerSource", s.opts.MaxConnsPerSource)
 			if s.opts.Metrics != nil && why != refusedClosing {
@@ -225,8 +233,13 @@ func (s *Server) acceptLoop() {
 			_ = c.Close()
 			continue
 		}
+		if evicted != nil {
+			s.opts.Logger.V(1).Info("idlest connection of the largest source closed for a source under its share",
+				"closed", evicted.RemoteAddr().String(), "for", c.RemoteAddr().String(), "max", s.opts.MaxConns)
+			_ = evicted.Close()
+		}
 		s.wg.Add(1)
-		go s.serve(c)
+		go s.serve(c, t)
 	}
 }
 
@@ -254,7 +267,7 @@ func (s *Server) dropOneway(c net.Conn, req *remoting.Command) {
 
 // serve reads requests from one client connection and answers each from its own goroutine, as
 // RocketMQ's remoting multiplexes requests on a connection by opaque.
-func (s *Server) serve(c net.Conn) {
+func (s *Server) serve(c net.Conn, t *tracked) {
 	defer s.wg.Done()
 	defer func() {
 		s.release(c)
@@ -281,6 +294,7 @@ func (s *Server) serve(c net.Conn) {
 			s.closing(c, err)
 			return
 		}
+		s.touch(t)
 		if req.IsResponse() {
 			continue // clients do not answer name servers; nothing to do
 		}

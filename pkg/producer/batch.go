@@ -2,7 +2,6 @@ package producer
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"strings"
@@ -143,13 +142,10 @@ type encodedBatch struct {
 	joined string
 }
 
-// uniqIDLength is the length of a UNIQ_KEY that AppendUniqID makes.
-const uniqIDLength = 32
-
 // The batch's own properties: WAIT as its first message has it.
-const (
-	batchWaitTrue  = remoting.PropertyWaitStoreMsgOK + "\x01true\x02"
-	batchWaitFalse = remoting.PropertyWaitStoreMsgOK + "\x01false\x02"
+var (
+	batchWaitTrue  = remoting.EncodeProperty(remoting.PropertyWaitStoreMsgOK, "true")
+	batchWaitFalse = remoting.EncodeProperty(remoting.PropertyWaitStoreMsgOK, "false")
 )
 
 // encodeBatch encodes msgs as RocketMQ's DefaultMQProducer.batch does: every message with its
@@ -158,34 +154,35 @@ const (
 // are each built in one buffer sized up front: no allocation per message.
 func encodeBatch(msgs []*Message) (*encodedBatch, error) {
 	size, idsLen := 0, 0
-	for _, m := range msgs {
-		size += batchEntrySize(m)
+	for i, m := range msgs {
+		props := remoting.SendPropertiesSize(m)
+		if err := checkPropertiesSize(props); err != nil {
+			return nil, batchMessageError(i, err)
+		}
+		size += remoting.BatchEntryFixedSize + len(m.Body) + props
 		if id := m.Properties[remoting.PropertyUniqKey]; id != "" {
 			idsLen += len(id) + 1
 		} else {
-			idsLen += uniqIDLength + 1
+			idsLen += remoting.UniqIDLength + 1
 		}
 	}
 	if size > MaxMessageSize {
 		return nil, &ValidationError{Code: CodeMessageIllegal, Rule: ErrBodyTooLarge,
 			Message: fmt.Sprintf("the message body size over max value, MAX: %d (the batch encodes to %d bytes)", MaxMessageSize, size)}
 	}
-	body := make([]byte, 0, size)
+	body, spans, err := remoting.AppendBatch(make([]byte, 0, size), msgs, make([]int, 0, 2*len(msgs)))
+	if err != nil {
+		return nil, err
+	}
 	ids := make([]byte, 0, idsLen)
-	spans := make([]int, 0, 2*len(msgs))
-	for i, m := range msgs {
-		var start, end int
-		var err error
-		body, start, end, err = appendBatchEntry(body, m)
-		if err != nil {
-			return nil, batchMessageError(i, err)
-		}
+	for i := 0; i < len(spans); i += 2 {
 		if i > 0 {
 			ids = append(ids, ',')
 		}
-		spans = append(spans, len(ids))
-		ids = append(ids, body[start:end]...)
-		spans = append(spans, len(ids))
+		// From here on the span names the id in ids, not in body.
+		start := len(ids)
+		ids = append(ids, body[spans[i]:spans[i+1]]...)
+		spans[i], spans[i+1] = start, len(ids)
 	}
 	eb := &encodedBatch{body: body, joined: string(ids), ids: make([]string, len(msgs))}
 	for i := range eb.ids {
@@ -202,117 +199,11 @@ func encodeBatch(msgs []*Message) (*encodedBatch, error) {
 	return eb, nil
 }
 
-// batchFixedLength is an entry's size besides its body and properties: totalSize, magicCode,
-// bodyCRC, flag and bodyLength (int32 each) and propertiesLength (int16).
-const batchFixedLength = 4*5 + 2
-
-// batchEntrySize is the encoded size of m in a batch body (what appendBatchEntry appends).
-func batchEntrySize(m *Message) int {
-	return batchFixedLength + len(m.Body) + sendPropertiesSize(m)
-}
-
-// appendBatchEntry appends m's entry of a batch body (MessageDecoder.encodeMessage) with its
-// properties as a send gives them, and returns where its UNIQ_KEY's value lies in dst.
-func appendBatchEntry(dst []byte, m *Message) (out []byte, idStart, idEnd int, err error) {
-	start := len(dst)
-	dst = append(dst, make([]byte, 20)...)
-	dst = append(dst, m.Body...)
-	propsAt := len(dst)
-	dst = append(dst, 0, 0)
-	dst, idStart, idEnd = appendSendProperties(dst, m)
-	propsLen := len(dst) - propsAt - 2
-	if err := checkPropertiesLength(propsLen); err != nil {
-		return dst[:start], 0, 0, err
-	}
-	binary.BigEndian.PutUint16(dst[propsAt:], uint16(propsLen))
-	binary.BigEndian.PutUint32(dst[start:], uint32(len(dst)-start))
-	binary.BigEndian.PutUint32(dst[start+12:], uint32(m.Flag))
-	binary.BigEndian.PutUint32(dst[start+16:], uint32(len(m.Body)))
-	return dst, idStart, idEnd, nil
-}
-
-// sendPropertiesSize is the length of m's properties as appendSendProperties writes them.
-func sendPropertiesSize(m *Message) int {
-	n := 0
-	if m.Tags != "" {
-		n += len(remoting.PropertyTags) + len(m.Tags) + 2
-	}
-	if m.Keys != "" {
-		n += len(remoting.PropertyKeys) + len(m.Keys) + 2
-	}
-	for k, v := range m.Properties {
-		if v == "" || (k == remoting.PropertyTags && m.Tags != "") || (k == remoting.PropertyKeys && m.Keys != "") {
-			continue
-		}
-		n += len(k) + len(v) + 2
-	}
-	if m.Properties[remoting.PropertyUniqKey] == "" {
-		n += len(remoting.PropertyUniqKey) + uniqIDLength + 2
-	}
-	if m.Properties[remoting.PropertyWaitStoreMsgOK] == "" {
-		n += len(remoting.PropertyWaitStoreMsgOK) + len("true") + 2
-	}
-	return n
-}
-
-// appendSendProperties appends m's properties as a send puts them on the wire (sendProperties):
-// TAGS and KEYS, every other property, WAIT=true unless m sets WAIT, and a new UNIQ_KEY unless m
-// has one. It returns where the UNIQ_KEY's value lies in the result.
-func appendSendProperties(dst []byte, m *Message) (out []byte, idStart, idEnd int) {
-	put := func(k, v string) {
-		dst = append(dst, k...)
-		dst = append(dst, remoting.NameValueSeparator)
-		dst = append(dst, v...)
-		dst = append(dst, remoting.PropertySeparator)
-	}
-	if m.Tags != "" {
-		put(remoting.PropertyTags, m.Tags)
-	}
-	if m.Keys != "" {
-		put(remoting.PropertyKeys, m.Keys)
-	}
-	for k, v := range m.Properties {
-		if v == "" || (k == remoting.PropertyTags && m.Tags != "") || (k == remoting.PropertyKeys && m.Keys != "") ||
-			k == remoting.PropertyUniqKey {
-			continue
-		}
-		put(k, v)
-	}
-	if m.Properties[remoting.PropertyWaitStoreMsgOK] == "" {
-		put(remoting.PropertyWaitStoreMsgOK, "true")
-	}
-	dst = append(dst, remoting.PropertyUniqKey...)
-	dst = append(dst, remoting.NameValueSeparator)
-	idStart = len(dst)
-	if id := m.Properties[remoting.PropertyUniqKey]; id != "" {
-		dst = append(dst, id...)
-	} else {
-		dst = remoting.AppendUniqID(dst)
-	}
-	idEnd = len(dst)
-	dst = append(dst, remoting.PropertySeparator)
-	return dst, idStart, idEnd
-}
-
-// checkPropertiesLength refuses encoded properties of n bytes that no broker stores.
-func checkPropertiesLength(n int) error {
-	if n > MaxPropertiesSize {
-		return &ValidationError{Code: CodeMessageIllegal, Rule: ErrPropertiesTooLarge,
-			Message: fmt.Sprintf("the message properties length is %d bytes, over the broker's limit of %d", n, MaxPropertiesSize)}
-	}
-	return nil
-}
-
 // sendEncodedBatch sends b by the route key as one SEND_BATCH_MESSAGE through the send loop, as a
 // sync send: the same selection, retries, budget and fault records.
 func (r *Runtime) sendEncodedBatch(ctx context.Context, key, topic string, b *encodedBatch, begin time.Time) (*SendResult, error) {
-	if r.closed.Load() {
-		return nil, ErrClosed
-	}
-	rt := r.routeFor(key, topic)
-	if rt == nil {
-		err := &NoRouteError{Topic: topic}
-		r.metrics.SendDone(topic, ModeSync, 0, time.Since(begin), err)
+	rt, err := r.openRoute(key, topic, ModeSync, begin, time.Now)
+	if err != nil {
 		return nil, err
 	}
 	c := sendCall{r: r, ctx: ctx, key: key, topic: topic, mode: ModeSync, begin: begin}

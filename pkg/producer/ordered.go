@@ -71,8 +71,8 @@ func (r *Runtime) SendOrderedRoute(ctx context.Context, route string, m *Message
 	if err := c.prepare(rt, m); err != nil {
 		return nil, err
 	}
-	c.header.Properties += remoting.PropertyShardingKey + string(remoting.NameValueSeparator) + group + string(remoting.PropertySeparator)
-	if err := checkPropertiesSize(c.header.Properties); err != nil {
+	c.header.Properties += remoting.EncodeProperty(remoting.PropertyShardingKey, group)
+	if err := checkPropertiesSize(len(c.header.Properties)); err != nil {
 		c.release()
 		return nil, err
 	}

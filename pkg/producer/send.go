@@ -248,67 +248,6 @@ func (r *Runtime) SendOneway(ctx context.Context, m *Message) error {
 	return err
 }
 
-// sendProperties encodes m's properties for the wire with a UNIQ_KEY and RocketMQ's WAIT=true
-// default added when m lacks them, without touching m. It sizes the result first so that the
-// encoding costs one allocation.
-func sendProperties(m *Message) (props, uniq string) {
-	const uniqLen = 32
-	uniq = m.Properties[remoting.PropertyUniqKey]
-	wait := m.Properties[remoting.PropertyWaitStoreMsgOK] == ""
-	n := 0
-	if m.Tags != "" {
-		n += len(remoting.PropertyTags) + len(m.Tags) + 2
-	}
-	if m.Keys != "" {
-		n += len(remoting.PropertyKeys) + len(m.Keys) + 2
-	}
-	for k, v := range m.Properties {
-		n += len(k) + len(v) + 2
-	}
-	if uniq == "" {
-		n += len(remoting.PropertyUniqKey) + uniqLen + 2
-	}
-	if wait {
-		n += len(remoting.PropertyWaitStoreMsgOK) + len("true") + 2
-	}
-	var b strings.Builder
-	b.Grow(n)
-	put := func(k, v string) {
-		b.WriteString(k)
-		b.WriteByte(remoting.NameValueSeparator)
-		b.WriteString(v)
-		b.WriteByte(remoting.PropertySeparator)
-	}
-	// Tags and Keys win over the same keys in Properties, as in Message.AppendProperties.
-	if m.Tags != "" {
-		put(remoting.PropertyTags, m.Tags)
-	}
-	if m.Keys != "" {
-		put(remoting.PropertyKeys, m.Keys)
-	}
-	for k, v := range m.Properties {
-		if v == "" || (k == remoting.PropertyTags && m.Tags != "") || (k == remoting.PropertyKeys && m.Keys != "") {
-			continue
-		}
-		put(k, v)
-	}
-	if wait {
-		put(remoting.PropertyWaitStoreMsgOK, "true")
-	}
-	if uniq == "" {
-		var id [uniqLen]byte
-		b.WriteString(remoting.PropertyUniqKey)
-		b.WriteByte(remoting.NameValueSeparator)
-		start := b.Len()
-		b.Write(remoting.AppendUniqID(id[:0]))
-		end := b.Len()
-		b.WriteByte(remoting.PropertySeparator)
-		props = b.String()
-		return props, props[start:end]
-	}
-	return b.String(), uniq
-}
-
 // sendStatus maps a stored-class response code to RocketMQ's SendStatus name.
 func sendStatus(code int16) (string, bool) {
 	switch code {

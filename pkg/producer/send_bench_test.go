@@ -14,6 +14,7 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/rlog"
 
 	"github.com/detourmq/detour/pkg/brokersim"
+	"github.com/detourmq/detour/pkg/remoting"
 )
 
 // Sync send throughput against loopback brokersim brokers: detour's runtime and
@@ -145,5 +146,15 @@ func BenchmarkSendSync(b *testing.B) {
 				return err
 			})
 		})
+	}
+}
+
+// BenchmarkSendProperties is the properties string a send builds once for all its attempts,
+// for a message with tags, keys and two user properties (a new UNIQ_KEY and WAIT added).
+func BenchmarkSendProperties(b *testing.B) {
+	m := &Message{Topic: benchTopic, Tags: "TagA", Keys: "order-1 order-2", Properties: map[string]string{"region": "eu", "tenant": "t1"}}
+	b.ReportAllocs()
+	for b.Loop() {
+		remoting.EncodeSendProperties(m)
 	}
 }

@@ -123,8 +123,8 @@ func (c *sendCall) prepare(rt *route, m *Message) error {
 	if c.r.tweakRules != nil {
 		c.rules = c.r.tweakRules(c.rules)
 	}
-	props, uniq := sendProperties(m)
-	if err := checkPropertiesSize(props); err != nil {
+	props, uniq := remoting.EncodeSendProperties(m)
+	if err := checkPropertiesSize(len(props)); err != nil {
 		return err
 	}
 	c.uniq = uniq

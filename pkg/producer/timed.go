@@ -105,7 +105,7 @@ func (r *Runtime) SendTimedRoute(ctx context.Context, route string, m *Message, 
 		return nil, err
 	}
 	c.header.Properties += prop
-	if err := checkPropertiesSize(c.header.Properties); err != nil {
+	if err := checkPropertiesSize(len(c.header.Properties)); err != nil {
 		c.release()
 		return nil, err
 	}
@@ -123,11 +123,11 @@ func timedProperty(line Line, delay time.Duration, deliverAt time.Time) (string,
 		}
 		p := timerPrecision.Milliseconds()
 		at := (deliverAt.UnixMilli()+p-1)/p*p + p
-		return remoting.PropertyTimerDeliverMS + "\x01" + strconv.FormatInt(at, 10) + "\x02", nil
+		return remoting.EncodeProperty(remoting.PropertyTimerDeliverMS, strconv.FormatInt(at, 10)), nil
 	case Line4:
 		for i, d := range DelayLevels {
 			if d >= delay {
-				return remoting.PropertyDelayLevel + "\x01" + strconv.Itoa(i+1) + "\x02", nil
+				return remoting.EncodeProperty(remoting.PropertyDelayLevel, strconv.Itoa(i+1)), nil
 			}
 		}
 		return "", fmt.Errorf("%w: 4.x brokers delay messages by level, at most %v (level %d), asked for %v",

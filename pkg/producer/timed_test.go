@@ -58,8 +58,8 @@ func TestTimedSendToA5xBrokerIsDeliveredNotBeforeTheTimeAsked(t *testing.T) {
 	c := remoting.NewClient(remoting.ClientOptions{})
 	defer c.Close()
 	h := &remoting.SendHeader{ProducerGroup: "g", Topic: testTopic, DefaultTopic: remoting.DefaultTopic, DefaultTopicQueueNums: 4,
-		BornTimestamp: time.Now().UnixMilli(), Properties: remoting.EncodeProperties(map[string]string{
-			remoting.PropertyTimerDeliverMS: strconv.FormatInt(at.UnixMilli(), 10), remoting.PropertyUniqKey: remoting.NewUniqID()})}
+		BornTimestamp: time.Now().UnixMilli(), Properties: (&remoting.Message{Properties: map[string]string{
+			remoting.PropertyTimerDeliverMS: strconv.FormatInt(at.UnixMilli(), 10), remoting.PropertyUniqKey: remoting.NewUniqID()}}).EncodeProperties()}
 	if resp, err := c.Invoke(context.Background(), brokers[0].Addr(), remoting.NewSendRequest(h, []byte("naive"), true)); err != nil || resp.Code != remoting.Success {
 		t.Fatalf("canary: %v %v", resp, err)
 	}

@@ -2,7 +2,6 @@ package producer
 
 import (
 	"errors"
-	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -88,49 +87,6 @@ func TestCheckCreateTopicRefusesSystemTopics(t *testing.T) {
 	}
 	if err := CheckCreateTopic("bad topic"); !errors.Is(err, ErrTopicIllegal) {
 		t.Errorf("bad topic: %v", err)
-	}
-}
-
-func TestSendPropertiesAddUniqKeyAndWaitWithoutTouchingTheMessage(t *testing.T) {
-	cases := []struct {
-		name string
-		msg  Message
-		want map[string]string // UNIQ_KEY "*" means generated
-	}{
-		{"bare", Message{}, map[string]string{"UNIQ_KEY": "*", "WAIT": "true"}},
-		{"tags and keys win over properties", Message{Tags: "t", Keys: "k1 k2", Properties: map[string]string{"TAGS": "x", "KEYS": "y", "u": "v"}},
-			map[string]string{"TAGS": "t", "KEYS": "k1 k2", "u": "v", "UNIQ_KEY": "*", "WAIT": "true"}},
-		{"caller's UNIQ_KEY and WAIT kept", Message{Properties: map[string]string{"UNIQ_KEY": "ABC", "WAIT": "false", "empty": ""}},
-			map[string]string{"UNIQ_KEY": "ABC", "WAIT": "false"}},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			before := fmt.Sprint(tc.msg.Properties)
-			props, uniq := sendProperties(&tc.msg)
-			got := remoting.DecodeProperties(props)
-			if !strings.HasSuffix(props, "\x02") {
-				t.Errorf("no trailing separator: %q", props)
-			}
-			if tc.want["UNIQ_KEY"] == "*" {
-				if len(got["UNIQ_KEY"]) != 32 || got["UNIQ_KEY"] != uniq {
-					t.Errorf("generated UNIQ_KEY %q, returned %q", got["UNIQ_KEY"], uniq)
-				}
-				tc.want["UNIQ_KEY"] = uniq
-			} else if uniq != tc.want["UNIQ_KEY"] {
-				t.Errorf("uniq %q", uniq)
-			}
-			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
-				t.Errorf("properties %v, want %v", got, tc.want)
-			}
-			if fmt.Sprint(tc.msg.Properties) != before {
-				t.Errorf("message modified: %v", tc.msg.Properties)
-			}
-		})
-	}
-	_, a := sendProperties(&Message{})
-	_, b := sendProperties(&Message{})
-	if a == b {
-		t.Fatal("two messages got the same UNIQ_KEY")
 	}
 }
 

@@ -37,6 +37,11 @@ type ClientOptions struct {
 	// CHECK_TRANSACTION_STATE). A nil result sends nothing. Without it such requests are
 	// answered REQUEST_CODE_NOT_SUPPORTED. It runs on the connection's reader and must not block.
 	OnRequest func(addr string, req *Command) *Command
+	// RetiredGrace bounds how long a retired connection (one that carried a GO_AWAY, or a
+	// request that timed out waiting for its answer) stays open for the requests still in flight
+	// on it; those still waiting then fail with ErrClosed (default 30 s; negative: no bound, the
+	// connection closes only when they are done).
+	RetiredGrace time.Duration
 }
 
 func (o *ClientOptions) withDefaults() ClientOptions {
@@ -54,6 +59,12 @@ func (o *ClientOptions) withDefaults() ClientOptions {
 		c.ReadBufferSize = 32 << 10
 	}
 	switch {
+	case c.RetiredGrace == 0:
+		c.RetiredGrace = 30 * time.Second
+	case c.RetiredGrace < 0:
+		c.RetiredGrace = 0
+	}
+	switch {
 	case c.StaleAfter == 0:
 		c.StaleAfter = time.Second
 	case c.StaleAfter < 0:
@@ -69,7 +80,11 @@ func (o *ClientOptions) withDefaults() ClientOptions {
 // it writes. A connection that fails fails only the requests in flight on it and is replaced by
 // the next request. A server that answers GO_AWAY (a RocketMQ 5.x broker or proxy shutting down)
 // is treated as RocketMQ's client treats it: its connection takes no new requests and the request
-// is sent again on a new connection.
+// is sent again on a new connection. A request that times out waiting for its answer retires its
+// connection the same way, as RocketMQ's client closes a channel after a timeout
+// (clientCloseSocketIfTimeout): a connection that stopped answering, such as one stuck in TCP
+// retransmission backoff after a network outage, would otherwise hold every later request to its
+// address, probes included, long after the peer answers again on a new connection.
 //
 // A Client is safe for concurrent use.
 type Client struct {
@@ -78,7 +93,8 @@ type Client struct {
 
 	mu    sync.RWMutex
 	conns map[string]*conn
-	// retired holds connections a GO_AWAY took out of conns that still wait for answers.
+	// retired holds connections a GO_AWAY or a timeout took out of conns that still wait for
+	// answers.
 	retired map[*conn]struct{}
 	closed  bool
 	wg      sync.WaitGroup
@@ -117,9 +133,11 @@ type conn struct {
 	mu      sync.Mutex
 	pending map[int32]*call
 	closed  bool
-	// retired: the server answered GO_AWAY here; no new request is registered, and the connection
-	// closes once its pending requests are answered.
+	// retired: the server answered GO_AWAY here, or a request timed out; no new request is
+	// registered, and the connection closes once its pending requests are done, or when grace
+	// fires.
 	retired bool
+	grace   *time.Timer // closes a retired connection after RetiredGrace; stopped by fail
 }
 
 // call is one request waiting for its response. Calls are pooled; done has capacity one and
@@ -185,25 +203,7 @@ func (c *Client) roundTrip(ctx context.Context, addr string, req *Command) (*Com
 	}
 
 	cl := callPool.Get().(*call)
-	var cn *conn
-	for attempt := 0; ; attempt++ {
-		if cn, err = c.conn(ctx, addr, req); err != nil {
-			break
-		}
-		cn.mu.Lock()
-		if !cn.closed && !cn.retired {
-			cn.pending[opaque] = cl
-			cn.mu.Unlock()
-			break
-		}
-		cn.mu.Unlock()
-		// The connection died or was retired between lookup and registration. Nothing was
-		// written, so it is safe to try once more on a fresh connection.
-		if attempt > 0 {
-			err = fmt.Errorf("%w: %s to %s: connection lost before sending", ErrClosed, RequestCodeName(req.Code), addr)
-			break
-		}
-	}
+	cn, err := c.register(ctx, addr, req, opaque, cl)
 	if err != nil {
 		callPool.Put(cl)
 		putFrame(bp, frame)
@@ -225,8 +225,13 @@ func (c *Client) roundTrip(ctx context.Context, addr string, req *Command) (*Com
 			delete(cn.pending, opaque)
 			drained := cn.drainedLocked()
 			cn.mu.Unlock()
-			if drained {
+			switch {
+			case drained: // retired before, and this was the last request it waited for
 				cn.fail(errRetired)
+			case errors.Is(ctx.Err(), context.DeadlineExceeded):
+				// The connection did not answer in time: later requests connect afresh, and
+				// the ones in flight here still get their answers if they come.
+				c.retire(cn)
 			}
 			callPool.Put(cl)
 			return nil, cn, c.ctxError(ctx.Err(), addr, req, "waiting for the response")
@@ -245,6 +250,36 @@ func (c *Client) roundTrip(ctx context.Context, addr string, req *Command) (*Com
 	return resp, cn, err
 }
 
+// register files cl under opaque on a live connection to addr and returns that connection.
+func (c *Client) register(ctx context.Context, addr string, req *Command, opaque int32, cl *call) (*conn, error) {
+	for lost := 0; ; {
+		cn, err := c.conn(ctx, addr, req)
+		if err != nil {
+			return nil, err
+		}
+		cn.mu.Lock()
+		if !cn.closed && !cn.retired {
+			cn.pending[opaque] = cl
+			cn.mu.Unlock()
+			return cn, nil
+		}
+		closed := cn.closed
+		cn.mu.Unlock()
+		// The connection died or was retired between lookup and registration. Nothing was
+		// written, so it is safe to try on a fresh connection: once for a connection that died,
+		// until ctx ends for one retired (a timeout elsewhere took it out of service, and the
+		// table holds its successor already).
+		if err := ctx.Err(); err != nil {
+			return nil, c.ctxError(err, addr, req, "waiting for the connection")
+		}
+		if closed {
+			if lost++; lost > 1 {
+				return nil, fmt.Errorf("%w: %s to %s: connection lost before sending", ErrClosed, RequestCodeName(req.Code), addr)
+			}
+		}
+	}
+}
+
 // errPeerClosed marks a connection the peer closed cleanly (a FIN, not a reset or a bad frame).
 var errPeerClosed = fmt.Errorf("%w: closed by the peer", ErrClosed)
 
@@ -256,11 +291,12 @@ var errPeerClosed = fmt.Errorf("%w: closed by the peer", ErrClosed)
 var errStale = errors.New("sent on a connection the peer closed for idleness")
 
 // errRetired closes a retired connection once nothing waits on it; no request sees it.
-var errRetired = fmt.Errorf("%w: retired after GO_AWAY", ErrClosed)
+var errRetired = fmt.Errorf("%w: connection retired", ErrClosed)
 
-// retire takes cn out of service after the server answered GO_AWAY on it: the next request to its
-// address connects afresh, requests in flight on cn still get their answers, and cn closes once
-// none is left (or when the server closes it first).
+// retire takes cn out of service after the server answered GO_AWAY on it or a request on it timed
+// out: the next request to its address connects afresh, requests in flight on cn still get their
+// answers, and cn closes once none is left, when RetiredGrace has passed, or when the server
+// closes it first, whichever comes first. Retiring cn again, or after it closed, does nothing.
 func (c *Client) retire(cn *conn) {
 	c.mu.Lock()
 	if c.conns[cn.addr] == cn {
@@ -274,6 +310,12 @@ func (c *Client) retire(cn *conn) {
 	}
 	cn.retired = true
 	drained := cn.drainedLocked()
+	if !drained && c.opts.RetiredGrace > 0 {
+		grace := c.opts.RetiredGrace
+		cn.grace = time.AfterFunc(grace, func() {
+			cn.fail(fmt.Errorf("%w: %s: retired connection closed after %v with requests still waiting", ErrClosed, cn.addr, grace))
+		})
+	}
 	cn.mu.Unlock()
 	if !drained {
 		// Close must still find it.
@@ -534,6 +576,9 @@ func (cn *conn) fail(err error) {
 	nc := cn.nc
 	if cn.stop != nil {
 		close(cn.stop)
+	}
+	if cn.grace != nil {
+		cn.grace.Stop()
 	}
 	cn.mu.Unlock()
 	if nc != nil {

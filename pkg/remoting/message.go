@@ -3,12 +3,14 @@ package remoting
 import (
 	"crypto/rand"
 	"encoding/binary"
+	"fmt"
 	"net"
 	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 )
 
 // Message property keys (MessageConst) that producers and brokers interpret.
@@ -52,54 +54,6 @@ type Message struct {
 	Properties map[string]string
 }
 
-// AppendProperties appends the wire form of m's properties: Tags and Keys as TAGS and KEYS
-// (they take precedence over the same keys in Properties), then every non-empty property.
-func (m *Message) AppendProperties(dst []byte) []byte {
-	if m.Tags != "" {
-		dst = appendProperty(dst, PropertyTags, m.Tags)
-	}
-	if m.Keys != "" {
-		dst = appendProperty(dst, PropertyKeys, m.Keys)
-	}
-	for k, v := range m.Properties {
-		if v == "" || (k == PropertyTags && m.Tags != "") || (k == PropertyKeys && m.Keys != "") {
-			continue
-		}
-		dst = appendProperty(dst, k, v)
-	}
-	return dst
-}
-
-// EncodeProperties returns the wire form of m's properties (see AppendProperties).
-func (m *Message) EncodeProperties() string {
-	n := len(m.Tags) + len(m.Keys) + 12
-	for k, v := range m.Properties {
-		n += len(k) + len(v) + 2
-	}
-	var b strings.Builder
-	b.Grow(n)
-	if m.Tags != "" {
-		writeProperty(&b, PropertyTags, m.Tags)
-	}
-	if m.Keys != "" {
-		writeProperty(&b, PropertyKeys, m.Keys)
-	}
-	for k, v := range m.Properties {
-		if v == "" || (k == PropertyTags && m.Tags != "") || (k == PropertyKeys && m.Keys != "") {
-			continue
-		}
-		writeProperty(&b, k, v)
-	}
-	return b.String()
-}
-
-func writeProperty(b *strings.Builder, k, v string) {
-	b.WriteString(k)
-	b.WriteByte(NameValueSeparator)
-	b.WriteString(v)
-	b.WriteByte(PropertySeparator)
-}
-
 // Property returns the named property, consulting Tags and Keys for TAGS and KEYS.
 func (m *Message) Property(name string) string {
 	switch {
@@ -119,28 +73,143 @@ func (m *Message) SetProperty(name, value string) {
 	m.Properties[name] = value
 }
 
-func appendProperty(dst []byte, k, v string) []byte {
-	dst = append(dst, k...)
-	dst = append(dst, NameValueSeparator)
-	dst = append(dst, v...)
-	return append(dst, PropertySeparator)
+// UniqIDLength is the length of a UNIQ_KEY that AppendUniqID makes: 16 bytes in hex.
+const UniqIDLength = 32
+
+// waitDefault is the WAIT value a send adds when the message sets none (RocketMQ's
+// Message.setWaitStoreMsgOK(true) in the constructor).
+const waitDefault = "true"
+
+// SendPropertiesSize is the exact length of the properties AppendSendProperties writes for m,
+// so that a caller can size its buffer once.
+func SendPropertiesSize(m *Message) int {
+	return propertiesSize(m, additionsOf(m, true))
 }
 
-// EncodeProperties returns name\x01value\x02 for every entry with a non-empty value, with the
-// trailing separator RocketMQ writes. Order follows map iteration, as in RocketMQ (HashMap).
-func EncodeProperties(props map[string]string) string {
+// AppendSendProperties appends m's properties as a producer puts them on the wire: TAGS and
+// KEYS from Tags and Keys (they win over the same keys in Properties), every other non-empty
+// property, WAIT=true unless m sets WAIT, and last UNIQ_KEY, m's own or a new one from
+// AppendUniqID. m is not modified. It returns where the UNIQ_KEY's value lies in out, so that a
+// caller can keep the id without another copy.
+func AppendSendProperties(dst []byte, m *Message) (out []byte, idStart, idEnd int) {
+	return appendProperties(dst, m, additionsOf(m, true))
+}
+
+// EncodeSendProperties is AppendSendProperties as a string, built in one allocation, with the
+// UNIQ_KEY as a substring of it.
+func EncodeSendProperties(m *Message) (props, uniq string) {
+	return encodeProperties(m, true)
+}
+
+// EncodeProperties returns the wire form of m's properties as they are, adding neither WAIT
+// nor UNIQ_KEY: what a client that sets no defaults sends. Tags and Keys win over the same keys
+// in Properties, empty values are left out and a UNIQ_KEY m holds comes last.
+func (m *Message) EncodeProperties() string {
+	props, _ := encodeProperties(m, false)
+	return props
+}
+
+// encodeProperties is appendProperties into a buffer of the exact size, handed out as a string
+// without a copy (as strings.Builder does): the buffer is never written again.
+func encodeProperties(m *Message, send bool) (props, uniq string) {
+	a := additionsOf(m, send)
+	buf, idStart, idEnd := appendProperties(make([]byte, 0, propertiesSize(m, a)), m, a)
+	props = unsafe.String(unsafe.SliceData(buf), len(buf))
+	return props, props[idStart:idEnd]
+}
+
+// additions are what the encoder writes after the loop over m.Properties. Both the sizing and
+// the encoding pass need them, and looking them up once keeps a send's string form at the cost
+// of one pass of map lookups.
+type additions struct {
+	id    string // m's own UNIQ_KEY, "" when it has none
+	wait  bool   // write WAIT=true: the send form of a message that sets no WAIT
+	newID bool   // write a new UNIQ_KEY: the send form of a message without one
+}
+
+func additionsOf(m *Message, send bool) additions {
+	a := additions{id: m.Properties[PropertyUniqKey]}
+	a.wait = send && m.Properties[PropertyWaitStoreMsgOK] == ""
+	a.newID = send && a.id == ""
+	return a
+}
+
+// skipProperty says whether the loop over m.Properties leaves k=v out: empty values (RocketMQ
+// drops them), TAGS and KEYS that Tags and Keys replace, and UNIQ_KEY, which always comes last.
+func skipProperty(m *Message, k, v string) bool {
+	return v == "" || k == PropertyUniqKey || (k == PropertyTags && m.Tags != "") || (k == PropertyKeys && m.Keys != "")
+}
+
+// propertiesSize is the length appendProperties writes for m.
+func propertiesSize(m *Message, a additions) int {
 	n := 0
-	for k, v := range props {
-		n += len(k) + len(v) + 2
+	if m.Tags != "" {
+		n += len(PropertyTags) + len(m.Tags) + 2
 	}
-	var b strings.Builder
-	b.Grow(n)
-	for k, v := range props {
-		if v != "" {
-			writeProperty(&b, k, v)
+	if m.Keys != "" {
+		n += len(PropertyKeys) + len(m.Keys) + 2
+	}
+	for k, v := range m.Properties {
+		if !skipProperty(m, k, v) {
+			n += len(k) + len(v) + 2
 		}
 	}
-	return b.String()
+	if a.wait {
+		n += len(PropertyWaitStoreMsgOK) + len(waitDefault) + 2
+	}
+	if a.id != "" {
+		n += len(PropertyUniqKey) + len(a.id) + 2
+	} else if a.newID {
+		n += len(PropertyUniqKey) + UniqIDLength + 2
+	}
+	return n
+}
+
+// appendProperties is the one encoder of the properties string: name \x01 value \x02 for each
+// property, then the additions. It returns where the UNIQ_KEY's value lies in out (an empty
+// span when there is none).
+func appendProperties(dst []byte, m *Message, a additions) (out []byte, idStart, idEnd int) {
+	if m.Tags != "" {
+		dst = appendProperty(dst, PropertyTags, m.Tags)
+	}
+	if m.Keys != "" {
+		dst = appendProperty(dst, PropertyKeys, m.Keys)
+	}
+	for k, v := range m.Properties {
+		if !skipProperty(m, k, v) {
+			dst = appendProperty(dst, k, v)
+		}
+	}
+	if a.wait {
+		dst = appendProperty(dst, PropertyWaitStoreMsgOK, waitDefault)
+	}
+	if a.id == "" && !a.newID {
+		return dst, len(dst), len(dst)
+	}
+	dst = append(dst, PropertyUniqKey...)
+	dst = append(dst, NameValueSeparator)
+	idStart = len(dst)
+	if a.newID {
+		dst = AppendUniqID(dst)
+	} else {
+		dst = append(dst, a.id...)
+	}
+	idEnd = len(dst)
+	return append(dst, PropertySeparator), idStart, idEnd
+}
+
+// EncodeProperty returns one property, name \x01 value \x02, in one allocation: how a sender
+// adds a property of its own to what EncodeSendProperties made.
+func EncodeProperty(name, value string) string {
+	b := appendProperty(make([]byte, 0, len(name)+len(value)+2), name, value)
+	return unsafe.String(unsafe.SliceData(b), len(b))
+}
+
+func appendProperty(dst []byte, name, value string) []byte {
+	dst = append(dst, name...)
+	dst = append(dst, NameValueSeparator)
+	dst = append(dst, value...)
+	return append(dst, PropertySeparator)
 }
 
 // DecodeProperties parses a properties string the way RocketMQ does: segments between \x02 are
@@ -250,36 +319,54 @@ func AppendUniqID(dst []byte) []byte {
 
 // NewUniqID returns a new UNIQ_KEY message id (see AppendUniqID).
 func NewUniqID() string {
-	var buf [32]byte
+	var buf [UniqIDLength]byte
 	return string(AppendUniqID(buf[:0]))
 }
 
-// Batch body layout, per message (MessageDecoder.encodeMessage):
-//
-//	int32 totalSize, int32 magicCode (0), int32 bodyCRC (0), int32 flag,
-//	int32 bodyLength, body, int16 propertiesLength, properties
-const batchFixedLength = 4 + 4 + 4 + 4 + 4 + 2
+// BatchEntryFixedSize is a batch entry's size besides its body and properties
+// (MessageDecoder.encodeMessage): int32 totalSize, int32 magicCode (0), int32 bodyCRC (0),
+// int32 flag, int32 bodyLength, then the body, int16 propertiesLength and the properties.
+const BatchEntryFixedSize = 4*5 + 2
 
-// AppendBatch appends the SEND_BATCH_MESSAGE body for msgs. Each message's properties must fit
-// the 16-bit length RocketMQ uses; longer ones give an error wrapping ErrFrame.
-func AppendBatch(dst []byte, msgs []*Message) ([]byte, error) {
+// maxBatchPropertiesLength is the longest properties the entry's int16 length can say.
+const maxBatchPropertiesLength = 1<<15 - 1
+
+// AppendBatch appends the SEND_BATCH_MESSAGE body for msgs, each entry with its properties as
+// AppendSendProperties writes them, and appends to spans where each message's UNIQ_KEY value
+// lies in out (start and end, two ints per message), so that a sender keeps the ids without
+// encoding them again; spans may be nil. Properties longer than the 16-bit length RocketMQ
+// uses give an error wrapping ErrFrame, with dst as it was. Sized with BatchEntryFixedSize and
+// SendPropertiesSize, out needs no growing.
+func AppendBatch(dst []byte, msgs []*Message, spans []int) (out []byte, idSpans []int, err error) {
+	start := len(dst)
 	for i, m := range msgs {
-		start := len(dst)
-		dst = append(dst, make([]byte, 20)...)
-		dst = append(dst, m.Body...)
-		propsAt := len(dst)
-		dst = append(dst, 0, 0)
-		dst = m.AppendProperties(dst)
-		propsLen := len(dst) - propsAt - 2
-		if propsLen > 1<<15-1 {
-			return dst[:start], frameError("batch message %d: properties of %d bytes exceed 32767", i, propsLen)
+		var idStart, idEnd int
+		if dst, idStart, idEnd, err = appendBatchEntry(dst, m); err != nil {
+			return dst[:start], spans, fmt.Errorf("batch message %d: %w", i, err)
 		}
-		binary.BigEndian.PutUint16(dst[propsAt:], uint16(propsLen))
-		binary.BigEndian.PutUint32(dst[start:], uint32(len(dst)-start))
-		binary.BigEndian.PutUint32(dst[start+12:], uint32(m.Flag))
-		binary.BigEndian.PutUint32(dst[start+16:], uint32(len(m.Body)))
+		spans = append(spans, idStart, idEnd)
 	}
-	return dst, nil
+	return dst, spans, nil
+}
+
+// appendBatchEntry appends m's entry of a batch body and returns where its UNIQ_KEY's value
+// lies in out.
+func appendBatchEntry(dst []byte, m *Message) (out []byte, idStart, idEnd int, err error) {
+	start := len(dst)
+	dst = append(dst, make([]byte, BatchEntryFixedSize-2)...)
+	dst = append(dst, m.Body...)
+	propsAt := len(dst)
+	dst = append(dst, 0, 0)
+	dst, idStart, idEnd = AppendSendProperties(dst, m)
+	propsLen := len(dst) - propsAt - 2
+	if propsLen > maxBatchPropertiesLength {
+		return dst[:start], 0, 0, frameError("properties of %d bytes exceed %d", propsLen, maxBatchPropertiesLength)
+	}
+	binary.BigEndian.PutUint16(dst[propsAt:], uint16(propsLen))
+	binary.BigEndian.PutUint32(dst[start:], uint32(len(dst)-start))
+	binary.BigEndian.PutUint32(dst[start+12:], uint32(m.Flag))
+	binary.BigEndian.PutUint32(dst[start+16:], uint32(len(m.Body)))
+	return dst, idStart, idEnd, nil
 }
 
 // DecodeBatch parses a SEND_BATCH_MESSAGE body. Decoded messages carry every property in
@@ -288,15 +375,15 @@ func AppendBatch(dst []byte, msgs []*Message) ([]byte, error) {
 func DecodeBatch(b []byte) ([]*Message, error) {
 	var msgs []*Message
 	for pos := 0; pos < len(b); {
-		if len(b)-pos < batchFixedLength {
-			return nil, frameError("batch message %d: %d bytes left, need at least %d", len(msgs), len(b)-pos, batchFixedLength)
+		if len(b)-pos < BatchEntryFixedSize {
+			return nil, frameError("batch message %d: %d bytes left, need at least %d", len(msgs), len(b)-pos, BatchEntryFixedSize)
 		}
 		total := int64(int32(binary.BigEndian.Uint32(b[pos:])))
 		bodyLen := int64(int32(binary.BigEndian.Uint32(b[pos+16:])))
-		if total < batchFixedLength || total > int64(len(b)-pos) {
+		if total < BatchEntryFixedSize || total > int64(len(b)-pos) {
 			return nil, frameError("batch message %d: total size %d out of range", len(msgs), total)
 		}
-		if bodyLen < 0 || bodyLen > total-batchFixedLength {
+		if bodyLen < 0 || bodyLen > total-BatchEntryFixedSize {
 			return nil, frameError("batch message %d: body length %d out of range", len(msgs), bodyLen)
 		}
 		m := &Message{Flag: int32(binary.BigEndian.Uint32(b[pos+12:]))}

@@ -1,0 +1,286 @@
+package grpcfront
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/detourmq/detour/pkg/producer"
+	"github.com/detourmq/detour/pkg/remoting"
+	"github.com/detourmq/detour/pkg/rmqpb"
+)
+
+// keySeparator joins a message's keys in the KEYS property, as RocketMQ's clients do.
+const keySeparator = " "
+
+// outgoing is a request's message as the runtime sends it, with how it asks to be sent.
+type outgoing struct {
+	msg       *producer.Message
+	id        string
+	group     string
+	deliverAt time.Time
+}
+
+// SendMessage sends the request's messages, detour picking the broker whatever queue the client
+// chose: one message by the runtime's send loop, its message group's queue (FIFO) or its delivery
+// time (delay) as it asks; several messages as one batch, stored together on one queue. Each
+// entry says whether its message was stored; the answer's status is the first entry's failure,
+// or OK.
+func (s *Server) SendMessage(ctx context.Context, req *rmqpb.SendMessageRequest) (*rmqpb.SendMessageResponse, error) {
+	if st := requireClientID(ctx); st != nil {
+		return &rmqpb.SendMessageResponse{Status: st}, nil
+	}
+	msgs := req.GetMessages()
+	out, st := s.decodeRequest(msgs)
+	if st != nil {
+		return refusedAll(msgs, st), nil
+	}
+	target, st := s.resolve(ctx, msgs[0].GetTopic())
+	if st != nil {
+		return refusedAll(msgs, st), nil
+	}
+	for _, o := range out {
+		o.msg.Topic = target.Topic
+	}
+	var entries []*rmqpb.SendResultEntry
+	if len(out) == 1 {
+		entries = []*rmqpb.SendResultEntry{s.sendOne(ctx, target.key(), out[0])}
+	} else {
+		entries = s.sendBatch(ctx, target.key(), out)
+	}
+	resp := &rmqpb.SendMessageResponse{Status: okStatus(), Entries: entries}
+	for _, e := range entries {
+		if e.Status.Code != rmqpb.Code_OK {
+			resp.Status = e.Status
+			break
+		}
+	}
+	return resp, nil
+}
+
+// refusedAll is the answer refusing every message of a request with st.
+func refusedAll(msgs []*rmqpb.Message, st *rmqpb.Status) *rmqpb.SendMessageResponse {
+	resp := &rmqpb.SendMessageResponse{Status: st, Entries: make([]*rmqpb.SendResultEntry, len(msgs))}
+	for i, m := range msgs {
+		resp.Entries[i] = &rmqpb.SendResultEntry{Status: st, MessageId: m.GetSystemProperties().GetMessageId()}
+	}
+	return resp
+}
+
+// decodeRequest checks a request's messages and turns them into the runtime's, or answers the
+// status naming the first rule one breaks.
+func (s *Server) decodeRequest(msgs []*rmqpb.Message) ([]outgoing, *rmqpb.Status) {
+	if len(msgs) == 0 {
+		return nil, newStatus(rmqpb.Code_BAD_REQUEST, "the request holds no message")
+	}
+	if len(msgs) > producer.MaxBatchMessages {
+		return nil, newStatus(rmqpb.Code_BAD_REQUEST, "the request holds %d messages, over the limit of %d", len(msgs), producer.MaxBatchMessages)
+	}
+	out := make([]outgoing, len(msgs))
+	budget := s.opts.MaxBodySize
+	for i, m := range msgs {
+		if m.GetTopic().GetName() != msgs[0].GetTopic().GetName() || m.GetTopic().GetResourceNamespace() != msgs[0].GetTopic().GetResourceNamespace() {
+			return nil, newStatus(rmqpb.Code_BAD_REQUEST, "message %d names topic %s, message 0 %s: one request sends to one topic",
+				i, m.GetTopic().GetName(), msgs[0].GetTopic().GetName())
+		}
+		o, st := s.decodeMessage(m, budget)
+		if st != nil {
+			if len(msgs) > 1 {
+				st.Message = fmt.Sprintf("message %d: %s", i, st.Message)
+			}
+			return nil, st
+		}
+		budget -= len(o.msg.Body)
+		out[i] = o
+	}
+	if len(out) > 1 {
+		for i, o := range out {
+			if o.group != "" || !o.deliverAt.IsZero() {
+				return nil, newStatus(rmqpb.Code_BAD_REQUEST,
+					"message %d has a message group or a delivery time: several messages in one request are a batch, stored together at once on one queue, so such messages are sent one per request", i)
+			}
+		}
+	}
+	return out, nil
+}
+
+// decodeMessage turns one message into the runtime's; budget is what is left of the body limit.
+func (s *Server) decodeMessage(m *rmqpb.Message, budget int) (outgoing, *rmqpb.Status) {
+	sys := m.GetSystemProperties()
+	if sys == nil {
+		return outgoing{}, newStatus(rmqpb.Code_BAD_REQUEST, "the message has no system properties")
+	}
+	id := sys.GetMessageId()
+	if strings.TrimSpace(id) == "" || len(id) > 128 {
+		return outgoing{}, newStatus(rmqpb.Code_ILLEGAL_MESSAGE_ID, "a message needs a message_id of 1 to 128 characters, as the client makes")
+	}
+	switch sys.GetMessageType() {
+	case rmqpb.MessageType_TRANSACTION:
+		return outgoing{}, newStatus(rmqpb.Code_UNSUPPORTED, "detour does not send transactional messages yet")
+	case rmqpb.MessageType_LITE, rmqpb.MessageType_PRIORITY:
+		return outgoing{}, newStatus(rmqpb.Code_UNSUPPORTED, "detour does not send %s messages", sys.GetMessageType())
+	}
+	body, st := s.messageBody(m.GetBody(), sys.GetBodyEncoding(), budget)
+	if st != nil {
+		return outgoing{}, st
+	}
+	o := outgoing{id: id, group: sys.GetMessageGroup(), msg: &producer.Message{
+		Tags: sys.GetTag(), Keys: strings.Join(sys.GetKeys(), keySeparator), Body: body,
+		Properties: make(map[string]string, len(m.GetUserProperties())+1),
+	}}
+	for k, v := range m.GetUserProperties() {
+		o.msg.Properties[k] = v
+	}
+	if _, ok := o.msg.Properties[remoting.PropertyUniqKey]; ok {
+		return outgoing{}, newStatus(rmqpb.Code_ILLEGAL_MESSAGE_PROPERTY_KEY, "user property %s is reserved: the message_id is the message's UNIQ_KEY", remoting.PropertyUniqKey)
+	}
+	o.msg.Properties[remoting.PropertyUniqKey] = id
+	if sys.DeliveryTimestamp != nil {
+		if err := sys.DeliveryTimestamp.CheckValid(); err != nil {
+			return outgoing{}, newStatus(rmqpb.Code_ILLEGAL_DELIVERY_TIME, "delivery_timestamp: %v", err)
+		}
+		o.deliverAt = sys.DeliveryTimestamp.AsTime()
+	}
+	if o.group != "" && !o.deliverAt.IsZero() {
+		return outgoing{}, newStatus(rmqpb.Code_MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
+			"a message has a message group (FIFO) or a delivery time (delay), not both")
+	}
+	return o, nil
+}
+
+// messageBody is the body as stored: decompressed when the client sent it gzipped, at most
+// budget bytes either way.
+func (s *Server) messageBody(body []byte, enc rmqpb.Encoding, budget int) ([]byte, *rmqpb.Status) {
+	tooLarge := func(n string) *rmqpb.Status {
+		return newStatus(rmqpb.Code_MESSAGE_BODY_TOO_LARGE, "the message body is %s bytes, over the limit of %d", n, s.opts.MaxBodySize)
+	}
+	if enc != rmqpb.Encoding_GZIP {
+		if len(body) > budget {
+			return nil, tooLarge(fmt.Sprint(len(body)))
+		}
+		return body, nil
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(body))
+	if err != nil {
+		return nil, newStatus(rmqpb.Code_MESSAGE_CORRUPTED, "the body is marked GZIP but is not: %v", err)
+	}
+	plain, err := io.ReadAll(io.LimitReader(zr, int64(budget)+1))
+	if err != nil {
+		return nil, newStatus(rmqpb.Code_MESSAGE_CORRUPTED, "the body is marked GZIP but is not: %v", err)
+	}
+	if len(plain) > budget {
+		return nil, tooLarge("more than " + fmt.Sprint(budget))
+	}
+	return plain, nil
+}
+
+// sendOne sends one message as it asks to be sent.
+func (s *Server) sendOne(ctx context.Context, route string, o outgoing) *rmqpb.SendResultEntry {
+	rt := s.opts.Runtime
+	var res *producer.SendResult
+	var err error
+	switch {
+	case o.group != "":
+		res, err = rt.SendOrderedRoute(ctx, route, o.msg, o.group)
+	case !o.deliverAt.IsZero():
+		res, err = rt.SendTimedRoute(ctx, route, o.msg, o.deliverAt)
+	default:
+		res, err = rt.SendRoute(ctx, route, o.msg)
+	}
+	if err != nil {
+		return &rmqpb.SendResultEntry{Status: s.sendStatus(err), MessageId: o.id}
+	}
+	return &rmqpb.SendResultEntry{Status: storedStatus(res.Status), MessageId: o.id, Offset: res.QueueOffset}
+}
+
+// sendBatch sends several messages as one batch: one outcome for all.
+func (s *Server) sendBatch(ctx context.Context, route string, out []outgoing) []*rmqpb.SendResultEntry {
+	msgs := make([]*producer.Message, len(out))
+	for i, o := range out {
+		msgs[i] = o.msg
+	}
+	res, err := s.opts.Runtime.SendBatchRoute(ctx, route, msgs)
+	entries := make([]*rmqpb.SendResultEntry, len(out))
+	var st *rmqpb.Status
+	if err != nil {
+		st = s.sendStatus(err)
+	} else {
+		st = storedStatus(res.Status)
+	}
+	for i, o := range out {
+		entries[i] = &rmqpb.SendResultEntry{Status: st, MessageId: o.id}
+		if err == nil {
+			entries[i].Offset = res.QueueOffset + int64(i)
+		}
+	}
+	return entries
+}
+
+// storedStatus is the code of a stored message: OK, or the Proxy's code for "stored, but".
+func storedStatus(sendStatus string) *rmqpb.Status {
+	switch sendStatus {
+	case producer.StatusFlushDiskTimeout:
+		return newStatus(rmqpb.Code_MASTER_PERSISTENCE_TIMEOUT, "stored, but the broker's disk flush timed out")
+	case producer.StatusFlushSlaveTimeout:
+		return newStatus(rmqpb.Code_SLAVE_PERSISTENCE_TIMEOUT, "stored, but the replica's flush timed out")
+	case producer.StatusSlaveNotAvailable:
+		return newStatus(rmqpb.Code_HA_NOT_AVAILABLE, "stored, but no replica was available")
+	}
+	return okStatus()
+}
+
+// sendStatus maps a failed send to the code the clients act on: the caller's mistakes to
+// BAD_REQUEST and its kin (retrying would fail alike), busy brokers to TOO_MANY_REQUESTS (the one
+// code the clients wait after), time running out to PROXY_TIMEOUT, any other broker failure to
+// INTERNAL_SERVER_ERROR.
+func (s *Server) sendStatus(err error) *rmqpb.Status {
+	if ve, ok := errors.AsType[*producer.ValidationError](err); ok {
+		return newStatus(validationCode(ve), "%s", ve.Error())
+	}
+	if errors.Is(err, producer.ErrTimedDeliveryUnsupported) {
+		return newStatus(rmqpb.Code_ILLEGAL_DELIVERY_TIME, "%v", err)
+	}
+	if errors.Is(err, producer.ErrNoRoute) {
+		return newStatus(rmqpb.Code_TOPIC_NOT_FOUND, "%v: no ready broker serves this topic yet", err)
+	}
+	if errors.Is(err, producer.ErrClosed) {
+		return newStatus(rmqpb.Code_INTERNAL_SERVER_ERROR, "%v: this replica is shutting down", err)
+	}
+	if se, ok := errors.AsType[*producer.SendError](err); ok && se.MessageRefused {
+		return newStatus(rmqpb.Code_BAD_REQUEST, "%v", err)
+	}
+	if be, ok := errors.AsType[*producer.BrokerError](err); ok && be.Code == remoting.SystemBusy {
+		return newStatus(rmqpb.Code_TOO_MANY_REQUESTS, "%v", err)
+	}
+	if errors.Is(err, producer.ErrSendTimeout) || errors.Is(err, remoting.ErrTimeout) ||
+		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return newStatus(rmqpb.Code_PROXY_TIMEOUT, "%v", err)
+	}
+	if _, ok := errors.AsType[*producer.SendError](err); !ok {
+		s.log.Error(err, "A RocketMQ client's send failed unexpectedly")
+	}
+	return newStatus(rmqpb.Code_INTERNAL_SERVER_ERROR, "%v", err)
+}
+
+// validationCode is the protocol's code for a rule the runtime refused a message by.
+func validationCode(ve *producer.ValidationError) rmqpb.Code {
+	switch {
+	case errors.Is(ve, producer.ErrBodyTooLarge):
+		return rmqpb.Code_MESSAGE_BODY_TOO_LARGE
+	case errors.Is(ve, producer.ErrEmptyBody), errors.Is(ve, producer.ErrNilBody):
+		return rmqpb.Code_MESSAGE_BODY_EMPTY
+	case errors.Is(ve, producer.ErrPropertiesTooLarge):
+		return rmqpb.Code_MESSAGE_PROPERTIES_TOO_LARGE
+	case errors.Is(ve, producer.ErrBlankTopic), errors.Is(ve, producer.ErrTopicTooLong), errors.Is(ve, producer.ErrTopicIllegal),
+		errors.Is(ve, producer.ErrTopicForbidden), errors.Is(ve, producer.ErrSystemTopic):
+		return rmqpb.Code_ILLEGAL_TOPIC
+	case errors.Is(ve, producer.ErrReservedProperty), errors.Is(ve, producer.ErrBlankProperty):
+		return rmqpb.Code_ILLEGAL_MESSAGE_PROPERTY_KEY
+	}
+	return rmqpb.Code_BAD_REQUEST
+}

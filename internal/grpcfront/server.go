@@ -1,0 +1,237 @@
+// Package grpcfront serves RocketMQ 5's gRPC protocol (apache.rocketmq.v2.MessagingService) to
+// the 5.x SDKs' producers from detour's producer runtime, in the seat of RocketMQ's Proxy: routes
+// point the clients at this endpoint, and detour picks the broker for every message, whichever
+// queue the client chose. Calls detour does not serve yet (consumers, transactions) are answered
+// UNSUPPORTED, naming what is missing.
+//
+// Every answer's outcome is a RocketMQ status inside the response, as the Proxy answers; the
+// gRPC status is OK unless the call itself is broken.
+package grpcfront
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"golang.org/x/net/netutil"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/status"
+
+	"github.com/detourmq/detour/pkg/producer"
+	"github.com/detourmq/detour/pkg/rmqpb"
+)
+
+// Limits of the endpoint. A peer can make it hold no more than MaxConnections connections of
+// MaxConcurrentStreams calls each, every call's message at most MaxRecvMsgSize.
+const (
+	// MaxRecvMsgSize bounds one request: a batch of messages at the body limit plus headroom
+	// for properties (grpc-go's default of 4 MiB would refuse a message at RocketMQ's limit).
+	MaxRecvMsgSize = 16 << 20
+	// MaxConcurrentStreams bounds the calls in flight on one connection.
+	MaxConcurrentStreams = 256
+	// MaxConnections bounds the connections the endpoint holds at once.
+	MaxConnections = 4096
+	// maxHeaderListSize bounds a call's metadata.
+	maxHeaderListSize = 64 << 10
+	// keepaliveMinTime is the shortest ping interval a client may use; the Java client pings every
+	// 300 s, with or without calls.
+	keepaliveMinTime = 60 * time.Second
+	// idleTimeout closes connections without calls for this long, as the Proxy does (120 s).
+	idleTimeout = 120 * time.Second
+	// handshakeTimeout bounds a connection's TLS (or sniffing) handshake.
+	handshakeTimeout = 10 * time.Second
+	// DefaultShutdownTimeout bounds how long shutdown waits for calls in flight; Telemetry
+	// streams never end on their own, so they are cut after it.
+	DefaultShutdownTimeout = 10 * time.Second
+)
+
+// ErrTopicNotFound is returned (or wrapped) by a TopicResolver for a topic it does not serve.
+var ErrTopicNotFound = errors.New("topic not found")
+
+// Target is where a RocketMQ topic's messages go: the runtime's route key for it.
+type Target struct {
+	// Topic is the RocketMQ topic.
+	Topic string
+	// Route is the runtime's route key; "" means Topic.
+	Route string
+	// BrokerPrefix starts the runtime's names of the route's brokers; routes name brokers
+	// without it, as RocketMQ does.
+	BrokerPrefix string
+}
+
+func (t Target) key() string {
+	if t.Route == "" {
+		return t.Topic
+	}
+	return t.Route
+}
+
+// TopicResolver maps a client's topic (its resource namespace and name) to its Target.
+type TopicResolver interface {
+	ResolveRocketMQTopic(ctx context.Context, namespace, topic string) (Target, error)
+}
+
+// TopicResolverFunc adapts a function to TopicResolver.
+type TopicResolverFunc func(ctx context.Context, namespace, topic string) (Target, error)
+
+// ResolveRocketMQTopic implements TopicResolver.
+func (f TopicResolverFunc) ResolveRocketMQTopic(ctx context.Context, namespace, topic string) (Target, error) {
+	return f(ctx, namespace, topic)
+}
+
+// Options configure a Server.
+type Options struct {
+	// Addr is the host:port to listen on.
+	Addr string
+	// Runtime sends the messages and knows the routes; required.
+	Runtime *producer.Runtime
+	// Topics resolves the clients' topics; required.
+	Topics TopicResolver
+	// TLS, when set, is served to clients that start with a TLS handshake (the SDKs' default).
+	TLS *tls.Config
+	// AllowPlaintext also serves clients without TLS on the same port. Without TLS the endpoint
+	// serves plaintext only, whatever this says.
+	AllowPlaintext bool
+	// Advertise, "host:port", is put into routes as every broker's endpoint; empty means the
+	// access point the client queried the route with, as the Proxy answers.
+	Advertise string
+	// MaxBodySize is the largest message body accepted, pushed to clients in their Settings;
+	// 0 means producer.MaxMessageSize (RocketMQ's 4 MiB). It cannot exceed that.
+	MaxBodySize int
+	// ShutdownTimeout bounds the wait for calls in flight on shutdown; 0 means
+	// DefaultShutdownTimeout.
+	ShutdownTimeout time.Duration
+	// Logger receives failures that are the endpoint's fault.
+	Logger logr.Logger
+}
+
+// Server is the RocketMQ gRPC endpoint. It is a controller-runtime Runnable that runs on every
+// replica (NeedLeaderElection is false).
+type Server struct {
+	rmqpb.UnimplementedMessagingServiceServer
+
+	opts     Options
+	listener net.Listener
+	grpc     *grpc.Server
+	log      logr.Logger
+	adv      *rmqpb.Endpoints // nil: echo the client's access point
+	close    sync.Once
+}
+
+// New validates opts and binds the listener at once, so a taken port fails start-up.
+func New(opts Options) (*Server, error) {
+	if opts.Runtime == nil || opts.Topics == nil {
+		return nil, errors.New("grpcfront: Runtime and Topics are required")
+	}
+	if opts.MaxBodySize == 0 {
+		opts.MaxBodySize = producer.MaxMessageSize
+	}
+	if opts.MaxBodySize < 1 || opts.MaxBodySize > producer.MaxMessageSize {
+		return nil, fmt.Errorf("grpcfront: MaxBodySize %d is outside 1..%d", opts.MaxBodySize, producer.MaxMessageSize)
+	}
+	if opts.ShutdownTimeout <= 0 {
+		opts.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	s := &Server{opts: opts, log: opts.Logger}
+	if opts.Advertise != "" {
+		ep, err := parseEndpoints(opts.Advertise)
+		if err != nil {
+			return nil, fmt.Errorf("grpcfront: advertised address: %w", err)
+		}
+		s.adv = ep
+	}
+	creds := &sniffingCreds{allowPlain: opts.AllowPlaintext || opts.TLS == nil}
+	if opts.TLS != nil {
+		cfg := opts.TLS.Clone()
+		cfg.NextProtos = []string{"h2"}
+		creds.tls = credentials.NewTLS(cfg)
+	}
+	ln, err := net.Listen("tcp", opts.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("grpcfront: listening on %s: %w", opts.Addr, err)
+	}
+	s.listener = netutil.LimitListener(ln, MaxConnections)
+	s.grpc = grpc.NewServer(
+		grpc.Creds(creds),
+		grpc.ConnectionTimeout(handshakeTimeout),
+		grpc.MaxRecvMsgSize(MaxRecvMsgSize),
+		grpc.MaxConcurrentStreams(MaxConcurrentStreams),
+		grpc.MaxHeaderListSize(maxHeaderListSize),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: keepaliveMinTime, PermitWithoutStream: true}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: idleTimeout, Time: 2 * time.Minute, Timeout: 20 * time.Second}),
+		grpc.ChainUnaryInterceptor(s.recoverUnary),
+		grpc.ChainStreamInterceptor(s.recoverStream),
+	)
+	rmqpb.RegisterMessagingServiceServer(s.grpc, s)
+	return s, nil
+}
+
+// Addr is the address the endpoint listens on.
+func (s *Server) Addr() net.Addr { return s.listener.Addr() }
+
+// NeedLeaderElection is false: every replica serves clients from its own runtime.
+func (s *Server) NeedLeaderElection() bool { return false }
+
+// Start serves until ctx ends, then stops accepting and waits up to the shutdown timeout for the
+// calls in flight before cutting the rest (Telemetry streams last as long as their clients).
+func (s *Server) Start(ctx context.Context) error {
+	served := make(chan error, 1)
+	go func() { served <- s.grpc.Serve(s.listener) }()
+	select {
+	case err := <-served:
+		return err
+	case <-ctx.Done():
+	}
+	stopped := make(chan struct{})
+	go func() { s.grpc.GracefulStop(); close(stopped) }()
+	timer := time.NewTimer(s.opts.ShutdownTimeout)
+	defer timer.Stop()
+	select {
+	case <-stopped:
+	case <-timer.C:
+		s.log.Info("Calls still in flight when the RocketMQ endpoint's shutdown timeout ran out; cutting them", "timeout", s.opts.ShutdownTimeout)
+		s.grpc.Stop()
+	}
+	return nil
+}
+
+// Close stops the endpoint at once and releases its port (for a manager that failed before
+// Start).
+func (s *Server) Close() error {
+	s.close.Do(func() {
+		s.grpc.Stop()
+		_ = s.listener.Close()
+	})
+	return nil
+}
+
+// recoverUnary turns a handler's panic into an INTERNAL gRPC error for that call only.
+func (s *Server) recoverUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
+	defer s.recovered(info.FullMethod, &err)
+	return handler(ctx, req)
+}
+
+// recoverStream is recoverUnary for streams.
+func (s *Server) recoverStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
+	defer s.recovered(info.FullMethod, &err)
+	return handler(srv, ss)
+}
+
+func (s *Server) recovered(method string, err *error) {
+	v := recover()
+	if v == nil {
+		return
+	}
+	s.log.Error(fmt.Errorf("panic: %v", v), "A RocketMQ endpoint handler panicked; the call fails, the endpoint goes on",
+		"method", method, "stack", string(debug.Stack()))
+	*err = status.Error(codes.Internal, "the endpoint failed while serving this call")
+}
