@@ -223,11 +223,15 @@ func TestDeletingAClustersFaultPolicyWaitsForTheCluster(t *testing.T) {
 		"-p", fmt.Sprintf(`{"spec":{"faultPolicyRef":{"name":%q}}}`, wholePolicy)); err != nil {
 		t.Fatal(err)
 	}
+	referenced := time.Now()
 	eventually(t, time.Minute, "the Cluster not Ready while its policy is missing", func() error {
 		return k.clusterReady(wholeCluster, metav1.ConditionFalse, routingv1alpha1.ReasonFaultPolicyNotFound)
 	})
+	t.Logf("Cluster not Ready (FaultPolicyNotFound) %.1f s after naming the missing policy", time.Since(referenced).Seconds())
+	restored := time.Now()
 	k.declareWholeCluster(t)
 	eventually(t, time.Minute, "the restored policy in use by the Cluster", inUse)
+	t.Logf("policy restored, the Cluster Ready and the policy InUse (ReferencedByClusters) %.1f s after applying it", time.Since(restored).Seconds())
 }
 
 // applyWholeCluster declares the whole-cluster policy and its Cluster, waits until the policy's
