@@ -56,6 +56,12 @@ func TestBlackHoledBrokerIsHiddenAndWritableSoonAfterTheHeal(t *testing.T) {
 	t.Cleanup(func() { _ = nsc.Close() })
 	facades := k.clusterFacades(t)
 	const victim = "broker-b"
+	t.Logf("leader: %s", k.leader(t))
+	t.Cleanup(func() {
+		if t.Failed() {
+			k.describeFleet(t)
+		}
+	})
 
 	// writable is whether the facade at addr publishes the victim writable in the topic's route.
 	writable := func(addr string) (bool, error) {
@@ -129,8 +135,8 @@ func TestBlackHoledBrokerIsHiddenAndWritableSoonAfterTheHeal(t *testing.T) {
 	} else if ib, ok := isolatedIn(p, victim); !ok || !ib.HeldUntilProven {
 		t.Errorf("at the end of the outage the policy status does not hold %s until proven: %+v", victim, p.Status.IsolatedBrokers)
 	} else {
-		t.Logf("policy status at the end of the outage: %s (cluster %q) %s since %s, heldUntilProven, seen by %v",
-			victim, ib.Cluster, ib.Reason, ib.Since.Format(time.TimeOnly), ib.SeenBy)
+		t.Logf("policy status at the end of the outage: %s (cluster %q) %s since %s, until %v, reachable %v, heldUntilProven, seen by %v of %d replicas",
+			victim, ib.Cluster, ib.Reason, ib.Since.Format(time.TimeOnly), ib.Until, ib.Reachable, ib.SeenBy, p.Status.Replicas)
 	}
 
 	heal()
@@ -161,18 +167,8 @@ func TestDeletingAClustersFaultPolicyWaitsForTheCluster(t *testing.T) {
 		routes["facade of "+pod] = func() error { return routesEveryBroker(nsc, addr) }
 	}
 	pollEach(t, time.Now(), 2*time.Minute, "every facade routes "+topicName, routes)
-
-	if _, err := k.kubectl(nil, "-n", namespace, "delete", "faultpolicy", wholePolicy, "--wait=false"); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, time.Minute, "the policy marked for deletion", func() error {
-		p, err := k.policyNamed(wholePolicy)
-		if err == nil && p.DeletionTimestamp == nil {
-			err = fmt.Errorf("no deletionTimestamp")
-		}
-		return err
-	})
-	// Several probe rounds and reconciles long: the policy stays, in use, and the Cluster routes.
+	// The policy may be created before the Cluster that names it: its status says so once the
+	// Cluster's creation has been reconciled.
 	inUse := func() error {
 		p, err := k.policyNamed(wholePolicy)
 		if err != nil {
@@ -184,6 +180,27 @@ func TestDeletingAClustersFaultPolicyWaitsForTheCluster(t *testing.T) {
 		}
 		return nil
 	}
+	eventually(t, time.Minute, "the policy in use by the Cluster", inUse)
+
+	if _, err := k.kubectl(nil, "-n", namespace, "delete", "faultpolicy", wholePolicy, "--wait=false"); err != nil {
+		t.Fatal(err)
+	}
+	deleted := time.Now()
+	// Marking it for deletion bumps its generation: the status that reflects the deletion says
+	// the deletion waits.
+	eventually(t, time.Minute, "the policy marked for deletion, its status current", func() error {
+		p, err := k.policyNamed(wholePolicy)
+		if err != nil {
+			return err
+		}
+		c := meta.FindStatusCondition(p.Status.Conditions, routingv1alpha1.ConditionInUse)
+		if p.DeletionTimestamp == nil || c == nil || c.ObservedGeneration != p.Generation {
+			return fmt.Errorf("deletionTimestamp %v, generation %d, InUse %+v", p.DeletionTimestamp, p.Generation, c)
+		}
+		t.Logf("InUse %s (%s) %.1f s after the delete: %s", c.Status, c.Reason, time.Since(deleted).Seconds(), c.Message)
+		return nil
+	})
+	// Several probe rounds and reconciles long: the policy stays, in use, and the Cluster routes.
 	checks, skipped := holds(t, 15*time.Second, "the referenced policy kept", func() (bool, error) {
 		if err := inUse(); err != nil {
 			return true, err
@@ -441,6 +458,20 @@ func (k *cluster) containerPID(t *testing.T, id string) int {
 	return 0
 }
 
+// describeFleet logs what the replicas share and say when the fleet disagrees: every
+// ReplicaView, the whole-cluster policy's status and the managers' recent log lines.
+func (k *cluster) describeFleet(t *testing.T) {
+	t.Helper()
+	out, _ := k.kubectl(nil, "get", "replicaviews.routing.detour.dev", "-A", "-o", "yaml")
+	t.Logf("replica views:\n%s", tail(out, 120))
+	out, _ = k.kubectl(nil, "-n", namespace, "get", "faultpolicies.routing.detour.dev", wholePolicy, "-o", "jsonpath={.status}")
+	t.Logf("policy status: %s", out)
+	for _, p := range k.managerPods(t) {
+		out, _ := k.kubectl(nil, "-n", operatorNamespace, "logs", p.Name, "--tail=200")
+		t.Logf("logs of %s:\n%s", p.Name, tail(out, 80))
+	}
+}
+
 // pollEach polls every condition every 200 ms until each has held once, and returns how long
 // after since each first held; it fails the test when one has not within timeout of since.
 func pollEach(t *testing.T, since time.Time, timeout time.Duration, what string, conds map[string]func() error) map[string]time.Duration {
@@ -457,6 +488,9 @@ func pollEach(t *testing.T, since time.Time, timeout time.Duration, what string,
 				continue
 			}
 			took[name] = time.Since(since)
+			if err := last[name]; err != nil {
+				t.Logf("%s: %s held after %.1f s; before, last: %v", what, name, took[name].Seconds(), err)
+			}
 		}
 		if len(took) == len(conds) {
 			return took
