@@ -3,7 +3,8 @@
 // Package e2e runs detour on a real single-node Kubernetes cluster (kubelet, containerd, kube-proxy,
 // scheduler, controller manager) with real Apache RocketMQ in pods: deployed as a user deploys it
 // (`kubectl apply -k config/default`), then driven through rolling restarts, a frozen broker, the
-// loss of the leader, an eviction and a certificate rotation. `make test-e2e` starts the node
+// loss of the leader, an eviction, a certificate rotation, a black-holed broker under a
+// whole-cluster FaultPolicy and that policy's deletion. `make test-e2e` starts the node
 // (hack/e2e-cluster.sh), runs these tests inside its network namespace and tears it down.
 //
 // The tests run in file order and share one deployment: each leaves the cluster as it found it.
