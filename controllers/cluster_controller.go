@@ -67,25 +67,26 @@ func (r *ClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if secretErr != nil && !errors.Is(secretErr, errSecretUnusable) {
 		return ctrl.Result{}, secretErr
 	}
-	if !r.leading() {
-		return ctrl.Result{RequeueAfter: refreshInterval(&cl)}, nil
-	}
 	look, next := r.describer.latest(req.NamespacedName, cl.Spec.NameServers, refreshInterval(&cl))
 	again := ctrl.Result{RequeueAfter: next}
 	if !look.done {
 		return again, nil // the look's end asks for this reconcile
 	}
+	// Every replica puts the Cluster's brokers under its policy: each one's facade hides what its
+	// own watch finds, not only what the leader's view says after a write and a watch.
+	if look.err == nil {
+		syncClusterWatch(ctx, r.Runtime, &cl, look.view)
+	}
+	if !r.leading() {
+		return again, nil
+	}
 	pods, err := selectedBrokerPods(ctx, r.Client, cl.Namespace, cl.Spec.BrokerSelector)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-
 	missing, err := policyMissing(ctx, r.Client, &cl)
 	if err != nil {
 		return ctrl.Result{}, err
-	}
-	if look.err == nil {
-		syncClusterWatch(ctx, r.Runtime, &cl, look.view)
 	}
 	orig := cl.DeepCopy()
 	computeClusterStatus(&cl, look.view, pods, look.err, missing)
