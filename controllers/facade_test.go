@@ -94,6 +94,7 @@ func canary(t *testing.T, rt *producer.Runtime, topic *routingv1alpha1.Topic) (s
 // facade while a broker is hidden; last, with no traffic through detour, a paused broker hidden by
 // the policy's watch of its routed brokers.
 func TestNameServerFacadeSteersUnmodifiedJavaProducers(t *testing.T) {
+	needsEnvtest(t)
 	ns := newNamespace(t)
 	c := rmqtest.Start(t, rmqtest.V5,
 		rmqtest.BrokerConfig{Name: ns + "-broker-a", NoAutoCreate: true},

@@ -179,6 +179,7 @@ var totalRow = regexp.MustCompile(`^\s+total\s+(\d+)\s+([\d.]+)%`)
 // prints a line a second; and that the run ends by itself with a summary in which the sends
 // succeeded.
 func TestDemoRunsBoundedAndKubectlSeesTheIsolation(t *testing.T) {
+	needsEnvtest(t)
 	d := startDemo(t, "--demo-duration", "25s")
 	d.waitFor(t, "the kubeconfig", time.Minute, func() error {
 		_, err := os.Stat(d.kubeconfig)
@@ -233,6 +234,7 @@ var nameServerAddr = regexp.MustCompile(`name server for other clients: (127\.0\
 // 0; an impatient second interrupt exits at once with status 1, but still takes the control
 // plane down (it runs in process groups of its own, which the terminal's signal never reaches).
 func TestDemoStopsOnInterrupt(t *testing.T) {
+	needsEnvtest(t)
 	for _, tc := range []struct {
 		name       string
 		interrupts int

@@ -3,6 +3,7 @@ package operator
 import (
 	"context"
 	"crypto/tls"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -56,7 +57,26 @@ func TestMain(m *testing.M) {
 	os.Exit(runSuite(m))
 }
 
+// needsEnvtest skips a test under -short, where TestMain starts no control plane: the fast tier
+// (make test-unit) runs only what needs neither envtest nor a real broker, Helm or promtool.
+func needsEnvtest(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("needs the envtest control plane; skipped under -short")
+	}
+}
+
 func runSuite(m *testing.M) int {
+	flag.Parse()
+	if testing.Short() {
+		// The fast tier starts no control plane; the tests that need one skip (needsEnvtest).
+		var err error
+		if repoRoot, err = filepath.Abs(filepath.Join("..", "..")); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		return m.Run()
+	}
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		fmt.Fprintln(os.Stderr, "KUBEBUILDER_ASSETS is not set: run `make test`, or "+
 			"KUBEBUILDER_ASSETS=$(hack/setup-envtest.sh) go test ./internal/operator/")
