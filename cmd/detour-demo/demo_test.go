@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/detourmq/detour/internal/poll"
 )
 
 var (
@@ -110,22 +112,17 @@ func (d *demoRun) output() string {
 // waitFor polls until cond holds, the demo exits or the deadline passes.
 func (d *demoRun) waitFor(t *testing.T, what string, timeout time.Duration, cond func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
+	poll.Until(t, timeout, 100*time.Millisecond, what, func() error {
 		err := cond()
-		if err == nil {
-			return
-		}
 		select {
 		case <-d.exited:
-			t.Fatalf("the demo exited (%v) before %s: %v", d.exitErr, what, err)
+			if err != nil {
+				t.Fatalf("the demo exited (%v) before %s: %v", d.exitErr, what, err)
+			}
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s: %v", what, err)
-		}
-		time.Sleep(100 * time.Millisecond) // the poll interval; cond is the synchronisation
-	}
+		return err
+	})
 }
 
 func (d *demoRun) wait(t *testing.T, timeout time.Duration) {

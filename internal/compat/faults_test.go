@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/detourmq/detour/internal/poll"
 	"github.com/detourmq/detour/internal/rmqtest"
 	"github.com/detourmq/detour/pkg/fault"
 	"github.com/detourmq/detour/pkg/producer"
@@ -121,13 +122,7 @@ func isolated(r *producer.Runtime, policy, broker string) bool {
 // waitFor polls cond every 50 ms for up to d.
 func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %v: %s", d, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	poll.Until(t, d, 50*time.Millisecond, what, poll.True(cond))
 }
 
 // TestFaultsOnRealBrokers runs steady traffic under the Detour policy against three real brokers

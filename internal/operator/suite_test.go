@@ -30,6 +30,7 @@ import (
 	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
 	"github.com/detourmq/detour/controllers"
 	"github.com/detourmq/detour/internal/demo"
+	"github.com/detourmq/detour/internal/poll"
 	detourscheme "github.com/detourmq/detour/internal/scheme"
 	"github.com/detourmq/detour/pkg/brokersim"
 )
@@ -151,17 +152,7 @@ func eventually(t *testing.T, what string, cond func() error) {
 // eventuallyWithin is eventually with its own timeout, for what waits on client-go's backoff.
 func eventuallyWithin(t *testing.T, timeout time.Duration, what string, cond func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s: %v", what, err)
-		}
-		time.Sleep(eventuallyInterval) // the poll interval; cond is the synchronisation
-	}
+	poll.Until(t, timeout, eventuallyInterval, what, cond)
 }
 
 // newNamespace creates a namespace for one test (envtest never finishes deleting namespaces, so
