@@ -288,7 +288,7 @@ func TestClusterValidation(t *testing.T) {
 		{"a name server without a port is refused", []string{"namesrv"}, 0, "spec.nameServers[0] in body should match"},
 		{"a port beyond 65535 is refused", []string{"namesrv:70000"}, 0, "nameServers must be host:port with a port from 1 to 65535"},
 		{"a port of zero is refused", []string{"namesrv:0"}, 0, "nameServers must be host:port with a port from 1 to 65535"},
-		{"a repeated name server is refused", []string{"namesrv:9876", "namesrv:9876"}, 0, "nameServers must not repeat an address"},
+		{"a repeated name server is refused", []string{"namesrv:9876", "namesrv:9876"}, 0, `spec.nameServers[1]: Duplicate value: "namesrv:9876"`},
 		{"more than 16 name servers are refused", func() (out []string) {
 			for i := range 17 {
 				out = append(out, "ns-"+itoa(i)+":9876")
