@@ -24,7 +24,8 @@ PROMTOOL = $(shell hack/setup-promtool.sh)
 TEST_TIMEOUT ?= 40m
 # GENERATED are the files `make manifests generate` writes; `make verify` checks them.
 GENERATED = config/crd/bases config/rbac/role.yaml api/v1alpha1/zz_generated.deepcopy.go \
-	charts/detour/crds charts/detour/files/manager-role.yaml charts/detour/files/prometheus-alerts.yaml pkg/rmqpb
+	charts/detour/crds charts/detour/files/manager-role.yaml charts/detour/files/prometheus-alerts.yaml pkg/rmqpb \
+	docs/reference
 FUZZ_TIME ?= 10s
 
 .PHONY: all
@@ -61,13 +62,17 @@ manifests: ## Generate CRDs into config/crd/bases and RBAC into config/rbac, and
 	cp config/rbac/role.yaml charts/detour/files/manager-role.yaml
 	cp config/prometheus/alerts.yaml charts/detour/files/prometheus-alerts.yaml
 
+.PHONY: docs
+docs: ## Generate docs/reference (API, manager flags, Helm values, metrics) and check every relative link in README.md, CHANGELOG.md, docs/ and bench/.
+	$(GO) run ./hack/docgen
+
 .PHONY: verify
-verify: manifests generate ## Fail when generated files are out of date or a go.mod is not tidy.
+verify: manifests generate docs ## Fail when generated files (docs/reference among them) are out of date, a markdown link is broken or a go.mod is not tidy.
 	@# go mod tidy -diff prints what tidy would change and fails without writing anything.
 	@for mod in . $$(dirname $$(git ls-files 'hack/*go.mod')); do \
 		(cd "$$mod" && $(GO) mod tidy -diff) || { echo "$$mod: go.mod or go.sum is not tidy; run 'go mod tidy' there and commit"; exit 1; }; done
 	@if [ -n "$$(git status --porcelain -- $(GENERATED))" ]; then \
-		echo "generated files are out of date; run 'make manifests generate' and commit:"; \
+		echo "generated files are out of date; run 'make manifests generate docs' and commit:"; \
 		git status --porcelain -- $(GENERATED); git diff --stat -- $(GENERATED); exit 1; fi
 
 .PHONY: fmt

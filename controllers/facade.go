@@ -202,28 +202,37 @@ var (
 // controller-runtime's registry.
 func NameServerFacadeMetrics() *FacadeMetrics {
 	facadeMetricsOnce.Do(func() {
-		const ns = "detour"
-		facadeMetrics = &FacadeMetrics{
-			routes: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: "namesrv_facade", Name: "routes_total",
-				Help: "Topic routes served by the name-server facade, by topic (empty for topics detour does not govern) and whether brokers were hidden."},
-				[]string{"topic", "rewritten"}),
-			hidden: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: "namesrv_facade", Name: "brokers_hidden",
-				Help: "Brokers the last route answer for a topic published read-only."}, []string{"topic"}),
-			refused: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: "namesrv_facade", Name: "refused_total",
-				Help: "Requests the facade refused to forward (anything but the reads clients send a name server, and oneway requests), by request code; codes no name server serves are \"other\"."},
-				[]string{"code"}),
-			coalesced: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: "namesrv_facade", Name: "coalesced_total",
-				Help: "Requests answered by an identical request's upstream request instead of their own, by request code."}, []string{"code"}),
-			panics: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: "namesrv_facade", Name: "panics_total",
-				Help: "Panics recovered while serving a client connection; each closed that connection."}),
-			conns: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: "namesrv_facade", Name: "connections_refused_total",
-				Help: "Client connections the facade closed at once, by reason: full (it held its maximum) or source (the client's address held its share)."},
-				[]string{"reason"}),
-		}
-		ctrlmetrics.Registry.MustRegister(facadeMetrics.routes, facadeMetrics.hidden, facadeMetrics.refused,
-			facadeMetrics.coalesced, facadeMetrics.panics, facadeMetrics.conns)
+		facadeMetrics = newFacadeMetrics()
+		ctrlmetrics.Registry.MustRegister(facadeMetrics.collectors()...)
 	})
 	return facadeMetrics
+}
+
+// newFacadeMetrics creates the facade's collectors, unregistered.
+func newFacadeMetrics() *FacadeMetrics {
+	const ns = "detour"
+	return &FacadeMetrics{
+		routes: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: "namesrv_facade", Name: "routes_total",
+			Help: "Topic routes served by the name-server facade, by topic (empty for topics detour does not govern) and whether brokers were hidden."},
+			[]string{"topic", "rewritten"}),
+		hidden: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: "namesrv_facade", Name: "brokers_hidden",
+			Help: "Brokers the last route answer for a topic published read-only."}, []string{"topic"}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: "namesrv_facade", Name: "refused_total",
+			Help: "Requests the facade refused to forward (anything but the reads clients send a name server, and oneway requests), by request code; codes no name server serves are \"other\"."},
+			[]string{"code"}),
+		coalesced: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: "namesrv_facade", Name: "coalesced_total",
+			Help: "Requests answered by an identical request's upstream request instead of their own, by request code."}, []string{"code"}),
+		panics: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: "namesrv_facade", Name: "panics_total",
+			Help: "Panics recovered while serving a client connection; each closed that connection."}),
+		conns: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: "namesrv_facade", Name: "connections_refused_total",
+			Help: "Client connections the facade closed at once, by reason: full (it held its maximum) or source (the client's address held its share)."},
+			[]string{"reason"}),
+	}
+}
+
+// collectors are every collector of m.
+func (m *FacadeMetrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.routes, m.hidden, m.refused, m.coalesced, m.panics, m.conns}
 }
 
 // RouteServed implements facade.Metrics.

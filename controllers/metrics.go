@@ -84,8 +84,22 @@ func NewMetrics() *Metrics {
 
 // MustRegister registers every collector with reg.
 func (m *Metrics) MustRegister(reg prometheus.Registerer) {
-	reg.MustRegister(m.sends, m.attempts, m.attemptLatency, m.retries, m.isolations, m.isolated,
-		m.statusWrites, m.coalesced, m.refusals)
+	reg.MustRegister(m.collectors()...)
+}
+
+// collectors are every collector of m, the ones MustRegister registers.
+func (m *Metrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.sends, m.attempts, m.attemptLatency, m.retries, m.isolations, m.isolated,
+		m.statusWrites, m.coalesced, m.refusals}
+}
+
+// MetricCollectors returns a fresh, unregistered instance of every collector the controllers
+// register (the runtime's, the facade's, the health and pressure figures), with no runtime behind
+// them: enough to Describe them, which is how the metrics reference is generated.
+func MetricCollectors() []prometheus.Collector {
+	out := NewMetrics().collectors()
+	out = append(out, newFacadeMetrics().collectors()...)
+	return append(out, newHealthCollector(nil, nil), newPressureCollector(nil))
 }
 
 // SendDone implements producer.Metrics.

@@ -46,8 +46,14 @@ var registerOnce sync.Once
 // nothing, so every manager in a process may call it.
 func RegisterMetrics(reg prometheus.Registerer) {
 	registerOnce.Do(func() {
-		reg.MustRegister(gatewayMetrics.requests, gatewayMetrics.duration, gatewayMetrics.inFlight, gatewayMetrics.panics)
+		reg.MustRegister(MetricCollectors()...)
 	})
+}
+
+// MetricCollectors returns the gateway's collectors (the process-wide ones RegisterMetrics
+// registers), for describing them in the metrics reference.
+func MetricCollectors() []prometheus.Collector {
+	return []prometheus.Collector{gatewayMetrics.requests, gatewayMetrics.duration, gatewayMetrics.inFlight, gatewayMetrics.panics}
 }
 
 // statusSeries are the request counter and duration histogram of one HTTP status.
