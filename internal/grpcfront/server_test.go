@@ -305,6 +305,27 @@ func TestADelayedMessageIsHeldUntilItsTime(t *testing.T) {
 	}
 }
 
+// TestASendThatRunsOutOfTimeIsAnsweredBeforeTheClientsDeadline proves that when the brokers are
+// slower than the client's deadline, the client still gets an answer, PROXY_TIMEOUT with the
+// reason, as the Proxy answers within the SDKs' 3 s, rather than a bare DEADLINE_EXCEEDED.
+func TestASendThatRunsOutOfTimeIsAnsweredBeforeTheClientsDeadline(t *testing.T) {
+	bed := newTestBed(t, nil)
+	for _, b := range []*brokersim.Broker{bed.a, bed.b} {
+		b.SetFault(brokersim.Fault{Delay: 5 * time.Second})
+	}
+	for _, deadline := range []time.Duration{time.Second, 3 * time.Second} {
+		ctx, cancel := context.WithTimeout(asClient(t), deadline)
+		resp, err := bed.client.SendMessage(ctx, &rmqpb.SendMessageRequest{Messages: []*rmqpb.Message{newMessage("Orders", "slow")}})
+		cancel()
+		if err != nil {
+			t.Fatalf("deadline %v: the call failed (%v) instead of answering", deadline, err)
+		}
+		if resp.Status.Code != rmqpb.Code_PROXY_TIMEOUT || len(resp.Entries) != 1 || resp.Entries[0].Status.Code != rmqpb.Code_PROXY_TIMEOUT {
+			t.Fatalf("deadline %v: answer %v, want PROXY_TIMEOUT", deadline, resp)
+		}
+	}
+}
+
 // TestSeveralMessagesAreOneBatch proves a request of several messages is stored as one batch on
 // one queue, each entry with its message's id and offset.
 func TestSeveralMessagesAreOneBatch(t *testing.T) {

@@ -1,0 +1,248 @@
+package compat_test
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/testr"
+	certutil "k8s.io/client-go/util/cert"
+
+	"github.com/detourmq/detour/internal/grpcfront"
+	"github.com/detourmq/detour/internal/rmqtest"
+	"github.com/detourmq/detour/pkg/producer"
+)
+
+// Topics of the gRPC SDK suite: messages (normal and FIFO), delayed messages, and the canary's.
+const (
+	grpcTopic        = "DetourGRPCJava"
+	grpcDelayedTopic = "DetourGRPCJavaDelayed"
+	grpcCanaryTopic  = "DetourGRPCJavaCanary"
+)
+
+// TestGRPCJavaSDKSendsThroughTheEndpoint runs RocketMQ 5's own gRPC SDK (rocketmq-client-java
+// 5.2.0, a producer with the SDK's defaults but its endpoint: TLS on, three attempts) against
+// detour's gRPC endpoint, served over TLS only with a self-signed certificate in front of a
+// runtime routed from two real 5.5.0 brokers' name server. Every message the SDK has a receipt
+// for is read back by RocketMQ's Java consumer under the receipt's message id, with its body,
+// exactly once, with its tag and user property, and nothing else is in the topic; the session
+// stays healthy across a pause of 12 s (heartbeats, route refresh: nothing in the SDK's log warns); a message group's messages sit on one queue in
+// the order sent; a delayed message is not in its topic before the time it asked for. The canary:
+// the same SDK against a plaintext-only endpoint sends nothing, so the suite's sends really go
+// through the endpoint's TLS.
+func TestGRPCJavaSDKSendsThroughTheEndpoint(t *testing.T) {
+	c := rmqtest.Start(t, rmqtest.V5, rmqtest.BrokerConfig{}, rmqtest.BrokerConfig{})
+	rt := grpcRuntime(t, c, grpcTopic, grpcDelayedTopic, grpcCanaryTopic)
+	crt, key, err := certutil.GenerateSelfSignedCertKey("detour-grpc", nil, []string{"localhost"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, err := tls.X509KeyPair(crt, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tlsAddr := serveGRPC(t, rt, &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12})
+	dir := t.TempDir()
+
+	t.Run("normal and FIFO messages", func(t *testing.T) {
+		const normal, fifo, groups = 20, 30, 3
+		run := rmqtest.SendGRPC(t, dir, rmqtest.GRPCSendOptions{Endpoint: tlsAddr, Topic: grpcTopic,
+			Normal: normal, FIFO: fifo, Groups: groups, Pause: 12 * time.Second})
+		acked := ackedSends(t, run, normal+fifo)
+		got := c.Consume(context.Background(), grpcTopic, len(acked), 90*time.Second)
+		byID := readBackExactly(t, acked, got)
+		// A group's messages are on one queue of one broker, their queue offsets in the order sent.
+		type place struct {
+			queue  string
+			offset int64
+		}
+		last := map[string]place{}
+		for _, s := range acked {
+			if s.Kind != "fifo" {
+				continue
+			}
+			m := byID[s.MsgID]
+			q := fmt.Sprintf("%s/%d", m.BrokerName, m.QueueID)
+			if p, ok := last[s.Group]; ok && (p.queue != q || p.offset >= m.QueueOffset) {
+				t.Errorf("%s of %s at %s offset %d, after the group's previous message at %s offset %d", s.Body, s.Group, q, m.QueueOffset, p.queue, p.offset)
+			}
+			last[s.Group] = place{q, m.QueueOffset}
+		}
+		if len(last) != groups {
+			t.Errorf("messages of %d groups read back, want %d", len(last), groups)
+		}
+		t.Logf("%d normal and %d FIFO messages sent with the Java gRPC SDK and read back under their receipts' ids; groups on %v", normal, fifo, last)
+	})
+
+	t.Run("delayed messages", func(t *testing.T) {
+		const delayed, delay = 3, 15 * time.Second
+		run := rmqtest.SendGRPC(t, dir, rmqtest.GRPCSendOptions{Endpoint: tlsAddr, Topic: grpcDelayedTopic,
+			Delayed: delayed, Delay: delay})
+		acked := ackedSends(t, run, delayed)
+		// At every look, the topic holds no more messages than have reached the time they asked for.
+		looks := 0
+		for deadline := time.Now().Add(delay + 90*time.Second); ; {
+			now := time.Now()
+			due := 0
+			for _, s := range acked {
+				if s.DeliverAtMs <= now.UnixMilli() {
+					due++
+				}
+			}
+			n, _ := storedTotal(t, c, grpcDelayedTopic)
+			if n > int64(due) {
+				t.Fatalf("%d delayed messages in the topic at %v, only %d asked to be delivered by then", n, now.Format(time.RFC3339Nano), due)
+			}
+			looks++
+			if n == int64(len(acked)) {
+				break
+			}
+			if now.After(deadline) {
+				t.Fatalf("%d of %d delayed messages reached the topic within 90 s of their time", n, len(acked))
+			}
+			time.Sleep(200 * time.Millisecond) // the interval between looks; each look is the check
+		}
+		got := c.Consume(context.Background(), grpcDelayedTopic, len(acked), 60*time.Second)
+		readBackExactly(t, acked, got)
+		t.Logf("%d delayed messages, none in the topic before its time at %d looks", len(acked), looks)
+	})
+
+	t.Run("canary: plaintext-only endpoint", func(t *testing.T) {
+		plainAddr := serveGRPC(t, rt, nil)
+		run := rmqtest.SendGRPC(t, dir, rmqtest.GRPCSendOptions{Endpoint: plainAddr, Topic: grpcCanaryTopic, Normal: 3})
+		sends := run.Sends
+		// The healthy runs' "nothing in the SDK's log warns" holds only if the log is read at all.
+		if len(run.Problems) == 0 {
+			t.Errorf("the SDK's log holds no error for a producer that could not start: it is not where it is read from\n%s", run.Log)
+		}
+		for _, s := range sends {
+			if s.OK {
+				t.Fatalf("the SDK (TLS on) sent %s through a plaintext-only endpoint", s.MsgID)
+			}
+		}
+		if n, per := storedTotal(t, c, grpcCanaryTopic); n != 0 {
+			t.Fatalf("%d messages stored in the canary's topic: %v", n, per)
+		}
+		t.Logf("against a plaintext-only endpoint the SDK failed: %s", sends[0].Error)
+	})
+}
+
+// grpcRuntime is a runtime routing topics from c's name server, after creating them on every broker
+// with two queues.
+func grpcRuntime(t *testing.T, c *rmqtest.Cluster, topics ...string) *producer.Runtime {
+	t.Helper()
+	r := producer.New(producer.Options{ProducerGroup: "detour_compat_grpc"})
+	t.Cleanup(func() { _ = r.Close() })
+	if err := r.SetPolicy(contentPolicy("grpc")); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, topic := range topics {
+		for _, b := range c.Brokers() {
+			if err := r.CreateTopic(ctx, b.Addr, topic, 2, 2, 6); err != nil {
+				t.Fatalf("create %s on %s: %v", topic, b.Name, err)
+			}
+		}
+		if err := r.SetNameServerRoute(producer.NameServerRoute{Topic: topic, NameServers: []string{c.NameServer()}, Policy: "grpc"}); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 30*time.Second, "the route of "+topic+" from the name server", func() bool {
+			info, _ := r.RouteInfo(topic)
+			return len(info.Brokers) == len(c.Brokers())
+		})
+	}
+	return r
+}
+
+// serveGRPC serves the gRPC endpoint around rt on a free loopback port until the test ends: over
+// TLS only with cfg, plaintext only without.
+func serveGRPC(t *testing.T, rt *producer.Runtime, cfg *tls.Config) string {
+	t.Helper()
+	srv, err := grpcfront.New(grpcfront.Options{Addr: "127.0.0.1:0", Runtime: rt, TLS: cfg, Logger: testr.New(t),
+		Topics: grpcfront.TopicResolverFunc(func(_ context.Context, _, topic string) (grpcfront.Target, error) {
+			if !strings.HasPrefix(topic, "DetourGRPC") {
+				return grpcfront.Target{}, fmt.Errorf("%w: %s", grpcfront.ErrTopicNotFound, topic)
+			}
+			return grpcfront.Target{Topic: topic}, nil
+		})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("gRPC endpoint: %v", err)
+		}
+	})
+	return srv.Addr().String()
+}
+
+// ackedSends are the sends the SDK has a receipt for. Every send of a healthy run must have one,
+// and the SDK's log must hold no warning or error (a failed heartbeat, settings or route refresh);
+// either fails the test with what the SDK said.
+func ackedSends(t *testing.T, run rmqtest.GRPCRun, want int) []rmqtest.GRPCSend {
+	t.Helper()
+	for _, p := range run.Problems {
+		t.Errorf("the SDK logged: %s", p)
+	}
+	sends := run.Sends
+	var acked []rmqtest.GRPCSend
+	for _, s := range sends {
+		if !s.OK {
+			t.Errorf("%s send %d (%s) failed: %s", s.Kind, s.Index, s.Body, s.Error)
+			continue
+		}
+		acked = append(acked, s)
+	}
+	if len(sends) != want {
+		t.Errorf("the SDK reported %d sends, want %d", len(sends), want)
+	}
+	if t.Failed() {
+		t.Logf("the SDK's log ends:\n%s", run.Log)
+	}
+	if len(acked) == 0 {
+		t.FailNow()
+	}
+	return acked
+}
+
+// readBackExactly checks that what the consumer read is exactly the acknowledged sends: each under
+// its receipt's message id (the UNIQ_KEY) with its body and keys, once, and nothing else. It
+// returns the messages read by id.
+func readBackExactly(t *testing.T, acked []rmqtest.GRPCSend, got []rmqtest.Consumed) map[string]rmqtest.Consumed {
+	t.Helper()
+	byID := make(map[string]rmqtest.Consumed, len(got))
+	for _, m := range got {
+		if _, dup := byID[m.MsgID]; dup {
+			t.Errorf("message %s read twice", m.MsgID)
+		}
+		byID[m.MsgID] = m
+	}
+	for _, s := range acked {
+		m, ok := byID[s.MsgID]
+		switch {
+		case !ok:
+			t.Errorf("%s (receipt %s) not read back", s.Body, s.MsgID)
+		case string(m.Body) != s.Body || m.Keys != s.Body || m.Properties["UNIQ_KEY"] != s.MsgID:
+			t.Errorf("receipt %s read back as body %q keys %q UNIQ_KEY %q, sent body and keys %q", s.MsgID, m.Body, m.Keys, m.Properties["UNIQ_KEY"], s.Body)
+		case m.Tags != "grpc" || m.Properties["detour-kind"] != s.Kind:
+			t.Errorf("receipt %s read back with tag %q and property detour-kind %q, sent tag grpc and %q", s.MsgID, m.Tags, m.Properties["detour-kind"], s.Kind)
+		}
+		delete(byID, s.MsgID)
+	}
+	for id, m := range byID {
+		t.Errorf("message %s (%q) read back but never acknowledged", id, m.Body)
+	}
+	out := make(map[string]rmqtest.Consumed, len(got))
+	for _, m := range got {
+		out[m.MsgID] = m
+	}
+	return out
+}
