@@ -104,6 +104,10 @@ test: vet ## Run all tests (never from the test cache): unit, fuzz seeds, envtes
 	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" DETOUR_ROCKETMQ="$(ROCKETMQ_DIST)" DETOUR_HELM="$(HELM)" DETOUR_PROMTOOL="$(PROMTOOL)" $(GO) test -json -race -count=1 -timeout $(TEST_TIMEOUT) ./... \
 		| $(GO) run ./hack/testreport
 
+.PHONY: test-unit
+test-unit: ## Run the fast tier (go test -short -race): no envtest, Java, Helm, promtool or kubectl; minutes, for the inner loop.
+	$(GO) test -short -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+
 .PHONY: test-e2e
 test-e2e: ## Run test/e2e on a real single-node cluster in a network namespace (root; the first run installs and builds what the node needs).
 	hack/test-e2e.sh

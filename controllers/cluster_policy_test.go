@@ -25,6 +25,7 @@ import (
 // after its next poll, and the Cluster's status counts it hidden. Without the Cluster's policy
 // (the canary) the facade governs the topic no more.
 func TestClusterPolicyHidesAFrozenBrokerWithoutTopics(t *testing.T) {
+	needsEnvtest(t)
 	ns := newNamespace(t)
 	c := rmqtest.Start(t, rmqtest.V5,
 		rmqtest.BrokerConfig{Name: ns + "-broker-a", NoAutoCreate: true},

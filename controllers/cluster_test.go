@@ -70,6 +70,7 @@ func expectRoute(t *testing.T, rt *producer.Runtime, topic *routingv1alpha1.Topi
 // runtime routes to exactly the writable masters the name server publishes, and drains
 // (wipeWritePerm, brokerPermission=4) and a killed master leave the route within a refresh.
 func TestClusterTopicsRouteAsTheRealNameServerPublishes(t *testing.T) {
+	needsEnvtest(t)
 	for _, line := range rmqtest.Lines {
 		t.Run(line.String(), func(t *testing.T) {
 			ns := newNamespace(t)

@@ -55,6 +55,7 @@ func sendUntilBroker(t *testing.T, rt *producer.Runtime, topic *routingv1alpha1.
 // resources -> controllers -> runtime -> TCP -> brokersim, and the runtime's verdict back into
 // FaultPolicy status, Events and kubectl.
 func TestSlowBrokerIsIsolatedAndReportedThenRecovers(t *testing.T) {
+	needsEnvtest(t)
 	ns, rt, c, topic := routedCluster(t, "slow", slowPolicy())
 
 	for i := 0; i < 12; i++ {
@@ -152,6 +153,7 @@ func TestSlowBrokerIsIsolatedAndReportedThenRecovers(t *testing.T) {
 // TestPodNotReadyAndTerminatingAreSkippedWithoutFailedSends proves pod awareness: a broker whose
 // pod is NotReady or terminating gets no send, no send fails on the way, and status says why.
 func TestPodNotReadyAndTerminatingAreSkippedWithoutFailedSends(t *testing.T) {
+	needsEnvtest(t)
 	ns, rt, c, topic := routedCluster(t, "pods", routingv1alpha1.FaultPolicySpec{})
 
 	markedAt := time.Now()
@@ -225,6 +227,7 @@ func expectSendsAvoid(t *testing.T, rt *producer.Runtime, topic *routingv1alpha1
 // TestChangedPolicyTakesEffectForTheNextSend proves a FaultPolicy edit reaches the runtime
 // without a restart: a latency the old table tolerated isolates under the new one.
 func TestChangedPolicyTakesEffectForTheNextSend(t *testing.T) {
+	needsEnvtest(t)
 	ns, rt, c, topic := routedCluster(t, "tunable", routingv1alpha1.FaultPolicySpec{
 		Rules: []routingv1alpha1.FaultRule{{LatencyMillis: 100, IsolationMillis: 0}, {LatencyMillis: 2000, IsolationMillis: 5000}},
 		Probe: routingv1alpha1.ProbePolicy{Enabled: ptr.To(false)},
@@ -266,6 +269,7 @@ func TestChangedPolicyTakesEffectForTheNextSend(t *testing.T) {
 // restart: an isolation written to status is in force in a new runtime before its first send,
 // even though the broker has healed meanwhile.
 func TestRestartedManagerHonoursIsolationsFromStatus(t *testing.T) {
+	needsEnvtest(t)
 	ns := newNamespace(t)
 	c := startCluster(t, ns, 3)
 	spec := slowPolicy()
@@ -306,6 +310,7 @@ func TestRestartedManagerHonoursIsolationsFromStatus(t *testing.T) {
 // Ready=False with a clear reason yet routes with RocketMQ's defaults, and that deleting either
 // resource removes it from the runtime.
 func TestMissingPolicyAndDeletionsReachTheRuntime(t *testing.T) {
+	needsEnvtest(t)
 	ns := newNamespace(t)
 	rt := startManager(t)
 	c := startCluster(t, ns, 2)
@@ -367,6 +372,7 @@ func TestMissingPolicyAndDeletionsReachTheRuntime(t *testing.T) {
 // FaultPolicy that no Topic uses is deleted at once; one in use stays, in force with its
 // isolations, with InUse and an Event naming its Topics, until the last Topic is gone.
 func TestDeletingAPolicyInUseWaitsForItsTopicsAndKeepsWhatItLearnt(t *testing.T) {
+	needsEnvtest(t)
 	// No probes, and 60 s for a slow send: the isolation outlasts the test.
 	ns, rt, c, topic := routedCluster(t, "held", routingv1alpha1.FaultPolicySpec{
 		Rules: []routingv1alpha1.FaultRule{{LatencyMillis: 100, IsolationMillis: 0}, {LatencyMillis: 300, IsolationMillis: 60000}},
@@ -455,6 +461,7 @@ func gone(obj client.Object) error {
 // TestTopicIsCreatedOnEveryMaster proves the Topic controller sends UPDATE_AND_CREATE_TOPIC with
 // the spec's queue numbers to each broker.
 func TestTopicIsCreatedOnEveryMaster(t *testing.T) {
+	needsEnvtest(t)
 	ns := newNamespace(t)
 	startManager(t)
 	c := startCluster(t, ns, 2)
@@ -478,6 +485,7 @@ func TestTopicIsCreatedOnEveryMaster(t *testing.T) {
 // TestStatusWritesAreCoalescedUnderAnEventStorm proves at most one status write per policy per
 // second while the runtime reports a thousand isolation changes a second.
 func TestStatusWritesAreCoalescedUnderAnEventStorm(t *testing.T) {
+	needsEnvtest(t)
 	ns, rt, c, _ := routedCluster(t, "storm", routingv1alpha1.FaultPolicySpec{})
 	eventually(t, "policy status settled", func() error {
 		if fp := getPolicy(t, ns, "storm"); fp.Status.Brokers != 3 {
@@ -556,6 +564,7 @@ func findEvent(ns, policy, reason, broker string) error {
 // UPDATE_AND_CREATE_TOPIC turns the Topic Ready=False with an Event, and the controller retries
 // until the broker accepts.
 func TestBrokerRefusingTheTopicIsReportedAndRetried(t *testing.T) {
+	needsEnvtest(t)
 	ns := newNamespace(t)
 	startManager(t)
 	c := startCluster(t, ns, 2)

@@ -66,6 +66,7 @@ func credentialsEventAbout(ns, kind, name, action string) error {
 // is recorded, and no broker is isolated; once the Secret holds the right secret, the change is
 // read, the topic is created, sends are stored and the condition turns True.
 func TestSelectorTopicCredentialsFromASecret(t *testing.T) {
+	needsEnvtest(t)
 	ns := newNamespace(t)
 	rt := startManager(t)
 	c := startCluster(t, ns, 2)
@@ -116,6 +117,7 @@ func TestSelectorTopicCredentialsFromASecret(t *testing.T) {
 // on the Cluster as Forbidden with the broker's remark, while a missing Secret shows as
 // CredentialsUnreadable.
 func TestClusterCredentialsSignTopicCreationAndAreReported(t *testing.T) {
+	needsEnvtest(t)
 	ns := newNamespace(t)
 	rt := startManager(t)
 	var brokers []*brokersim.Broker

@@ -94,6 +94,7 @@ func canary(t *testing.T, rt *producer.Runtime, topic *routingv1alpha1.Topic) (s
 // facade while a broker is hidden; last, with no traffic through detour, a paused broker hidden by
 // the policy's watch of its routed brokers.
 func TestNameServerFacadeSteersUnmodifiedJavaProducers(t *testing.T) {
+	needsEnvtest(t)
 	ns := newNamespace(t)
 	c := rmqtest.Start(t, rmqtest.V5,
 		rmqtest.BrokerConfig{Name: ns + "-broker-a", NoAutoCreate: true},
@@ -128,8 +129,8 @@ func TestNameServerFacadeSteersUnmodifiedJavaProducers(t *testing.T) {
 	name := topic.Spec.TopicName
 
 	view := &FacadeView{Reader: k8sClient, Runtime: rt, Cluster: types.NamespacedName{Namespace: ns, Name: "prod"}}
-	hides := &hideLog{}
-	fc, err := facade.Start(facade.Options{Addr: "127.0.0.1:0", View: view, OnChange: hides.record})
+	hides, routes := &hideLog{}, &routeLog{}
+	fc, err := facade.Start(facade.Options{Addr: "127.0.0.1:0", View: view, OnChange: hides.record, Metrics: routes})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,14 +204,31 @@ func TestNameServerFacadeSteersUnmodifiedJavaProducers(t *testing.T) {
 	// starts again under the same name.
 	p := c.StartProducer(rmqtest.ProducerOptions{NameServers: []string{fc.Addr()}, Topic: name,
 		Senders: 4, Rate: 100, Duration: 30 * time.Second, PollNameServerInterval: javaPoll, Shared: true, Warmup: 8})
-	time.Sleep(2 * time.Second)
+	// Traffic through the facade reaches the brokers before the restart: a run of stored sends.
+	eventuallyWithin(t, realTimeout, "the Java producer's sends stored", func() error {
+		if w := summarise(p.Sends(), time.Time{}, time.Now().Add(time.Hour)); w.sends-w.failed < 100 {
+			return fmt.Errorf("%v", w)
+		}
+		return nil
+	})
 	pod := pods[a.Name]
 	holdPod(t, pod)
 	if err := k8sClient.Delete(ctx, pod); err != nil {
 		t.Fatal(err)
 	}
 	marked := time.Now()
-	time.Sleep(javaPoll + 2*time.Second) // every client polls once after the mark
+	// The facade hides the terminating broker in a route answer, and the producer (the one client
+	// asking now) polls again after that answer: it has the route without the broker.
+	eventuallyWithin(t, realTimeout, "a route poll after the facade hid "+a.Name, func() error {
+		hidAt, ok := hides.firstHidden(a.Name, marked)
+		if !ok {
+			return fmt.Errorf("not hidden yet")
+		}
+		if n := routes.servedSince(name, hidAt); n < 2 {
+			return fmt.Errorf("%d route answers since it was hidden at %v", n, hidAt)
+		}
+		return nil
+	})
 	polled := time.Now()
 	a.Stop()
 	a.Restart()
@@ -328,6 +346,51 @@ func (h *hideLog) record(c facade.Change) {
 	h.changes = append(h.changes, c)
 	h.at = append(h.at, time.Now())
 }
+
+// routeLog is the facade's Metrics for these tests: it records when each route answer for a
+// governed topic was served, and ignores the rest.
+type routeLog struct {
+	mu     sync.Mutex
+	served map[string][]time.Time
+}
+
+// RouteServed implements facade.Metrics.
+func (r *routeLog) RouteServed(topic string, _ bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.served == nil {
+		r.served = map[string][]time.Time{}
+	}
+	r.served[topic] = append(r.served[topic], time.Now())
+}
+
+// servedSince counts the route answers for topic served at or after since.
+func (r *routeLog) servedSince(topic string, since time.Time) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, at := range r.served[topic] {
+		if !at.Before(since) {
+			n++
+		}
+	}
+	return n
+}
+
+// BrokersHidden implements facade.Metrics.
+func (r *routeLog) BrokersHidden(string, int) {}
+
+// Refused implements facade.Metrics.
+func (r *routeLog) Refused(int16) {}
+
+// Coalesced implements facade.Metrics.
+func (r *routeLog) Coalesced(int16) {}
+
+// Panicked implements facade.Metrics.
+func (r *routeLog) Panicked() {}
+
+// ConnectionRefused implements facade.Metrics.
+func (r *routeLog) ConnectionRefused(bool) {}
 
 // firstHidden returns when the facade first hid broker after since.
 func (h *hideLog) firstHidden(broker string, since time.Time) (time.Time, bool) {

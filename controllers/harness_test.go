@@ -22,6 +22,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
+	"github.com/detourmq/detour/internal/poll"
 	"github.com/detourmq/detour/pkg/brokersim"
 	"github.com/detourmq/detour/pkg/producer"
 )
@@ -213,17 +214,7 @@ func eventually(t *testing.T, what string, cond func() error) {
 // eventuallyWithin is eventually with its own timeout, for state that real processes produce.
 func eventuallyWithin(t *testing.T, timeout time.Duration, what string, cond func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: still not true after %v: %v", what, timeout, err)
-		}
-		time.Sleep(eventuallyInterval)
-	}
+	poll.Until(t, timeout, eventuallyInterval, what, cond)
 }
 
 // topicReady waits until the Topic's Ready condition is True with want brokers in status.

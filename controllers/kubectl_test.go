@@ -34,6 +34,7 @@ func kubectl(t *testing.T, stdin string, args ...string) (string, error) {
 // TestKubectlAppliesSamplesAndPrintsColumns proves a user's kubectl applies the samples and
 // shows the printer columns of both kinds.
 func TestKubectlAppliesSamplesAndPrintsColumns(t *testing.T) {
+	needsEnvtest(t)
 	ns := newNamespace(t)
 	out, err := kubectl(t, "", "apply", "-n", ns, "-f", filepath.Join("..", "config", "samples"))
 	if err != nil {
@@ -79,6 +80,7 @@ func TestKubectlAppliesSamplesAndPrintsColumns(t *testing.T) {
 // TestKubectlRefusesDecreasingThresholds proves a user applying a FaultPolicy whose thresholds
 // decrease sees the rule's message and nothing is created.
 func TestKubectlRefusesDecreasingThresholds(t *testing.T) {
+	needsEnvtest(t)
 	ns := newNamespace(t)
 	manifest := `apiVersion: routing.detour.dev/v1alpha1
 kind: FaultPolicy

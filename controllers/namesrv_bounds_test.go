@@ -74,6 +74,7 @@ func readyIs(t *testing.T, obj client.Object, status metav1.ConditionStatus, rea
 }
 
 func TestASilentClusterDelaysNeitherAGoodClusterNorAnotherNamespacesTopic(t *testing.T) {
+	needsEnvtest(t)
 	// Requests to name servers and looks at them may wait far longer than the test: the silent
 	// name server holds them until it is released, so what follows is ordering, not timing.
 	startManagerWith(t, producer.Options{NameServerTimeout: 10 * time.Minute}, Options{DescribeTimeout: 10 * time.Minute})
@@ -134,6 +135,7 @@ func TestASilentClusterDelaysNeitherAGoodClusterNorAnotherNamespacesTopic(t *tes
 }
 
 func TestClusterStatusListsAreCutToTheSchemasBound(t *testing.T) {
+	needsEnvtest(t)
 	startManager(t)
 	ns := newNamespace(t)
 	srv := nstest.StartScripted(t, nil)
@@ -152,6 +154,7 @@ func TestClusterStatusListsAreCutToTheSchemasBound(t *testing.T) {
 }
 
 func TestTopicStatusOfMoreBrokersThanTheBoundIsCutAndAccepted(t *testing.T) {
+	needsEnvtest(t)
 	rt := producer.New(producer.Options{HeartbeatInterval: -1})
 	t.Cleanup(func() { rt.Close() })
 	r := &TopicReconciler{Runtime: rt}
@@ -181,6 +184,7 @@ func TestTopicStatusOfMoreBrokersThanTheBoundIsCutAndAccepted(t *testing.T) {
 }
 
 func TestNameServerAnswersBeyondABoundBecomeConditions(t *testing.T) {
+	needsEnvtest(t)
 	rt := startManager(t)
 	ns := newNamespace(t)
 
@@ -251,6 +255,7 @@ func TestDescribeBackoffGrowsPerFailureUpToItsBound(t *testing.T) {
 }
 
 func TestFaultPolicyStatusOfMoreIsolationsThanTheBoundIsCutAndAccepted(t *testing.T) {
+	needsEnvtest(t)
 	rt := producer.New(producer.Options{HeartbeatInterval: -1})
 	t.Cleanup(func() { rt.Close() })
 	ns := newNamespace(t)

@@ -24,6 +24,7 @@ import (
 // name their brokers broker-a): two Clusters' broker-a, and a broker-a found by its pod beside a
 // Cluster's. Each keeps an entry of its own, and a restart restores each to its own identity.
 func TestFaultPolicyStatusOfBrokersSharingANameIsAccepted(t *testing.T) {
+	needsEnvtest(t)
 	cases := []struct {
 		name     string
 		clusters []string // "" is a broker found by its pod
@@ -136,6 +137,7 @@ func startNamedCluster(t *testing.T, ns, name, policy string, brokers ...string)
 // counts the Clusters' brokers, and its status lists both broker-a, each held until a probe proves
 // it, with no until once the timer is over.
 func TestWholeClusterPolicyStatusListsEveryClustersSilentBrokers(t *testing.T) {
+	needsEnvtest(t)
 	rt := startManager(t)
 	ns := newNamespace(t)
 	createPolicy(t, ns, "whole", wholeClusterPolicy())
@@ -175,6 +177,7 @@ func TestWholeClusterPolicyStatusListsEveryClustersSilentBrokers(t *testing.T) {
 // (the policy stays, being deleted) while the Cluster names it, and it goes once the Cluster no
 // longer does.
 func TestFaultPolicyNamedOnlyByAClusterIsInUse(t *testing.T) {
+	needsEnvtest(t)
 	startManager(t)
 	ctx := context.Background()
 	ns := newNamespace(t)

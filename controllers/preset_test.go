@@ -19,6 +19,7 @@ import (
 // step by step against RocketMQ's classes), that every field set beside the preset shows in the
 // Behavior column, and that status spells out the resolved settings.
 func TestKubectlShowsTheBehaviourEachPolicyRuns(t *testing.T) {
+	needsEnvtest(t)
 	rt := startManager(t)
 	ns := newNamespace(t)
 	manifest := `apiVersion: routing.detour.dev/v1alpha1
@@ -107,6 +108,7 @@ spec:
 // whose FaultPolicy does not exist routes with the runtime's default policy, the Detour preset's,
 // and says so.
 func TestTopicWithoutAPolicyGetsDetoursDefaults(t *testing.T) {
+	needsEnvtest(t)
 	rt := startManager(t)
 	if p, ok := rt.Policy(""); !ok || p.Behavior() != "Detour" {
 		t.Fatalf("the runtime's default policy runs %q", p.Behavior())

@@ -88,6 +88,7 @@ func TestPressureMetricsShowWhatBrokersSaid(t *testing.T) {
 // listed in the FaultPolicy's status with reason BrokerPressure, the figures that put it out and
 // its busy limits as last read, and that status.effective shows the thresholds in force.
 func TestFaultPolicyStatusShowsAPressedBrokersFigures(t *testing.T) {
+	needsEnvtest(t)
 	spec := routingv1alpha1.FaultPolicySpec{
 		Probe:    routingv1alpha1.ProbePolicy{IntervalMillis: 200, TimeoutMillis: 100},
 		Pressure: routingv1alpha1.PressurePolicy{SendQueueHeadWaitMillis: ptr.To[int32](120)},

@@ -25,6 +25,7 @@ const realTimeout = 90 * time.Second
 // lines, and that a message sent through the runtime once the Topic is Ready is stored there. The
 // brokers have auto-create off, so only the controller can have created the topic.
 func TestTopicCreatesTopicOnRealBrokers(t *testing.T) {
+	needsEnvtest(t)
 	for _, line := range rmqtest.Lines {
 		t.Run(line.String(), func(t *testing.T) {
 			ns := newNamespace(t)

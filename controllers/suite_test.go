@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -40,9 +41,23 @@ var (
 
 // TestMain starts one envtest control plane (kube-apiserver and etcd built by
 // hack/setup-envtest.sh) for every test in the package. The tests need it: without
-// KUBEBUILDER_ASSETS they fail rather than skip, so a green run always means they ran.
+// KUBEBUILDER_ASSETS they fail rather than skip, so a green run always means they ran. Under
+// -short (make test-unit) it starts nothing, and the tests that need it skip (needsEnvtest).
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		os.Exit(m.Run())
+	}
 	os.Exit(runSuite(m))
+}
+
+// needsEnvtest skips a test under -short, where TestMain starts no control plane: the fast tier
+// (make test-unit) runs only what needs neither envtest nor a real broker.
+func needsEnvtest(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("needs the envtest control plane; skipped under -short")
+	}
 }
 
 func runSuite(m *testing.M) int {

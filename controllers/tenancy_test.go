@@ -20,6 +20,7 @@ import (
 // the victim's broker name, at another address, changes nothing for the victim (and deleting it
 // removes nothing).
 func TestNamespacesCannotSteerEachOthersTraffic(t *testing.T) {
+	needsEnvtest(t)
 	rt := startManager(t)
 	ctx := context.Background()
 	victimNS, otherNS := newNamespace(t), newNamespace(t)
@@ -123,6 +124,7 @@ func getTopic(t *testing.T, topic *routingv1alpha1.Topic) *routingv1alpha1.Topic
 // lends its health to that Cluster's broker only, and a Cluster that stops selecting it drops its
 // identity.
 func TestBrokersOfTwoClustersInOneNamespaceStayApart(t *testing.T) {
+	needsEnvtest(t)
 	rt := startManager(t)
 	ctx := context.Background()
 	ns := newNamespace(t)

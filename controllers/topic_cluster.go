@@ -223,7 +223,7 @@ func computeClusterTopicStatus(topic *routingv1alpha1.Topic, st *producer.RouteS
 			Status: metav1.ConditionTrue, Reason: routingv1alpha1.ReasonReconciled,
 			Message: fmt.Sprintf("Every broker publishes read %d write %d perm %d", topic.Spec.ReadQueueNums, topic.Spec.WriteQueueNums, topic.Spec.Perm)}
 		if len(mismatch) > 0 {
-			qc.Status, qc.Reason = metav1.ConditionFalse, "QueuesDiffer"
+			qc.Status, qc.Reason = metav1.ConditionFalse, routingv1alpha1.ReasonQueuesDiffer
 			qc.Message = conditionMessage(strings.Join(mismatch, "; ") + " (a create never lowers queue counts a broker has)")
 		}
 		meta.SetStatusCondition(&s.Conditions, qc)

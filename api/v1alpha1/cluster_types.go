@@ -10,12 +10,12 @@ type ClusterSpec struct {
 	// are given (a Service's DNS name works). They are asked in turn, starting with the one that
 	// answered last.
 	// +required
+	// +listType=set
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=16
 	// +kubebuilder:validation:items:MaxLength=261
 	// +kubebuilder:validation:items:Pattern=`^[a-zA-Z0-9]([-a-zA-Z0-9.]*[a-zA-Z0-9])?:[0-9]{1,5}$`
 	// +kubebuilder:validation:XValidation:rule="self.all(a, int(a.split(':')[1]) >= 1 && int(a.split(':')[1]) <= 65535)",message="nameServers must be host:port with a port from 1 to 65535"
-	// +kubebuilder:validation:XValidation:rule="self.all(a, self.exists_one(b, b == a))",message="nameServers must not repeat an address"
 	NameServers []string `json:"nameServers"`
 
 	// brokerSelector picks the cluster's broker pods in this namespace, for pod health: a broker

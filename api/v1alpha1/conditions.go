@@ -4,6 +4,13 @@ package v1alpha1
 // Topic on a Cluster equal its spec (only for Topics with create).
 const ConditionQueuesMatchSpec = "QueuesMatchSpec"
 
+// Reasons of the QueuesMatchSpec condition; it is True with ReasonReconciled.
+const (
+	// ReasonQueuesDiffer surfaces when a broker publishes read or write queue counts or a perm
+	// other than the Topic's spec, which a create does not lower.
+	ReasonQueuesDiffer = "QueuesDiffer"
+)
+
 // ConditionInUse says whether Topics or Clusters reference a FaultPolicy. While any does,
 // deleting the policy waits for them: its table and what it learnt stay in force, as Kubernetes
 // holds a PersistentVolumeClaim that pods use.

@@ -1,6 +1,8 @@
-// Package v1alpha1 holds the routing.detour.dev/v1alpha1 API: Topic, which declares a RocketMQ
-// topic on a set of broker pods, and FaultPolicy, which declares how producers isolate slow and
-// failing brokers and reports which brokers are isolated.
+// Package v1alpha1 holds the routing.detour.dev/v1alpha1 API: Cluster, which points at an
+// existing RocketMQ cluster through its name servers; Topic, which declares a RocketMQ topic on a
+// Cluster or on a set of broker pods; FaultPolicy, which declares how producers isolate slow and
+// failing brokers and reports which brokers are isolated; and ReplicaView, in which each manager
+// replica publishes the isolations it learnt itself, for the others to merge.
 //
 // +kubebuilder:object:generate=true
 // +groupName=routing.detour.dev

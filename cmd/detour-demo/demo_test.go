@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/detourmq/detour/internal/poll"
 )
 
 var (
@@ -110,22 +112,17 @@ func (d *demoRun) output() string {
 // waitFor polls until cond holds, the demo exits or the deadline passes.
 func (d *demoRun) waitFor(t *testing.T, what string, timeout time.Duration, cond func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
+	poll.Until(t, timeout, 100*time.Millisecond, what, func() error {
 		err := cond()
-		if err == nil {
-			return
-		}
 		select {
 		case <-d.exited:
-			t.Fatalf("the demo exited (%v) before %s: %v", d.exitErr, what, err)
+			if err != nil {
+				t.Fatalf("the demo exited (%v) before %s: %v", d.exitErr, what, err)
+			}
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s: %v", what, err)
-		}
-		time.Sleep(100 * time.Millisecond) // the poll interval; cond is the synchronisation
-	}
+		return err
+	})
 }
 
 func (d *demoRun) wait(t *testing.T, timeout time.Duration) {
@@ -179,6 +176,7 @@ var totalRow = regexp.MustCompile(`^\s+total\s+(\d+)\s+([\d.]+)%`)
 // prints a line a second; and that the run ends by itself with a summary in which the sends
 // succeeded.
 func TestDemoRunsBoundedAndKubectlSeesTheIsolation(t *testing.T) {
+	needsEnvtest(t)
 	d := startDemo(t, "--demo-duration", "25s")
 	d.waitFor(t, "the kubeconfig", time.Minute, func() error {
 		_, err := os.Stat(d.kubeconfig)
@@ -233,6 +231,7 @@ var nameServerAddr = regexp.MustCompile(`name server for other clients: (127\.0\
 // 0; an impatient second interrupt exits at once with status 1, but still takes the control
 // plane down (it runs in process groups of its own, which the terminal's signal never reaches).
 func TestDemoStopsOnInterrupt(t *testing.T) {
+	needsEnvtest(t)
 	for _, tc := range []struct {
 		name       string
 		interrupts int

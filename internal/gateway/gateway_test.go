@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/detourmq/detour/internal/poll"
 	"github.com/detourmq/detour/pkg/brokersim"
 	"github.com/detourmq/detour/pkg/producer"
 )
@@ -477,13 +478,7 @@ func TestShutdownAnswersRequestsInFlight(t *testing.T) {
 // eventually polls cond until it holds, failing the test after five seconds.
 func eventually(t *testing.T, cond func() bool, what string) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond) // the poll interval; cond is the synchronisation
-	}
+	poll.Until(t, 5*time.Second, time.Millisecond, what, poll.True(cond))
 }
 
 // TestAMessageTheBrokerRefusesIsTheCallersMistake proves a message the broker refuses as

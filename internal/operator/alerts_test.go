@@ -52,9 +52,13 @@ func prometheusRuleSpec(t *testing.T) (map[string]any, []alertRule) {
 }
 
 // promtoolPath is the promtool `make test` finds or installs with hack/setup-promtool.sh and
-// passes in DETOUR_PROMTOOL; without it the rules' tests fail rather than skip.
+// passes in DETOUR_PROMTOOL; without it the rules' tests fail rather than skip, and under -short
+// (make test-unit) they skip.
 func promtoolPath(t *testing.T) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("runs promtool; skipped under -short")
+	}
 	path := os.Getenv("DETOUR_PROMTOOL")
 	if path == "" {
 		t.Fatal("DETOUR_PROMTOOL is not set: run `make test`, or DETOUR_PROMTOOL=$(hack/setup-promtool.sh) go test ./internal/operator/")

@@ -54,6 +54,7 @@ func routeVia(addr, topic string) ([]string, int16, error) {
 // other's facade, the operator keeps a Service per facade, and a facade whose Cluster stops
 // asking closes and loses its Service.
 func TestTwoClustersBehindTwoFacadesPublishOnlyTheirOwnBrokers(t *testing.T) {
+	needsEnvtest(t)
 	ns := newNamespace(t)
 	ctx := context.Background()
 	ports := map[string]int32{}

@@ -272,6 +272,7 @@ func (l *logCapture) find(s string) []string {
 // through its Lease, writes status, authorises a sender that the topic-sender ClusterRole
 // allows, serves metrics to a metrics-reader only, and nothing it does is forbidden.
 func TestManagerRunsWithTheDeployedRBAC(t *testing.T) {
+	needsEnvtest(t)
 	manifests, objs := renderKustomization(t, filepath.Join(repoRoot, "config", "default"))
 	runKubectl(t, manifests, "--kubeconfig", kubeconfigPath, "apply", "--server-side", "--force-conflicts", "-f", "-")
 	dep := typed[appsv1.Deployment](t, objs, "Deployment", "detour-controller-manager")

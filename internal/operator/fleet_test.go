@@ -195,6 +195,7 @@ func statusSeenBy(ns, policy, broker, replica string) error {
 // read-only, the FaultPolicy status lists it as seen by A, B's gateway never tries it, and when A
 // readmits it on its probes' proof (a probation of good probes in a row) B does too.
 func TestReplicasShareIsolations(t *testing.T) {
+	needsEnvtest(t)
 	c := startFleetCluster(t)
 	a, _ := c.startReplica(t, "replica-a")
 	b, facadeB := c.startReplica(t, "replica-b")
@@ -235,6 +236,7 @@ func TestReplicasShareIsolations(t *testing.T) {
 // TestReplicasShareIsolationsUntilTheClaimantDies proves that a replica that dies holding an
 // isolation does not hold it out forever: its claim ends when its view expires (a 3 s lease here).
 func TestReplicasShareIsolationsUntilTheClaimantDies(t *testing.T) {
+	needsEnvtest(t)
 	c := startFleetCluster(t)
 	short := operatorHooks{fleetLease: 3 * time.Second}
 	a, _ := c.startReplica(t, "replica-a", short)
@@ -277,6 +279,7 @@ const stormBrokers = 11
 // connection under a policy whose failures isolate for 50 ms, with traffic on eight workers,
 // and counts the replica's view writes: at most one a second, however many isolations change.
 func TestReplicaViewWritesStayBoundedUnderAnIsolationStorm(t *testing.T) {
+	needsEnvtest(t)
 	ns := newNamespace(t)
 	for i := range stormBrokers {
 		name := fmt.Sprintf("storm-%d", i)

@@ -28,6 +28,7 @@ import (
 // None of them may be refused 429: its token is remembered after one review, whatever the other
 // identity's tokens fill.
 func TestGatewayAuthServesANewSenderAmidAnotherIdentitysTokens(t *testing.T) {
+	needsEnvtest(t)
 	// Before the fix 4,096 tokens filled the gateway's memory of tokens for everyone.
 	const minted, refused, burst = 4400, 4200, 40
 	ns := newNamespace(t)

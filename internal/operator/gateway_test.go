@@ -85,6 +85,7 @@ func storedCounts(brokers ...*brokersim.Broker) map[string]int {
 // the API server, the controllers routing the runtime, and gateway requests answered with each
 // status code, every 200 stored on a broker.
 func TestGatewaySendsThroughTheOperator(t *testing.T) {
+	needsEnvtest(t)
 	ns := newNamespace(t)
 	good := []*brokersim.Broker{
 		startBroker(t, ns, "gw-a", map[string]string{"app": "gw-good"}),
@@ -163,6 +164,7 @@ func TestGatewaySendsThroughTheOperator(t *testing.T) {
 // callers without a valid token (401) and callers whose RBAC does not allow create on
 // topics/messages (403), and serves a service account that a Role allows, over HTTPS.
 func TestGatewayAuthUsesKubernetesIdentities(t *testing.T) {
+	needsEnvtest(t)
 	ns := newNamespace(t)
 	b := startBroker(t, ns, "auth-a", map[string]string{"app": "auth"})
 	createTopic(t, ns, "orders", "AuthOrders", "auth")

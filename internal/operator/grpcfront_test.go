@@ -20,6 +20,7 @@ import (
 // route with the brokers' own names, and stores a send on one of the Topic's brokers under the
 // client's message id.
 func TestGRPCEndpointServesTopicsByTheirRocketMQName(t *testing.T) {
+	needsEnvtest(t)
 	ns := newNamespace(t)
 	brokers := []*brokersim.Broker{
 		startBroker(t, ns, "grpc-a", map[string]string{"app": "grpc-orders"}),

@@ -32,9 +32,13 @@ import (
 )
 
 // helmPath is the Helm client `make test` builds with hack/setup-helm.sh and passes in
-// DETOUR_HELM. Without it the chart's tests fail rather than skip, so a green run means they ran.
+// DETOUR_HELM. Without it the chart's tests fail rather than skip, so a green run means they ran;
+// under -short (make test-unit) they skip.
 func helmPath(t *testing.T) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("runs the Helm client; skipped under -short")
+	}
 	path := os.Getenv("DETOUR_HELM")
 	if path == "" {
 		t.Fatal("DETOUR_HELM is not set: run `make test`, or DETOUR_HELM=$(hack/setup-helm.sh) go test ./internal/operator/")
@@ -547,6 +551,7 @@ func TestHelmChartCarriesTheGeneratedFiles(t *testing.T) {
 // namespace, writes its FaultPolicy's status and sends for a topic-sender, and nothing it does is
 // forbidden, while that ServiceAccount can read Topics nowhere else.
 func TestManagerRunsWithTheChartsNamespacedRBAC(t *testing.T) {
+	needsEnvtest(t)
 	release, watched, elsewhere := newNamespace(t), newNamespace(t), newNamespace(t)
 	// Another release name than the other tests', so its cluster-wide roles are its own.
 	manifests, objs := renderChart(t, "scoped", release, "--set", "watchNamespace="+watched)

@@ -43,6 +43,7 @@ func sendOK(t *testing.T, op *runningOperator, ns, name string) {
 // is taken) and on: two replicas share one Lease, both serve the gateway, and when the leader
 // stops the other takes over.
 func TestLeaderElection(t *testing.T) {
+	needsEnvtest(t)
 	t.Run("off", func(t *testing.T) {
 		ns := newNamespace(t)
 		startBroker(t, ns, "le-off", map[string]string{"app": "le-off"})
@@ -123,6 +124,7 @@ func probe(addr, path string) (int, string, error) {
 // TestHealthFollowsTheRuntime proves /readyz reports the runtime, the cache and the gateway,
 // and that liveness and readiness fail once the runtime is closed.
 func TestHealthFollowsTheRuntime(t *testing.T) {
+	needsEnvtest(t)
 	ns := newNamespace(t)
 	addr := freeAddr(t)
 	op := startOperator(t, adminConfig, testOptions(t, ns, "--health-probe-bind-address="+addr))
@@ -165,6 +167,7 @@ type result struct {
 // send finishes the sends in flight: readiness drops first, requests already accepted are
 // answered after the stop began, and every message answered 200 is stored exactly once.
 func TestGracefulShutdownLosesNoAcknowledgedMessage(t *testing.T) {
+	needsEnvtest(t)
 	ns := newNamespace(t)
 	brokers := []*brokersim.Broker{
 		startBroker(t, ns, "gs-a", map[string]string{"app": "gs"}),
@@ -303,6 +306,7 @@ func decodeAnswer(res *http.Response) (a struct {
 // replica reports not ready at once but still accepts sends until the delay is over, so a
 // Service can stop routing to it before it stops listening.
 func TestShutdownDelayKeepsServingWhileNotReady(t *testing.T) {
+	needsEnvtest(t)
 	ns := newNamespace(t)
 	b := startBroker(t, ns, "sd-a", map[string]string{"app": "sd"})
 	createTopic(t, ns, "orders", "DelayOrders", "sd")
@@ -339,6 +343,7 @@ func TestShutdownDelayKeepsServingWhileNotReady(t *testing.T) {
 // routed: the first ready answer already finds a route for each of 20 Topics, and a send through
 // the gateway to each succeeds.
 func TestReadyMeansRoutable(t *testing.T) {
+	needsEnvtest(t)
 	ns := newNamespace(t)
 	startBroker(t, ns, "ready-a", map[string]string{"app": "ready"})
 	const n = 20

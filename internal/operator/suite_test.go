@@ -3,6 +3,7 @@ package operator
 import (
 	"context"
 	"crypto/tls"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -29,6 +30,7 @@ import (
 	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
 	"github.com/detourmq/detour/controllers"
 	"github.com/detourmq/detour/internal/demo"
+	"github.com/detourmq/detour/internal/poll"
 	detourscheme "github.com/detourmq/detour/internal/scheme"
 	"github.com/detourmq/detour/pkg/brokersim"
 )
@@ -56,7 +58,26 @@ func TestMain(m *testing.M) {
 	os.Exit(runSuite(m))
 }
 
+// needsEnvtest skips a test under -short, where TestMain starts no control plane: the fast tier
+// (make test-unit) runs only what needs neither envtest nor a real broker, Helm or promtool.
+func needsEnvtest(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("needs the envtest control plane; skipped under -short")
+	}
+}
+
 func runSuite(m *testing.M) int {
+	flag.Parse()
+	if testing.Short() {
+		// The fast tier starts no control plane; the tests that need one skip (needsEnvtest).
+		var err error
+		if repoRoot, err = filepath.Abs(filepath.Join("..", "..")); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		return m.Run()
+	}
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		fmt.Fprintln(os.Stderr, "KUBEBUILDER_ASSETS is not set: run `make test`, or "+
 			"KUBEBUILDER_ASSETS=$(hack/setup-envtest.sh) go test ./internal/operator/")
@@ -131,17 +152,7 @@ func eventually(t *testing.T, what string, cond func() error) {
 // eventuallyWithin is eventually with its own timeout, for what waits on client-go's backoff.
 func eventuallyWithin(t *testing.T, timeout time.Duration, what string, cond func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s: %v", what, err)
-		}
-		time.Sleep(eventuallyInterval) // the poll interval; cond is the synchronisation
-	}
+	poll.Until(t, timeout, eventuallyInterval, what, cond)
 }
 
 // newNamespace creates a namespace for one test (envtest never finishes deleting namespaces, so

@@ -17,6 +17,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"testing"
 )
 
 // EnvDist names the environment variable that points at the folder hack/setup-rocketmq.sh prints.
@@ -65,9 +66,11 @@ var JVMFlags = []string{
 }
 
 // Locate finds a release line's class paths, failing the test with what to do when they are
-// missing.
+// missing. Under go test -short (make test-unit) it skips the test instead: the fast tier runs no
+// Java.
 func Locate(t TB, line Line) Dist {
 	t.Helper()
+	skipShort(t)
 	d, err := locate(line)
 	if err != nil {
 		t.Fatal(err)
@@ -102,4 +105,13 @@ func classPath(root string, line Line, side string) (version, cp string, err err
 		return "", "", fmt.Errorf("rmqtest: %s does not hold RocketMQ %s (%s side): rerun hack/setup-rocketmq.sh: %w", root, line, side, err)
 	}
 	return strings.TrimSpace(string(v)), filepath.Join(dir, "*"), nil
+}
+
+// skipShort skips a test that runs real RocketMQ under go test -short. Commands (faultbench) pass
+// a Runner, which cannot skip, and run outside go test, where testing.Short cannot be asked.
+func skipShort(t TB) {
+	s, ok := t.(interface{ Skip(args ...any) })
+	if ok && testing.Testing() && testing.Short() {
+		s.Skip("runs real RocketMQ; skipped under -short")
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/detourmq/detour/internal/poll"
 	"github.com/detourmq/detour/internal/rmqtest"
 	"github.com/detourmq/detour/pkg/remoting"
 )
@@ -30,13 +31,7 @@ func routePerm(t *testing.T, c *rmqtest.Cluster, topic, broker string) int32 {
 // eventually polls cond every 100 ms until it holds or d passes.
 func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %v: %s", d, what)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	poll.Until(t, d, 100*time.Millisecond, what, poll.True(cond))
 }
 
 // ping sends GET_MAX_OFFSET to the broker and reports whether it answered within d.

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/detourmq/detour/internal/poll"
 	"github.com/detourmq/detour/pkg/remoting"
 )
 
@@ -58,13 +59,7 @@ func invoke(t *testing.T, c *remoting.Client, addr string, req *remoting.Command
 // waitFor polls cond until it holds or 30 seconds pass (room for a machine whose cores are busy).
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 30s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	poll.Until(t, 30*time.Second, time.Millisecond, what, poll.True(cond))
 }
 
 func TestSendsAreStoredWithIncreasingOffsets(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/detourmq/detour/internal/poll"
 	"github.com/detourmq/detour/pkg/remoting"
 )
 
@@ -18,13 +19,7 @@ const waitFor = 20 * time.Second
 // eventually polls cond until it holds, failing the test after waitFor.
 func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(waitFor)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %v: %s", waitFor, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	poll.Until(t, waitFor, 5*time.Millisecond, what, poll.True(cond))
 }
 
 // openConns returns how many client connections the server holds.

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/detourmq/detour/internal/poll"
 	"github.com/detourmq/detour/pkg/brokersim"
 	"github.com/detourmq/detour/pkg/fault"
 	"github.com/detourmq/detour/pkg/remoting"
@@ -342,10 +343,13 @@ func TestPressedBrokerLeavingPollsUnansweredStaysHeld(t *testing.T) {
 	hostile.silent.Store(true)
 	from := hostile.asked.Load()
 	// A hold is two intervals; ten polls are about ten intervals, with each checked on the way.
-	for hostile.asked.Load() < from+10 {
+	poll.Until(t, 30*time.Second, 5*time.Millisecond, "ten unanswered pressure polls", func() error {
 		if !heldOut() {
 			t.Fatalf("broker-h let back after %d unanswered polls: %+v", hostile.asked.Load()-from, c.r.Isolated("test"))
 		}
-		time.Sleep(5 * time.Millisecond) // polling interval: the state is re-read each turn
-	}
+		if n := hostile.asked.Load() - from; n < 10 {
+			return fmt.Errorf("%d polls so far", n)
+		}
+		return nil
+	})
 }

@@ -3,10 +3,12 @@ package producer
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"testing"
 	"time"
 
+	"github.com/detourmq/detour/internal/poll"
 	"github.com/detourmq/detour/pkg/brokersim"
 )
 
@@ -60,17 +62,12 @@ func sendSpread(t *testing.T, r *Runtime, n int) map[string]int {
 // waitRoute polls until the route's brokers satisfy cond.
 func waitRoute(t *testing.T, r *Runtime, what string, cond func(RouteInfo) bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		info, _ := r.RouteInfo(testTopic)
-		if cond(info) {
-			return
+	poll.Until(t, 10*time.Second, 20*time.Millisecond, "route "+what, func() error {
+		if info, _ := r.RouteInfo(testTopic); !cond(info) {
+			return fmt.Errorf("route is %+v", info)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("route never %s: %+v", what, info)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func TestNameServerRouteSendsToPublishedMastersWithoutPushedBrokers(t *testing.T) {
@@ -135,17 +132,8 @@ func TestNameServerRouteFailsOverAndKeepsTheLastGoodRoute(t *testing.T) {
 		t.Fatalf("status after failover: %+v", st)
 	}
 	c.ns.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		st, _ := c.r.RouteStatus(testTopic)
-		if st.Err != nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("a refresh with no name server answering reported no error")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	poll.Until(t, 10*time.Second, 20*time.Millisecond, "a refresh with no name server answering reports an error",
+		poll.True(func() bool { st, _ := c.r.RouteStatus(testTopic); return st.Err != nil }))
 	if got := sendSpread(t, c.r, 5); got["broker-a"] != 5 {
 		t.Fatalf("sends with every name server down: %v", got)
 	}
@@ -179,16 +167,9 @@ func TestNameServerRouteOfATopicPublishedLaterArrivesBeforeTheNextRefresh(t *tes
 		t.Fatalf("status %+v before the topic exists", st)
 	}
 	c.brokers["broker-a"].CreateTopic(topic, 4)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if info, _ := c.r.RouteInfo(topic); len(info.Brokers) == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the route of a topic published after the first query did not arrive within 30 s (the refresh period is an hour)")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	// The refresh period is an hour, so only the route miss can bring the route this soon.
+	poll.Until(t, 30*time.Second, 20*time.Millisecond, "the route of a topic published after the first query arrives",
+		poll.True(func() bool { info, _ := c.r.RouteInfo(topic); return len(info.Brokers) == 1 }))
 }
 
 func TestNameServerRouteRespectsPodHealthOfMatchedBrokers(t *testing.T) {
@@ -294,13 +275,8 @@ func TestStaleQueueRefusalAsksTheNameServersAtOnce(t *testing.T) {
 	for range 4 {
 		_, _ = c.r.Send(context.Background(), &Message{Topic: testTopic, Body: []byte("m")})
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for c.ns.RouteQueries() == before {
-		if time.Now().After(deadline) {
-			t.Fatal("no route query after INVALID_PARAMETER")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	poll.Until(t, 5*time.Second, 10*time.Millisecond, "a route query after INVALID_PARAMETER",
+		poll.True(func() bool { return c.ns.RouteQueries() != before }))
 	waitRoute(t, c.r, "shrunk to one queue", func(info RouteInfo) bool { return len(info.Queues) == 1 })
 }
 
@@ -324,10 +300,10 @@ func TestBrokersKnownOnlyFromANameServerAreProbedBackIntoService(t *testing.T) {
 		_, _ = c.r.Send(context.Background(), &Message{Topic: testTopic, Body: []byte("m")})
 	}
 	c.brokers["broker-b"].SetFault(brokersim.Fault{})
-	for len(c.r.Isolated("probing")) != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("broker-b, known only from the name server, was never probed back: %+v", c.r.Isolated("probing"))
+	poll.Until(t, time.Until(deadline), 20*time.Millisecond, "broker-b, known only from the name server, is probed back", func() error {
+		if isolated := c.r.Isolated("probing"); len(isolated) != 0 {
+			return fmt.Errorf("still isolated: %+v", isolated)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/detourmq/detour/internal/poll"
 	"github.com/detourmq/detour/pkg/brokersim"
 	"github.com/detourmq/detour/pkg/fault"
 )
@@ -110,13 +111,7 @@ func (c *simCluster) stored() int {
 // waitFor polls cond until it holds or a generous deadline passes.
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond) // polling interval, not synchronisation: cond is re-checked
-	}
+	poll.Until(t, 15*time.Second, 2*time.Millisecond, what, poll.True(cond))
 }
 
 // attempt is one AttemptDone call.

@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/detourmq/detour/internal/poll"
 )
 
 // testServer is a scriptable RocketMQ-protocol peer. handle is called on the connection's reader
@@ -468,14 +470,12 @@ func pendingOn(c *Client, addr string) int {
 // waitFor polls cond until it holds or five seconds pass.
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within 5s (goroutines: %d)", runtime.NumGoroutine())
+	poll.Until(t, 5*time.Second, time.Millisecond, "condition", func() error {
+		if cond() {
+			return nil
 		}
-		runtime.Gosched()
-		time.Sleep(time.Millisecond)
-	}
+		return fmt.Errorf("not yet (goroutines: %d)", runtime.NumGoroutine())
+	})
 }
 
 func TestFrameReaderCompleteTellsWhetherReadingWouldWait(t *testing.T) {

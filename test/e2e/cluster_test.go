@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
+	"github.com/detourmq/detour/internal/poll"
 )
 
 // What the suite deploys. The operator goes where config/default puts it; RocketMQ and the
@@ -325,15 +326,5 @@ func (k *cluster) brokerPod(t *testing.T, broker string) *corev1.Pod {
 // last error.
 func eventually(t *testing.T, timeout time.Duration, what string, cond func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v: %v", what, timeout, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	poll.Until(t, timeout, 200*time.Millisecond, what, cond)
 }
