@@ -58,24 +58,32 @@ func (c *Cluster) ConsumeVia(ctx context.Context, nameServer, topic string, expe
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	runErr := cmd.Run()
 
-	var msgs []Consumed
-	sc := bufio.NewScanner(&stdout)
-	sc.Buffer(make([]byte, 0, 1<<20), 16<<20)
-	for sc.Scan() {
-		line := sc.Bytes()
-		if !bytes.HasPrefix(line, []byte(`{"msgId"`)) {
-			continue
-		}
-		var m Consumed
-		if err := json.Unmarshal(line, &m); err != nil {
-			c.t.Fatalf("rmqtest: consumer line %q: %v", truncate(line, 200), err)
-		}
-		msgs = append(msgs, m)
-	}
+	msgs := driverLines[Consumed](c.t, &stdout, `{"msgId"`, "consumer")
 	if runErr != nil {
 		c.t.Fatalf("rmqtest: Java consumer of %s read %d of %d messages: %v\nstderr:\n%s", topic, len(msgs), expect, runErr, truncate(stderr.Bytes(), 4000))
 	}
 	return msgs
+}
+
+// driverLines decodes the JSON lines a Java driver printed that start with prefix (its log lines
+// are skipped); a line that does not decode fails the test, naming what printed it.
+func driverLines[T any](t TB, out *bytes.Buffer, prefix, what string) []T {
+	t.Helper()
+	var rows []T
+	sc := bufio.NewScanner(out)
+	sc.Buffer(make([]byte, 0, 1<<20), 16<<20)
+	for sc.Scan() {
+		line := sc.Bytes()
+		if !bytes.HasPrefix(line, []byte(prefix)) {
+			continue
+		}
+		var row T
+		if err := json.Unmarshal(line, &row); err != nil {
+			t.Fatalf("rmqtest: %s line %q: %v", what, truncate(line, 200), err)
+		}
+		rows = append(rows, row)
+	}
+	return rows
 }
 
 func truncate(b []byte, n int) string {

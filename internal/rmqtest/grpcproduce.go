@@ -1,10 +1,8 @@
 package rmqtest
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -100,20 +98,7 @@ func SendGRPC(t TB, dir string, o GRPCSendOptions) GRPCRun {
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	runErr := cmd.Run()
-	var sends []GRPCSend
-	sc := bufio.NewScanner(&stdout)
-	sc.Buffer(make([]byte, 0, 1<<20), 16<<20)
-	for sc.Scan() {
-		line := sc.Bytes()
-		if !bytes.HasPrefix(line, []byte(`{"kind"`)) {
-			continue
-		}
-		var s GRPCSend
-		if err := json.Unmarshal(line, &s); err != nil {
-			t.Fatalf("rmqtest: gRPC producer line %q: %v", truncate(line, 200), err)
-		}
-		sends = append(sends, s)
-	}
+	sends := driverLines[GRPCSend](t, &stdout, `{"kind"`, "gRPC producer")
 	if len(sends) == 0 {
 		t.Fatalf("rmqtest: the gRPC producer printed no sends (%v)\nstderr:\n%s\nclient log:\n%s", runErr,
 			truncate(stderr.Bytes(), 4000), clientLog(home))
