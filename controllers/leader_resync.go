@@ -1,0 +1,69 @@
+package controllers
+
+import (
+	"context"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
+)
+
+// leaderResync asks every reconciler to write status each time this replica wins the lease:
+// while it was not leading, reconciles pushed state into its runtime but wrote nothing.
+type leaderResync struct {
+	client.Client
+	*shared
+}
+
+var _ manager.LeaderElectionRunnable = (*leaderResync)(nil)
+
+// NeedLeaderElection implements manager.LeaderElectionRunnable: it follows the Leadership, which
+// comes and goes while the process runs.
+func (l *leaderResync) NeedLeaderElection() bool { return false }
+
+// Start implements manager.Runnable.
+func (l *leaderResync) Start(ctx context.Context) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-l.lead.won:
+		}
+		if err := l.resync(ctx); err != nil && ctx.Err() == nil {
+			ctrl.LoggerFrom(ctx).Error(err, "Resync after winning the lease failed; the next changes write status")
+		}
+	}
+}
+
+func (l *leaderResync) resync(ctx context.Context) error {
+	var policies routingv1alpha1.FaultPolicyList
+	if err := l.List(ctx, &policies); err != nil {
+		return err
+	}
+	var topics routingv1alpha1.TopicList
+	if err := l.List(ctx, &topics); err != nil {
+		return err
+	}
+	send := func(ch chan event.GenericEvent, obj client.Object) bool {
+		select {
+		case ch <- event.GenericEvent{Object: obj}:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	for i := range policies.Items {
+		if !send(l.policyIsolations, &policies.Items[i]) {
+			return nil
+		}
+	}
+	for i := range topics.Items {
+		if !send(l.topicResync, &topics.Items[i]) {
+			return nil
+		}
+	}
+	return nil
+}
