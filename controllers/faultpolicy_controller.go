@@ -52,7 +52,7 @@ func (r *FaultPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 			return ctrl.Result{}, err
 		}
 		r.Runtime.RemovePolicy(key)
-		r.metrics.forgetPolicy(key)
+		r.metrics.ForgetPolicy(key)
 		r.policyWrites.forget(req.NamespacedName)
 		ctrl.LoggerFrom(ctx).Info("Policy removed from the runtime", "policy", key)
 		return ctrl.Result{}, nil
@@ -230,7 +230,7 @@ func (r *FaultPolicyReconciler) computeStatus(fp *routingv1alpha1.FaultPolicy, k
 	}
 	st.Isolated = int32(isolated)
 	st.Replicas = r.fleet.replicas()
-	r.metrics.setIsolated(key, isolated)
+	r.metrics.SetIsolated(key, isolated)
 
 	// What runs: the policy as last pushed, or, when no valid spec ever reached the runtime, the
 	// default policy its Topics fall back to.

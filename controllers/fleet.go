@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
+	"github.com/detourmq/detour/internal/metrics"
 	"github.com/detourmq/detour/pkg/fault"
 	"github.com/detourmq/detour/pkg/producer"
 )
@@ -137,7 +138,7 @@ type fleetPublisher struct {
 	reader  client.Reader
 	runtime *producer.Runtime
 	fleet   *fleet
-	metrics *Metrics
+	metrics *metrics.Runtime
 	last    *routingv1alpha1.ReplicaView // as last written, nil before the first write
 }
 
@@ -228,7 +229,7 @@ func (p *fleetPublisher) publish(ctx context.Context, renew bool) (bool, error) 
 func (p *fleetPublisher) wrote(view *routingv1alpha1.ReplicaView) {
 	p.last = view
 	p.fleet.writes.Add(1)
-	p.metrics.statusWritten("ReplicaView")
+	p.metrics.StatusWritten("ReplicaView")
 }
 
 // ownIsolations lists what this replica's runtime learnt itself, for its view: every policy's

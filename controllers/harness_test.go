@@ -22,6 +22,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
+	"github.com/detourmq/detour/internal/metrics"
 	"github.com/detourmq/detour/internal/poll"
 	"github.com/detourmq/detour/pkg/brokersim"
 	"github.com/detourmq/detour/pkg/producer"
@@ -46,7 +47,7 @@ func startStoppableManager(t *testing.T) (*producer.Runtime, func()) {
 // metrics and expiry interval are the suite's.
 func startManagerWith(t *testing.T, ropts producer.Options, copts Options) (*producer.Runtime, func()) {
 	t.Helper()
-	ropts.Metrics, ropts.ExpiryInterval = RuntimeMetrics(), 50*time.Millisecond
+	ropts.Metrics, ropts.ExpiryInterval = metrics.NewRuntime(), 50*time.Millisecond
 	rt := producer.New(ropts)
 	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
 		Scheme:                 testScheme,

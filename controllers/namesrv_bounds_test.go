@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
+	"github.com/detourmq/detour/internal/metrics"
 	"github.com/detourmq/detour/internal/nstest"
 	"github.com/detourmq/detour/pkg/fault"
 	"github.com/detourmq/detour/pkg/producer"
@@ -271,7 +272,7 @@ func TestFaultPolicyStatusOfMoreIsolationsThanTheBoundIsCutAndAccepted(t *testin
 			Reason: fault.ReasonSendFailed, Since: time.Now(), Until: time.Now().Add(time.Hour)})
 	}
 	rt.Restore(key, items)
-	r := &FaultPolicyReconciler{Runtime: rt, shared: &shared{brokers: newBrokerDirectory(), metrics: RuntimeMetrics()}}
+	r := &FaultPolicyReconciler{Runtime: rt, shared: &shared{brokers: newBrokerDirectory(), metrics: metrics.NewRuntime()}}
 	r.computeStatus(fp, key, nil, policyUsers{})
 	if n := len(fp.Status.IsolatedBrokers); n != maxStatusBrokers || fp.Status.Isolated != 1100 {
 		t.Fatalf("%d isolations listed, isolated %d; want %d listed of 1100", n, fp.Status.Isolated, maxStatusBrokers)

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
+	"github.com/detourmq/detour/internal/metrics"
 	"github.com/detourmq/detour/pkg/brokersim"
 	"github.com/detourmq/detour/pkg/fault"
 	"github.com/detourmq/detour/pkg/producer"
@@ -53,7 +54,7 @@ func TestFaultPolicyStatusOfBrokersSharingANameIsAccepted(t *testing.T) {
 					Since: time.Now(), Until: time.Now().Add(time.Hour)})
 			}
 			rt.Restore(key, items)
-			r := &FaultPolicyReconciler{Runtime: rt, shared: &shared{brokers: newBrokerDirectory(), metrics: RuntimeMetrics()}}
+			r := &FaultPolicyReconciler{Runtime: rt, shared: &shared{brokers: newBrokerDirectory(), metrics: metrics.NewRuntime()}}
 			r.computeStatus(fp, key, nil, policyUsers{})
 			if err := k8sClient.Status().Update(context.Background(), fp); err != nil {
 				t.Fatalf("the API server refused the status: %v", err)

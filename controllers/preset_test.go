@@ -10,7 +10,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
-	"github.com/detourmq/detour/pkg/fault"
 	"github.com/detourmq/detour/pkg/producer"
 )
 
@@ -130,18 +129,5 @@ func TestTopicWithoutAPolicyGetsDetoursDefaults(t *testing.T) {
 	})
 	if info, ok := rt.RouteInfo(routeOf(topic)); !ok || info.Policy != "" {
 		t.Fatalf("route %+v, want the default policy", info)
-	}
-}
-
-// TestOutcomeLabelsNameEveryOutcome proves every attempt outcome has its own metric label, the
-// caller giving up (Interrupted) included.
-func TestOutcomeLabelsNameEveryOutcome(t *testing.T) {
-	seen := map[string]bool{}
-	for o := fault.Success; o <= fault.Interrupted; o++ {
-		l := outcomeLabel(o)
-		if l == "unknown" || seen[l] {
-			t.Errorf("outcome %v labelled %q", o, l)
-		}
-		seen[l] = true
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
+	"github.com/detourmq/detour/internal/metrics"
 	"github.com/detourmq/detour/pkg/producer"
 )
 
@@ -37,7 +38,7 @@ type shared struct {
 	eventWrites   *writeLimiter
 	// protectionEvents spaces the Events of deletions that wait for Topics.
 	protectionEvents *writeLimiter
-	metrics          *Metrics
+	metrics          *metrics.Runtime
 	recorder         recorder.EventRecorder
 	lead             *Leadership
 	// describer looks at Clusters' name servers off the reconcilers' workers.
@@ -73,6 +74,9 @@ type Options struct {
 	// ReplicaViews and merges theirs into the runtime (see FleetOptions); nil keeps each
 	// replica to what it learns itself.
 	Fleet *FleetOptions
+	// Metrics are the process's collectors: the controllers count into its Runtime and point
+	// its figures computed at scrape at rt and the Leadership. nil uses an unregistered set.
+	Metrics *metrics.Set
 	// ClusterFacades, when set, serves a name-server facade for every Cluster that asks for one
 	// (spec.facade); nil serves none.
 	ClusterFacades *ClusterFacadeOptions
@@ -114,15 +118,18 @@ func (c *Controllers) FleetWrites() uint64 {
 // isolations recorded in FaultPolicy status into rt: before it returns when the API server
 // answers, else as soon as it does (IsolationsRestored tells). A replica that starts while the API
 // server is unreachable therefore waits, not ready, instead of failing. rt should use
-// RuntimeMetrics() as its metrics.
+// opts.Metrics.Runtime as its metrics.
 func Setup(mgr ctrl.Manager, rt *producer.Runtime, opts Options) (*Controllers, error) {
 	lead := opts.Leadership
 	if lead == nil {
 		lead = AlwaysLeading()
 	}
 	out := &Controllers{}
-	registerPressureMetrics(rt)
-	registerHealthMetrics(rt, lead)
+	set := opts.Metrics
+	if set == nil {
+		set = metrics.NewSet()
+	}
+	set.Observe(rt, lead.Leading)
 	restorer := &isolationRestorer{reader: mgr.GetAPIReader(), namespace: opts.Namespace, rt: rt, done: &out.restored}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	err := restorer.restore(ctx)
@@ -140,7 +147,7 @@ func Setup(mgr ctrl.Manager, rt *producer.Runtime, opts Options) (*Controllers, 
 		clusterWrites:    newWriteLimiter(statusWriteInterval),
 		eventWrites:      newWriteLimiter(statusWriteInterval),
 		protectionEvents: newWriteLimiter(time.Minute),
-		metrics:          RuntimeMetrics(),
+		metrics:          set.Runtime,
 		recorder:         mgr.GetEventRecorder("detour"),
 		lead:             lead,
 		describer:        newClusterDescriber(rt, opts.DescribeTimeout),

@@ -9,6 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/detourmq/detour/internal/metrics"
 )
 
 // brokerDirectory remembers which pod backs each broker identity the runtime knows (a pod backs
@@ -109,7 +111,7 @@ func (l *writeLimiter) forget(obj types.NamespacedName) {
 // per object; a change inside the interval is written when the interval is up (the caller's
 // reconcile is requeued for then).
 func (l *writeLimiter) patchStatus(ctx context.Context, c client.Client, obj, orig client.Object, changed bool,
-	m *Metrics, kind string) (ctrl.Result, error) {
+	m *metrics.Runtime, kind string) (ctrl.Result, error) {
 	if !changed {
 		return ctrl.Result{}, nil
 	}
@@ -121,6 +123,6 @@ func (l *writeLimiter) patchStatus(ctx context.Context, c client.Client, obj, or
 		return ctrl.Result{}, err
 	}
 	l.wrote(key)
-	m.statusWritten(kind)
+	m.StatusWritten(kind)
 	return ctrl.Result{}, nil
 }

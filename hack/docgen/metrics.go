@@ -8,8 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/detourmq/detour/controllers"
-	"github.com/detourmq/detour/internal/gateway"
+	"github.com/detourmq/detour/internal/metrics"
 )
 
 // descFields reads a Desc's String(), the only way client_golang shows a Desc's name, help and
@@ -20,7 +19,7 @@ var descFields = regexp.MustCompile(`^Desc\{fqName: "(.*?)", help: "(.*?)"(?:, u
 func metricsReference(string) ([]byte, error) {
 	type row struct{ name, kind, labels, help string }
 	var rows []row
-	collectors := append(controllers.MetricCollectors(), gateway.MetricCollectors()...)
+	collectors := metrics.NewSet().Collectors()
 	for _, c := range collectors {
 		ch := make(chan *prometheus.Desc, 64)
 		c.Describe(ch)
@@ -40,10 +39,12 @@ func metricsReference(string) ([]byte, error) {
 	}
 	sort.Slice(rows, func(i, j int) bool { return rows[i].name < rows[j].name })
 	var b strings.Builder
-	b.WriteString(header("Metrics", "the collectors' descriptions (controllers.MetricCollectors, gateway.MetricCollectors)"))
+	b.WriteString(header("Metrics", "the collectors' descriptions (internal/metrics)"))
 	b.WriteString("Every `detour_*` series the manager serves on its metrics endpoint (`--metrics-bind-address`). " +
 		"Policies are labelled `<namespace>/<name>`; brokers by their scoped names (`<namespace>/<brokerName>`, " +
-		"or `<namespace>/<cluster>/<brokerName>`). controller-runtime's own metrics are served alongside.\n\n")
+		"or `<namespace>/<cluster>/<brokerName>`). The runtime's and controllers' series carry no subsystem; each front door " +
+		"has its own (`detour_namesrv_facade_*`, `detour_gateway_*`), and brokers' own figures are `detour_broker_*`. " +
+		"controller-runtime's own metrics are served alongside.\n\n")
 	b.WriteString("| metric | type | labels | meaning |\n|---|---|---|---|\n")
 	for _, r := range rows {
 		fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", r.name, r.kind, r.labels, r.help)

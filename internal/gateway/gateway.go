@@ -22,6 +22,8 @@ import (
 
 	"github.com/go-logr/logr"
 
+	"github.com/detourmq/detour/internal/kubeauth"
+	"github.com/detourmq/detour/internal/metrics"
 	"github.com/detourmq/detour/pkg/producer"
 )
 
@@ -109,8 +111,17 @@ type Options struct {
 	// ShutdownTimeout bounds the wait for sends in flight on shutdown; 0 means
 	// DefaultShutdownTimeout.
 	ShutdownTimeout time.Duration
+	// Metrics are the process's gateway collectors; nil counts into an unregistered set.
+	Metrics *metrics.Gateway
 	// Logger receives request failures that are the gateway's fault and shutdown progress.
 	Logger logr.Logger
+}
+
+// Authorizer decides whether the bearer token may send to a Topic (kubeauth.Reviewer does).
+type Authorizer interface {
+	// Authorize returns the decision and, for Unauthenticated and Forbidden, a reason safe to show
+	// the caller. An error means the decision could not be made (the API server is unreachable).
+	Authorize(ctx context.Context, token, namespace, topic string) (kubeauth.Decision, string, error)
 }
 
 // Server states, in the order they occur.
@@ -128,6 +139,7 @@ type Server struct {
 	listener net.Listener
 	srv      *http.Server
 	log      logr.Logger
+	metrics  *metrics.Gateway
 
 	state    atomic.Int32
 	inFlight atomic.Int64
@@ -151,7 +163,10 @@ func New(opts Options) (*Server, error) {
 	if opts.TLS != nil {
 		l = tls.NewListener(l, opts.TLS)
 	}
-	s := &Server{opts: opts, listener: l, log: opts.Logger, done: make(chan struct{})}
+	s := &Server{opts: opts, listener: l, log: opts.Logger, metrics: opts.Metrics, done: make(chan struct{})}
+	if s.metrics == nil {
+		s.metrics = metrics.NewGateway()
+	}
 	s.srv = &http.Server{
 		Handler:           s.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,

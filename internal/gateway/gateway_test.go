@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/detourmq/detour/internal/kubeauth"
 	"github.com/detourmq/detour/internal/poll"
 	"github.com/detourmq/detour/pkg/brokersim"
 	"github.com/detourmq/detour/pkg/producer"
@@ -339,13 +340,13 @@ func TestExactlyFourMiBIsAccepted(t *testing.T) {
 
 // fakeAuth answers with a fixed decision and records what it was asked.
 type fakeAuth struct {
-	decision Decision
+	decision kubeauth.Decision
 	err      error
 	mu       sync.Mutex
 	asked    []string
 }
 
-func (f *fakeAuth) Authorize(_ context.Context, token, ns, topic string) (Decision, string, error) {
+func (f *fakeAuth) Authorize(_ context.Context, token, ns, topic string) (kubeauth.Decision, string, error) {
 	f.mu.Lock()
 	f.asked = append(f.asked, token+"@"+ns+"/"+topic)
 	f.mu.Unlock()
@@ -361,11 +362,11 @@ func TestAuthorizerDecidesBeforeAnythingIsSent(t *testing.T) {
 		wantStatus int
 		wantCode   string
 	}{
-		{"allowed", &fakeAuth{decision: Allowed}, http.StatusOK, ""},
-		{"unauthenticated", &fakeAuth{decision: Unauthenticated}, http.StatusUnauthorized, CodeUnauthorized},
-		{"forbidden", &fakeAuth{decision: Forbidden}, http.StatusForbidden, CodeForbidden},
+		{"allowed", &fakeAuth{decision: kubeauth.Allowed}, http.StatusOK, ""},
+		{"unauthenticated", &fakeAuth{decision: kubeauth.Unauthenticated}, http.StatusUnauthorized, CodeUnauthorized},
+		{"forbidden", &fakeAuth{decision: kubeauth.Forbidden}, http.StatusForbidden, CodeForbidden},
 		{"authorizer unavailable", &fakeAuth{err: errors.New("api server down")}, http.StatusServiceUnavailable, CodeUnavailable},
-		{"too many reviews from this client", &fakeAuth{err: ErrTooManyReviews}, http.StatusTooManyRequests, CodeTooManyRequests},
+		{"too many reviews from this client", &fakeAuth{err: kubeauth.ErrTooManyReviews}, http.StatusTooManyRequests, CodeTooManyRequests},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

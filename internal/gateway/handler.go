@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"path"
 	"runtime/debug"
@@ -16,6 +15,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/detourmq/detour/internal/kubeauth"
+	"github.com/detourmq/detour/internal/metrics"
 	"github.com/detourmq/detour/pkg/producer"
 )
 
@@ -96,14 +97,14 @@ func (s *Server) Handler() http.Handler {
 func (s *Server) instrument(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.inFlight.Add(1)
-		gatewayMetrics.inFlight.Inc()
+		s.metrics.InFlight().Inc()
 		start := time.Now()
 		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
 		defer func() {
-			series := seriesOf(rec.status)
-			series.requests.Inc()
-			series.duration.Observe(time.Since(start).Seconds())
-			gatewayMetrics.inFlight.Dec()
+			series := s.metrics.Series(rec.status)
+			series.Requests.Inc()
+			series.Duration.Observe(time.Since(start).Seconds())
+			s.metrics.InFlight().Dec()
 			s.inFlight.Add(-1)
 		}()
 		defer s.recoverHandler(rec, r)
@@ -124,7 +125,7 @@ func (s *Server) recoverHandler(rec *statusRecorder, r *http.Request) {
 	if p == http.ErrAbortHandler { //nolint:errorlint // net/http compares it so too
 		panic(p) // a deliberate abort, which net/http handles quietly
 	}
-	gatewayMetrics.panics.WithLabelValues(panicInHandler).Inc()
+	s.metrics.Panicked(metrics.PanicInHandler)
 	s.log.Error(fmt.Errorf("panic: %v", p), "Send gateway request handling panicked; closing its connection",
 		"method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "stack", string(debug.Stack()))
 	if rec.wrote {
@@ -133,22 +134,6 @@ func (s *Server) recoverHandler(rec *statusRecorder, r *http.Request) {
 	rec.Header().Set("Connection", "close")
 	writeError(rec, http.StatusInternalServerError, ErrorResponse{Code: CodeInternal,
 		Error: "the gateway failed while handling this request (logged as its bug); whether the message was stored is unknown"})
-}
-
-// panicError is a recovered panic passed on as an error, with the stack where it happened.
-type panicError struct {
-	value any
-	stack []byte
-}
-
-func (e *panicError) Error() string { return fmt.Sprintf("panic: %v", e.value) }
-
-// panicStack returns log key/values with the stack of a recovered panic err carries, if any.
-func panicStack(err error) []any {
-	if pe, ok := errors.AsType[*panicError](err); ok {
-		return []any{"stack", string(pe.stack)}
-	}
-	return nil
 }
 
 // statusRecorder remembers the status of the answer and whether any of it was written.
@@ -303,37 +288,27 @@ func withBrokerNames(err error, prefix string) error {
 	return err
 }
 
-// clientOf identifies the client of a request for the per-client bound of reviews: its remote
-// host (its port changes with every connection).
-func clientOf(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
-}
-
 // authorize answers 401, 403, 429 or 503 and returns false unless the request may send.
 func (s *Server) authorize(w http.ResponseWriter, r *http.Request, ns, name string) bool {
 	if s.opts.Authorizer == nil {
 		return true
 	}
-	decision, reason, err := s.opts.Authorizer.Authorize(WithClient(r.Context(), clientOf(r)), bearerToken(r), ns, name)
-	if errors.Is(err, ErrTooManyReviews) {
+	decision, reason, err := s.opts.Authorizer.Authorize(kubeauth.WithClient(r.Context(), kubeauth.ClientOf(r)), kubeauth.BearerToken(r), ns, name)
+	if errors.Is(err, kubeauth.ErrTooManyReviews) {
 		w.Header().Set("Retry-After", "1")
 		writeError(w, http.StatusTooManyRequests, ErrorResponse{Code: CodeTooManyRequests, Error: err.Error() + "; retry later"})
 		return false
 	}
 	if err != nil {
-		s.log.Error(err, "Authorizing a send gateway request failed", append([]any{"namespace", ns, "name", name}, panicStack(err)...)...)
+		s.log.Error(err, "Authorizing a send gateway request failed", append([]any{"namespace", ns, "name", name}, kubeauth.PanicStack(err)...)...)
 		writeError(w, http.StatusServiceUnavailable, ErrorResponse{Code: CodeUnavailable,
-			Error: errAuthUnavailable.Error() + "; retry"})
+			Error: kubeauth.ErrUnavailable.Error() + "; retry"})
 		return false
 	}
 	switch decision {
-	case Allowed:
+	case kubeauth.Allowed:
 		return true
-	case Unauthenticated:
+	case kubeauth.Unauthenticated:
 		w.Header().Set("WWW-Authenticate", `Bearer realm="detour"`)
 		writeError(w, http.StatusUnauthorized, ErrorResponse{Code: CodeUnauthorized, Error: reason})
 	default:

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/detourmq/detour/internal/metrics"
 	"github.com/detourmq/detour/pkg/producer"
 )
 
@@ -32,7 +33,8 @@ func (panickingSender) SendRoute(_ context.Context, _ string, m *producer.Messag
 // is answered 500 Internal on a connection that then closes, is counted, and spares the
 // gateway and every other connection: a caller whose connection was open before keeps using it.
 func TestAPanicWhileHandlingARequestClosesOnlyItsConnection(t *testing.T) {
-	srv, err := New(Options{Addr: "127.0.0.1:0", Sender: panickingSender{},
+	gm := metrics.NewGateway()
+	srv, err := New(Options{Addr: "127.0.0.1:0", Sender: panickingSender{}, Metrics: gm,
 		Topics: TopicResolverFunc(func(context.Context, string, string) (Target, error) { return Target{Topic: "T"}, nil })})
 	if err != nil {
 		t.Fatal(err)
@@ -82,13 +84,13 @@ func TestAPanicWhileHandlingARequestClosesOnlyItsConnection(t *testing.T) {
 	if a := send(bystander, "before"); a.status != http.StatusOK {
 		t.Fatalf("before the panic: %+v", a)
 	}
-	before := counterValue(t, gatewayMetrics.panics.WithLabelValues(panicInHandler))
+	before := counterValue(t, gm.Panics(metrics.PanicInHandler))
 	a := send(victim, "boom")
 	if a.status != http.StatusInternalServerError || a.body.Code != CodeInternal || !a.closed {
 		t.Fatalf("the panicking request: %d %+v, connection closing %v; want 500 %s on a closing connection",
 			a.status, a.body, a.closed, CodeInternal)
 	}
-	if got := counterValue(t, gatewayMetrics.panics.WithLabelValues(panicInHandler)) - before; got != 1 {
+	if got := counterValue(t, gm.Panics(metrics.PanicInHandler)) - before; got != 1 {
 		t.Fatalf("%v handler panics counted, want 1", got)
 	}
 	if a := send(bystander, "after"); a.status != http.StatusOK || !a.reused {

@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/detourmq/detour/internal/gateway"
+	"github.com/detourmq/detour/internal/kubeauth"
 	"github.com/detourmq/detour/pkg/brokersim"
 	"github.com/detourmq/detour/pkg/producer"
 )
@@ -228,7 +229,7 @@ func grantSend(t *testing.T, ns, sa, topic string) {
 	ctx := context.Background()
 	role := &rbacv1.Role{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "send-" + topic},
-		Rules: []rbacv1.PolicyRule{{APIGroups: []string{gateway.AuthGroup}, Resources: []string{"topics/messages"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{kubeauth.AuthGroup}, Resources: []string{"topics/messages"},
 			Verbs: []string{"create"}, ResourceNames: []string{topic}}},
 	}
 	if err := k8sClient.Create(ctx, role); err != nil {

@@ -33,13 +33,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
 	"github.com/detourmq/detour/controllers"
 	"github.com/detourmq/detour/internal/gateway"
 	"github.com/detourmq/detour/internal/grpcfront"
+	"github.com/detourmq/detour/internal/kubeauth"
+	"github.com/detourmq/detour/internal/metrics"
 	detourscheme "github.com/detourmq/detour/internal/scheme"
 	"github.com/detourmq/detour/pkg/facade"
 	"github.com/detourmq/detour/pkg/producer"
@@ -163,16 +164,19 @@ func newOperator(cfg *rest.Config, o *Options, log logr.Logger, hooks ...operato
 	if err != nil {
 		return nil, fmt.Errorf("building an HTTP client for the API server: %w", err)
 	}
-	var auth *gateway.KubeAuth
+	set := processMetrics()
+	var auth *kubeauth.Reviewer
 	if (o.gatewayAuth && o.gatewayAddr != "0") || (o.secureMetrics && o.metricsAddr != "0") {
-		if auth, err = gateway.NewKubeAuth(cfg, httpClient, o.authOpts); err != nil {
+		authOpts := o.authOpts
+		authOpts.OnReviewPanic = func() { set.Gateway.Panicked(metrics.PanicInReview) }
+		if auth, err = kubeauth.New(cfg, httpClient, authOpts); err != nil {
 			return nil, err
 		}
 	}
 	metricsOpts := metricsserver.Options{BindAddress: o.metricsAddr, SecureServing: o.secureMetrics, TLSOpts: tlsOpts}
 	if o.secureMetrics {
 		metricsOpts.FilterProvider = func(*rest.Config, *http.Client) (metricsserver.Filter, error) {
-			return gateway.NonResourceFilter(auth), nil
+			return kubeauth.NonResourceFilter(auth), nil
 		}
 	}
 	// Leader election is detour's own (controllers.Leadership), not the manager's: the manager
@@ -227,7 +231,7 @@ func newOperator(cfg *rest.Config, o *Options, log logr.Logger, hooks ...operato
 
 	op := &Operator{mgr: mgr, namespace: o.namespace, log: log, shutdownDelay: o.shutdownDelay, lead: lead}
 	op.rt = producer.New(producer.Options{
-		Metrics:       controllers.RuntimeMetrics(),
+		Metrics:       set.Runtime,
 		Logger:        log.WithName("runtime"),
 		ProducerGroup: o.producerGroup,
 	})
@@ -238,7 +242,7 @@ func newOperator(cfg *rest.Config, o *Options, log logr.Logger, hooks ...operato
 		}
 	}()
 	clusterFacades := &controllers.ClusterFacadeOptions{Host: o.clusterFacadeHost, Base: facade.Options{
-		Metrics: controllers.NameServerFacadeMetrics(), MaxConnsPerSource: o.facadePerSource, IdleTimeout: o.facadeIdleTimeout,
+		Metrics: set.Facade, MaxConnsPerSource: o.facadePerSource, IdleTimeout: o.facadeIdleTimeout,
 		Logger: log.WithName("namesrv-facade")}}
 	if len(o.facadeServiceSelector) > 0 {
 		// The Services live with the manager's pods, which they select: the Lease's namespace.
@@ -248,7 +252,7 @@ func newOperator(cfg *rest.Config, o *Options, log logr.Logger, hooks ...operato
 		clusterFacades.ServiceSelector = o.facadeServiceSelector
 	}
 	if op.ctrls, err = controllers.Setup(mgr, op.rt, controllers.Options{Leadership: lead, Namespace: o.namespace, Fleet: fleet,
-		ClusterFacades: clusterFacades}); err != nil {
+		ClusterFacades: clusterFacades, Metrics: set}); err != nil {
 		return nil, fmt.Errorf("setting up the controllers: %w", err)
 	}
 
@@ -258,6 +262,7 @@ func newOperator(cfg *rest.Config, o *Options, log logr.Logger, hooks ...operato
 			Sender:          op.rt,
 			Topics:          gateway.TopicResolverFunc(op.resolveTopic),
 			ShutdownTimeout: o.shutdownTimeout,
+			Metrics:         set.Gateway,
 			Logger:          log.WithName("gateway"),
 		}
 		if o.gatewayAuth {
@@ -277,7 +282,6 @@ func newOperator(cfg *rest.Config, o *Options, log logr.Logger, hooks ...operato
 			_ = op.gw.Close()
 			return nil, err
 		}
-		gateway.RegisterMetrics(ctrlmetrics.Registry)
 	}
 	if err := op.addGRPCFront(o, tlsOpts); err != nil {
 		return nil, fmt.Errorf("the RocketMQ gRPC endpoint: %w", err)
@@ -290,7 +294,7 @@ func newOperator(cfg *rest.Config, o *Options, log logr.Logger, hooks ...operato
 		}
 		events := &controllers.FacadeEvents{View: view, Recorder: mgr.GetEventRecorder("detour-namesrv-facade")}
 		if err := mgr.Add(&facadeRunnable{opts: facade.Options{
-			Addr: o.facadeAddr, View: view, Metrics: controllers.NameServerFacadeMetrics(),
+			Addr: o.facadeAddr, View: view, Metrics: set.Facade,
 			MaxConnsPerSource: o.facadePerSource, IdleTimeout: o.facadeIdleTimeout,
 			OnChange: events.Record, Logger: log.WithName("namesrv-facade"),
 		}}); err != nil {

@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/detourmq/detour/internal/gateway"
+	"github.com/detourmq/detour/internal/kubeauth"
 	"github.com/detourmq/detour/pkg/facade"
 )
 
@@ -30,7 +30,7 @@ type Options struct {
 	brokerPodSelector       labels.Selector
 	gatewayAddr             string
 	gatewayAuth             bool
-	authOpts                gateway.AuthOptions
+	authOpts                kubeauth.Options
 	gatewaySecure           bool
 	gatewayCertDir          string
 	grpc                    grpcOptions
@@ -80,15 +80,15 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.gatewayAddr, "gateway-bind-address", ":8080", "The address the send gateway binds to; 0 disables it.")
 	fs.BoolVar(&o.gatewayAuth, "gateway-auth", true,
 		"Require a bearer token allowed to create topics/messages on the Topic (TokenReview and SubjectAccessReview). Turn off only for local use.")
-	fs.DurationVar(&o.authOpts.TokenTTL, "gateway-auth-token-ttl", gateway.DefaultTokenTTL,
+	fs.DurationVar(&o.authOpts.TokenTTL, "gateway-auth-token-ttl", kubeauth.DefaultTokenTTL,
 		"How long an accepted bearer token is remembered (kube-apiserver's --authentication-token-webhook-cache-ttl default).")
-	fs.DurationVar(&o.authOpts.RejectedTokenTTL, "gateway-auth-rejected-token-ttl", gateway.DefaultRejectedTokenTTL,
+	fs.DurationVar(&o.authOpts.RejectedTokenTTL, "gateway-auth-rejected-token-ttl", kubeauth.DefaultRejectedTokenTTL,
 		"How long a bearer token the API server rejected is remembered as rejected.")
-	fs.DurationVar(&o.authOpts.AllowedTTL, "gateway-auth-allowed-ttl", gateway.DefaultAllowedTTL,
+	fs.DurationVar(&o.authOpts.AllowedTTL, "gateway-auth-allowed-ttl", kubeauth.DefaultAllowedTTL,
 		"How long a granted SubjectAccessReview is remembered: a revoked RoleBinding stops sends within this (kube-apiserver's --authorization-webhook-cache-authorized-ttl default).")
-	fs.DurationVar(&o.authOpts.DeniedTTL, "gateway-auth-denied-ttl", gateway.DefaultDeniedTTL,
+	fs.DurationVar(&o.authOpts.DeniedTTL, "gateway-auth-denied-ttl", kubeauth.DefaultDeniedTTL,
 		"How long a refused SubjectAccessReview is remembered: a new RoleBinding takes effect within this (kube-apiserver's --authorization-webhook-cache-unauthorized-ttl default).")
-	fs.Float64Var(&o.authOpts.ClientReviewsPerSecond, "gateway-auth-reviews-per-client", gateway.DefaultClientReviewsPerSecond,
+	fs.Float64Var(&o.authOpts.ClientReviewsPerSecond, "gateway-auth-reviews-per-client", kubeauth.DefaultClientReviewsPerSecond,
 		"TokenReviews and SubjectAccessReviews one client address may cause per second (bursts of twice as many); beyond, 429.")
 	fs.BoolVar(&o.gatewaySecure, "gateway-secure", true,
 		"Serve the send gateway over HTTPS, with tls.crt and tls.key from --gateway-cert-dir or a self-signed certificate.")

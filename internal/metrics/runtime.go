@@ -1,22 +1,20 @@
-package controllers
+package metrics
 
 import (
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/detourmq/detour/pkg/fault"
 	"github.com/detourmq/detour/pkg/producer"
 	"github.com/detourmq/detour/pkg/remoting"
 )
 
-// Metrics are the operator's Prometheus collectors. It implements producer.Metrics, so the
+// Runtime are the runtime's and the controllers' collectors. It implements producer.Metrics, so the
 // runtime's sends, attempts and isolations are counted where they happen; the controllers add
 // isolated-broker gauges and status-write counts. Label values come from the runtime's own state
 // (topics, brokers, policies), so series stay bounded.
-type Metrics struct {
+type Runtime struct {
 	sends          *prometheus.CounterVec
 	attempts       *prometheus.CounterVec
 	attemptLatency *prometheus.HistogramVec
@@ -29,29 +27,14 @@ type Metrics struct {
 }
 
 var (
-	_ producer.Metrics                  = (*Metrics)(nil)
-	_ producer.CredentialRefusalMetrics = (*Metrics)(nil)
+	_ producer.Metrics                  = (*Runtime)(nil)
+	_ producer.CredentialRefusalMetrics = (*Runtime)(nil)
 )
 
-var (
-	metricsOnce sync.Once
-	metrics     *Metrics
-)
-
-// RuntimeMetrics returns the process's Metrics, registered once in controller-runtime's registry
-// (served on the manager's metrics endpoint). Pass it as producer.Options.Metrics.
-func RuntimeMetrics() *Metrics {
-	metricsOnce.Do(func() {
-		metrics = NewMetrics()
-		metrics.MustRegister(ctrlmetrics.Registry)
-	})
-	return metrics
-}
-
-// NewMetrics creates unregistered collectors, for tests and for callers with their own registry.
-func NewMetrics() *Metrics {
+// NewRuntime creates the runtime's collectors, unregistered.
+func NewRuntime() *Runtime {
 	const ns = "detour"
-	return &Metrics{
+	return &Runtime{
 		sends: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "sends_total",
 			Help: "Sends that passed validation, by topic, mode (sync, async, oneway) and result (success, failure)."},
 			[]string{"topic", "mode", "result"}),
@@ -82,28 +65,14 @@ func NewMetrics() *Metrics {
 	}
 }
 
-// MustRegister registers every collector with reg.
-func (m *Metrics) MustRegister(reg prometheus.Registerer) {
-	reg.MustRegister(m.collectors()...)
-}
-
-// collectors are every collector of m, the ones MustRegister registers.
-func (m *Metrics) collectors() []prometheus.Collector {
+// collectors are every collector of m.
+func (m *Runtime) collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.sends, m.attempts, m.attemptLatency, m.retries, m.isolations, m.isolated,
 		m.statusWrites, m.coalesced, m.refusals}
 }
 
-// MetricCollectors returns a fresh, unregistered instance of every collector the controllers
-// register (the runtime's, the facade's, the health and pressure figures), with no runtime behind
-// them: enough to Describe them, which is how the metrics reference is generated.
-func MetricCollectors() []prometheus.Collector {
-	out := NewMetrics().collectors()
-	out = append(out, newFacadeMetrics().collectors()...)
-	return append(out, newHealthCollector(nil, nil), newPressureCollector(nil))
-}
-
 // SendDone implements producer.Metrics.
-func (m *Metrics) SendDone(topic string, mode producer.SendMode, _ int, _ time.Duration, err error) {
+func (m *Runtime) SendDone(topic string, mode producer.SendMode, _ int, _ time.Duration, err error) {
 	result := "success"
 	if err != nil {
 		result = "failure"
@@ -112,41 +81,46 @@ func (m *Metrics) SendDone(topic string, mode producer.SendMode, _ int, _ time.D
 }
 
 // AttemptDone implements producer.Metrics.
-func (m *Metrics) AttemptDone(policy, broker string, latency time.Duration, outcome fault.Outcome) {
+func (m *Runtime) AttemptDone(policy, broker string, latency time.Duration, outcome fault.Outcome) {
 	m.attempts.WithLabelValues(policy, broker, outcomeLabel(outcome)).Inc()
 	m.attemptLatency.WithLabelValues(broker).Observe(latency.Seconds())
 }
 
 // Retried implements producer.Metrics.
-func (m *Metrics) Retried(topic, broker string) { m.retries.WithLabelValues(topic, broker).Inc() }
+func (m *Runtime) Retried(topic, broker string) { m.retries.WithLabelValues(topic, broker).Inc() }
 
 // IsolationChanged implements producer.Metrics.
-func (m *Metrics) IsolationChanged(policy, broker string, isolated bool, reason fault.Reason) {
+func (m *Runtime) IsolationChanged(policy, broker string, isolated bool, reason fault.Reason) {
 	if isolated {
 		m.isolations.WithLabelValues(policy, broker, string(reason)).Inc()
 	}
 }
 
 // CredentialsRefused implements producer.CredentialRefusalMetrics.
-func (m *Metrics) CredentialsRefused(broker string, reason remoting.ACLRefusal) {
+func (m *Runtime) CredentialsRefused(broker string, reason remoting.ACLRefusal) {
 	m.refusals.WithLabelValues(broker, reason.String()).Inc()
 }
 
 // EventCoalesced implements producer.Metrics.
-func (m *Metrics) EventCoalesced(string, string) { m.coalesced.Inc() }
+func (m *Runtime) EventCoalesced(string, string) { m.coalesced.Inc() }
 
-func (m *Metrics) setIsolated(policy string, n int) {
+// SetIsolated records how many brokers policy isolates now.
+func (m *Runtime) SetIsolated(policy string, n int) {
 	m.isolated.WithLabelValues(policy).Set(float64(n))
 }
 
-func (m *Metrics) forgetPolicy(policy string) {
+// ForgetPolicy drops the series of a policy that is gone, so they do not linger at their last
+// value.
+func (m *Runtime) ForgetPolicy(policy string) {
 	m.isolated.DeleteLabelValues(policy)
 	m.attempts.DeletePartialMatch(prometheus.Labels{"policy": policy})
 	m.isolations.DeletePartialMatch(prometheus.Labels{"policy": policy})
 }
 
-func (m *Metrics) statusWritten(kind string) { m.statusWrites.WithLabelValues(kind).Inc() }
+// StatusWritten counts one status write of an object of kind.
+func (m *Runtime) StatusWritten(kind string) { m.statusWrites.WithLabelValues(kind).Inc() }
 
+// outcomeLabel is an attempt outcome's label value.
 func outcomeLabel(o fault.Outcome) string {
 	switch o {
 	case fault.Success:

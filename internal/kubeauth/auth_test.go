@@ -1,4 +1,4 @@
-package gateway
+package kubeauth
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -32,7 +33,7 @@ type fakeAPI struct {
 	fail     error
 }
 
-func newFakeAuth(api *fakeAPI, now func() time.Time, opts ...AuthOptions) *KubeAuth {
+func newFakeAuth(api *fakeAPI, now func() time.Time, opts ...Options) *Reviewer {
 	cs := fake.NewClientset()
 	cs.PrependReactor("create", "tokenreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		tr := a.(k8stesting.CreateAction).GetObject().(*authenticationv1.TokenReview)
@@ -61,18 +62,18 @@ func newFakeAuth(api *fakeAPI, now func() time.Time, opts ...AuthOptions) *KubeA
 		}
 		return true, out, nil
 	})
-	var o AuthOptions
+	var o Options
 	if len(opts) > 0 {
 		o = opts[0]
 	}
 	o.Now = now
-	return NewKubeAuthFromClients(cs.AuthenticationV1().TokenReviews(), cs.AuthorizationV1().SubjectAccessReviews(), o)
+	return NewFromClients(cs.AuthenticationV1().TokenReviews(), cs.AuthorizationV1().SubjectAccessReviews(), o)
 }
 
-// TestKubeAuthAsksForCreateOnTopicMessages proves the decisions follow TokenReview and
+// TestReviewerAsksForCreateOnTopicMessages proves the decisions follow TokenReview and
 // SubjectAccessReview, and that the access review asks exactly for create on the Topic's
 // messages subresource with the reviewed user's identity.
-func TestKubeAuthAsksForCreateOnTopicMessages(t *testing.T) {
+func TestReviewerAsksForCreateOnTopicMessages(t *testing.T) {
 	alice := authenticationv1.UserInfo{Username: "alice", UID: "u-1", Groups: []string{"devs"},
 		Extra: map[string]authenticationv1.ExtraValue{"scope": {"a"}}}
 	api := &fakeAPI{
@@ -108,11 +109,11 @@ func TestKubeAuthAsksForCreateOnTopicMessages(t *testing.T) {
 	}
 }
 
-// TestKubeAuthRemembersAnswersForAWhile proves a repeated request costs the API server nothing
+// TestReviewerRemembersAnswersForAWhile proves a repeated request costs the API server nothing
 // until the cached answers expire (kube-apiserver's webhook lifetimes by default), that refusals
 // expire sooner than grants so a new Role takes effect quickly, and that a rejected token is
 // remembered only briefly.
-func TestKubeAuthRemembersAnswersForAWhile(t *testing.T) {
+func TestReviewerRemembersAnswersForAWhile(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	clock := func() time.Time { return now }
 	api := &fakeAPI{
@@ -172,14 +173,14 @@ func TestKubeAuthRemembersAnswersForAWhile(t *testing.T) {
 	}
 }
 
-// TestKubeAuthBoundsTheReviewsOfEachClient proves one client cannot make thousands of reviews a
+// TestReviewerBoundsTheReviewsOfEachClient proves one client cannot make thousands of reviews a
 // second (fresh forged tokens miss every cache): beyond its bucket its decisions fail with
 // ErrTooManyReviews, while another client keeps its own, and cached answers cost nothing.
-func TestKubeAuthBoundsTheReviewsOfEachClient(t *testing.T) {
+func TestReviewerBoundsTheReviewsOfEachClient(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	api := &fakeAPI{users: map[string]authenticationv1.UserInfo{"t": {Username: "bob"}},
 		grants: map[string]bool{"bob ns/topic": true}}
-	auth := newFakeAuth(api, func() time.Time { return now }, AuthOptions{ClientReviewsPerSecond: 10})
+	auth := newFakeAuth(api, func() time.Time { return now }, Options{ClientReviewsPerSecond: 10})
 	attacker := WithClient(context.Background(), "10.0.0.66")
 	refused := 0
 	for i := range 1000 {
@@ -206,13 +207,13 @@ func TestKubeAuthBoundsTheReviewsOfEachClient(t *testing.T) {
 	}
 }
 
-// TestKubeAuthKeepsOthersAnswersUnderAFlood proves that neither a caller asking about thousands
+// TestReviewerKeepsOthersAnswersUnderAFlood proves that neither a caller asking about thousands
 // of Topics nor a flood of forged tokens pushes out the cached answers of other users.
-func TestKubeAuthKeepsOthersAnswersUnderAFlood(t *testing.T) {
+func TestReviewerKeepsOthersAnswersUnderAFlood(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	api := &fakeAPI{users: map[string]authenticationv1.UserInfo{"alice-token": {Username: "alice"}, "mallory-token": {Username: "mallory"}},
 		grants: map[string]bool{"alice shop/orders": true}}
-	auth := newFakeAuth(api, func() time.Time { return now }, AuthOptions{ClientReviewsPerSecond: 1e9})
+	auth := newFakeAuth(api, func() time.Time { return now }, Options{ClientReviewsPerSecond: 1e9})
 	ctx := context.Background()
 	if d, _, err := auth.Authorize(ctx, "alice-token", "shop", "orders"); err != nil || d != Allowed {
 		t.Fatalf("alice: %v, %v", d, err)
@@ -238,9 +239,9 @@ func TestKubeAuthKeepsOthersAnswersUnderAFlood(t *testing.T) {
 	}
 }
 
-// TestKubeAuthReportsAnUnreachableAPIServer proves an API failure is an error, not a refusal,
+// TestReviewerReportsAnUnreachableAPIServer proves an API failure is an error, not a refusal,
 // so the gateway answers 503 and the caller retries.
-func TestKubeAuthReportsAnUnreachableAPIServer(t *testing.T) {
+func TestReviewerReportsAnUnreachableAPIServer(t *testing.T) {
 	api := &fakeAPI{fail: errors.New("connection refused")}
 	_, _, err := newFakeAuth(api, nil).Authorize(context.Background(), "t", "ns", "topic")
 	if err == nil || !strings.Contains(err.Error(), "connection refused") {
@@ -262,8 +263,8 @@ func TestBearerTokenParsing(t *testing.T) {
 		if header != "" {
 			r.Header.Set("Authorization", header)
 		}
-		if got := bearerToken(r); got != want {
-			t.Errorf("bearerToken(%q) = %q, want %q", header, got, want)
+		if got := BearerToken(r); got != want {
+			t.Errorf("BearerToken(%q) = %q, want %q", header, got, want)
 		}
 	}
 }
@@ -326,12 +327,12 @@ func serviceAccountUser(name string, credential int) authenticationv1.UserInfo {
 		Extra:  map[string]authenticationv1.ExtraValue{"authentication.kubernetes.io/credential-id": {fmt.Sprintf("JTI=%d", credential)}}}
 }
 
-// TestKubeAuthRemembersANewSendersTokenWhateverOthersPresent is the hostile-peer trial: others
+// TestReviewerRemembersANewSendersTokenWhateverOthersPresent is the hostile-peer trial: others
 // present thousands of tokens first (one service account without the send right minting them,
 // or addresses forging them), each from an address of its own so no review bound stops them;
 // then a new sender, allowed to send, sends 40 times. Its token and grant must be remembered
 // after one review each, so none of its requests is refused for reviews it did not cause.
-func TestKubeAuthRemembersANewSendersTokenWhateverOthersPresent(t *testing.T) {
+func TestReviewerRemembersANewSendersTokenWhateverOthersPresent(t *testing.T) {
 	const flood, requests = 5000, 40
 	cases := []struct {
 		name string
@@ -378,10 +379,10 @@ func TestKubeAuthRemembersANewSendersTokenWhateverOthersPresent(t *testing.T) {
 	}
 }
 
-// TestKubeAuthReviewsOnceForRequestsThatWaitTogether proves that requests presenting the same new
+// TestReviewerReviewsOnceForRequestsThatWaitTogether proves that requests presenting the same new
 // token at the same time wait for one TokenReview and one SubjectAccessReview and are charged one
 // review each, so a new sender's first burst is not refused for reviews it shares.
-func TestKubeAuthReviewsOnceForRequestsThatWaitTogether(t *testing.T) {
+func TestReviewerReviewsOnceForRequestsThatWaitTogether(t *testing.T) {
 	const requests = 40 // twice the burst of reviews
 	api := &fakeAPI{users: map[string]authenticationv1.UserInfo{"t": {Username: "bob"}},
 		grants: map[string]bool{"bob ns/topic": true}}
@@ -430,20 +431,21 @@ func (b blockingReviews) Create(ctx context.Context, tr *authenticationv1.TokenR
 	return b.TokenReviewInterface.Create(ctx, tr, opts)
 }
 
-// TestKubeAuthSurvivesAPanickingReview proves a panic while reviewing, which runs outside the
+// TestReviewerSurvivesAPanickingReview proves a panic while reviewing, which runs outside the
 // callers' goroutines, becomes their error (the gateway answers 503), is counted, and leaves
 // later reviews working.
-func TestKubeAuthSurvivesAPanickingReview(t *testing.T) {
+func TestReviewerSurvivesAPanickingReview(t *testing.T) {
 	api := &fakeAPI{users: map[string]authenticationv1.UserInfo{"t": {Username: "bob"}},
 		grants: map[string]bool{"bob ns/topic": true}}
 	auth := newFakeAuth(api, nil)
 	auth.tokens = panickingReviews{TokenReviewInterface: auth.tokens, token: "poison"}
-	before := counterValue(t, gatewayMetrics.panics.WithLabelValues(panicInReview))
+	var panics atomic.Int32
+	auth.opts.OnReviewPanic = func() { panics.Add(1) }
 	_, _, err := auth.Authorize(context.Background(), "poison", "ns", "topic")
-	if pe, ok := errors.AsType[*panicError](err); !ok || !strings.Contains(string(pe.stack), "panickingReviews") {
+	if pe, ok := errors.AsType[*PanicError](err); !ok || !strings.Contains(string(pe.Stack), "panickingReviews") {
 		t.Fatalf("err = %v, want the review's panic with its stack", err)
 	}
-	if got := counterValue(t, gatewayMetrics.panics.WithLabelValues(panicInReview)) - before; got != 1 {
+	if got := panics.Load(); got != 1 {
 		t.Fatalf("%v review panics counted, want 1", got)
 	}
 	if d, _, err := auth.Authorize(context.Background(), "t", "ns", "topic"); err != nil || d != Allowed {

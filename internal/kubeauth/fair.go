@@ -1,4 +1,4 @@
-package gateway
+package kubeauth
 
 import (
 	"container/list"
@@ -13,7 +13,7 @@ import (
 //     answer of the owner holding the most, so a newcomer always finds room and only ever
 //     displaces the biggest holder.
 //
-// It is not safe for concurrent use; KubeAuth holds its lock around every call.
+// It is not safe for concurrent use; Reviewer holds its lock around every call.
 type fairCache[K comparable, V any] struct {
 	max     int
 	entries map[K]*list.Element   // of *fairEntry[K, V]

@@ -1,10 +1,9 @@
-package controllers
+package metrics
 
 import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/detourmq/detour/pkg/producer"
 )
@@ -21,13 +20,13 @@ type pressureCollector struct {
 	waitLimit, lockLimit               *prometheus.Desc
 }
 
-// newPressureCollector returns a collector of rt's pressure figures.
-func newPressureCollector(rt *producer.Runtime) *pressureCollector {
+// newPressureCollector returns a collector of pressure figures, with no runtime behind it yet.
+func newPressureCollector() *pressureCollector {
 	labels := []string{"policy", "broker"}
 	desc := func(name, help string) *prometheus.Desc {
 		return prometheus.NewDesc("detour_broker_"+name, help, labels, nil)
 	}
-	return &pressureCollector{rt: rt,
+	return &pressureCollector{
 		fill:     desc("send_queue_fill_percent", "The broker's send queue as a share of its capacity, as it last said (GET_BROKER_RUNTIME_INFO)."),
 		headWait: desc("send_queue_head_wait_seconds", "How long the oldest send in the broker's send queue had waited, as it last said."),
 		lock:     desc("page_cache_lock_seconds", "How long the broker's put in progress had held the commit log's lock, as it last said."),
@@ -40,21 +39,11 @@ func newPressureCollector(rt *producer.Runtime) *pressureCollector {
 	}
 }
 
-var (
-	pressureOnce    sync.Once
-	pressureMetrics *pressureCollector
-)
-
-// registerPressureMetrics exports rt's pressure figures on the manager's metrics endpoint; a later
-// call (a test's second runtime) switches the export to its runtime.
-func registerPressureMetrics(rt *producer.Runtime) {
-	pressureOnce.Do(func() {
-		pressureMetrics = newPressureCollector(rt)
-		ctrlmetrics.Registry.MustRegister(pressureMetrics)
-	})
-	pressureMetrics.mu.Lock()
-	pressureMetrics.rt = rt
-	pressureMetrics.mu.Unlock()
+// observe points the collector at rt.
+func (c *pressureCollector) observe(rt *producer.Runtime) {
+	c.mu.Lock()
+	c.rt = rt
+	c.mu.Unlock()
 }
 
 // Describe implements prometheus.Collector.
@@ -85,11 +74,7 @@ func (c *pressureCollector) Collect(ch chan<- prometheus.Metric) {
 			gauge(c.put, millisToSeconds(f.PutLatency99Millis), policy, f.Broker)
 			gauge(c.waitLimit, millisToSeconds(float64(f.Limits.SendQueueWaitMillis)), policy, f.Broker)
 			gauge(c.lockLimit, millisToSeconds(float64(f.Limits.PageCacheBusyMillis)), policy, f.Broker)
-			pressed := 0.0
-			if f.Pressed {
-				pressed = 1
-			}
-			gauge(c.pressed, pressed, policy, f.Broker)
+			gauge(c.pressed, boolGauge(f.Pressed), policy, f.Broker)
 		}
 	}
 }

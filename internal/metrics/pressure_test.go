@@ -1,4 +1,4 @@
-package controllers
+package metrics
 
 import (
 	"fmt"
@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"k8s.io/utils/ptr"
+	"github.com/detourmq/detour/internal/poll"
 
-	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/detourmq/detour/pkg/brokersim"
 	"github.com/detourmq/detour/pkg/producer"
 	"github.com/detourmq/detour/pkg/remoting"
@@ -45,14 +45,16 @@ func TestPressureMetricsShowWhatBrokersSaid(t *testing.T) {
 	if err := rt.SetRoute(route); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "both brokers' figures", func() error {
+	poll.Until(t, 30*time.Second, 20*time.Millisecond, "both brokers' figures", func() error {
 		if n := len(rt.Pressure(pol.Name)); n != 2 {
 			return fmt.Errorf("%d brokers' figures", n)
 		}
 		return nil
 	})
 	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(newPressureCollector(rt))
+	c := newPressureCollector()
+	c.observe(rt)
+	reg.MustRegister(c)
 	families, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -82,37 +84,4 @@ func TestPressureMetricsShowWhatBrokersSaid(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("gauges\n %v\nwant\n %v", got, want)
 	}
-}
-
-// TestFaultPolicyStatusShowsAPressedBrokersFigures proves a broker held out for pressure is
-// listed in the FaultPolicy's status with reason BrokerPressure, the figures that put it out and
-// its busy limits as last read, and that status.effective shows the thresholds in force.
-func TestFaultPolicyStatusShowsAPressedBrokersFigures(t *testing.T) {
-	needsEnvtest(t)
-	spec := routingv1alpha1.FaultPolicySpec{
-		Probe:    routingv1alpha1.ProbePolicy{IntervalMillis: 200, TimeoutMillis: 100},
-		Pressure: routingv1alpha1.PressurePolicy{SendQueueHeadWaitMillis: ptr.To[int32](120)},
-	}
-	ns, _, c, _ := routedCluster(t, "pressure", spec)
-	pressed := c.brokers[1]
-	pressed.SetFault(brokersim.Fault{Pressure: &remoting.BrokerPressure{SendQueueSize: 2001, SendQueueCapacity: 10000,
-		SendQueueHeadWaitMillis: 150, PageCacheLockMillis: 3, PutLatency99Millis: 1.2}})
-	pressed.SetLimits(remoting.BrokerLimits{SendQueueWaitMillis: 250, PageCacheBusyMillis: 1000})
-	eventually(t, "status lists the pressed broker with its figures", func() error {
-		fp := getPolicy(t, ns, "pressure")
-		ib := isolatedIn(fp, pressed.Name())
-		if ib == nil || ib.Reason != routingv1alpha1.IsolationBrokerPressure || ib.Pressure == nil {
-			return fmt.Errorf("status = %+v", fp.Status)
-		}
-		want := routingv1alpha1.BrokerPressureFigures{SendQueueFillPercent: ptr.To[int32](21), SendQueueHeadWaitMillis: ptr.To[int64](150),
-			PageCacheLockMillis: ptr.To[int64](3), PutLatency99Millis: ptr.To[int64](2),
-			SendQueueWaitLimitMillis: ptr.To[int64](250), PageCacheBusyLimitMillis: ptr.To[int64](1000)}
-		if !reflect.DeepEqual(*ib.Pressure, want) {
-			return fmt.Errorf("figures %+v, want %+v", *ib.Pressure, want)
-		}
-		if e := fp.Status.Effective; e == nil || e.Pressure == nil || e.Pressure.SendQueueHeadWaitMillis != 120 || e.Pressure.SendQueueFillPercent != 50 {
-			return fmt.Errorf("effective %+v", fp.Status.Effective)
-		}
-		return nil
-	})
 }

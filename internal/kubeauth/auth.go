@@ -1,4 +1,4 @@
-package gateway
+package kubeauth
 
 import (
 	"context"
@@ -44,14 +44,7 @@ const (
 	Forbidden
 )
 
-// Authorizer decides whether the bearer token may send to a Topic.
-type Authorizer interface {
-	// Authorize returns the decision and, for Unauthenticated and Forbidden, a reason safe to show
-	// the caller. An error means the decision could not be made (the API server is unreachable).
-	Authorize(ctx context.Context, token, namespace, topic string) (Decision, string, error)
-}
-
-// Default cache lifetimes of KubeAuth, those of kube-apiserver's webhook authenticator
+// Default cache lifetimes of Reviewer, those of kube-apiserver's webhook authenticator
 // (--authentication-token-webhook-cache-ttl) and authorizer (--authorization-webhook-cache-
 // authorized-ttl and -unauthorized-ttl), plus a short memory of rejected tokens so that a client
 // repeating a bad token does not cost a TokenReview per request.
@@ -68,7 +61,7 @@ const (
 	DefaultReviewTimeout = 10 * time.Second
 )
 
-// Bounds of KubeAuth's memory. Accepted tokens are charged to the user they belong to, rejected
+// Bounds of Reviewer's memory. Accepted tokens are charged to the user they belong to, rejected
 // ones to the client address that presented them, and authorisation answers to their user; an
 // owner beyond its share pushes out only its own answers, and a full cache makes room at the
 // expense of the owner holding the most (see fairCache). So however many tokens one identity
@@ -91,8 +84,8 @@ const (
 // of reviews per second; the gateway answers 429 and the caller retries later.
 var ErrTooManyReviews = errors.New("too many authentication and authorization reviews from this client")
 
-// AuthOptions configure KubeAuth; zero values take the defaults.
-type AuthOptions struct {
+// Options configure Reviewer; zero values take the defaults.
+type Options struct {
 	// TokenTTL is how long an accepted token's user is remembered.
 	TokenTTL time.Duration
 	// RejectedTokenTTL is how long a token the API server rejected is remembered as rejected.
@@ -105,9 +98,12 @@ type AuthOptions struct {
 	ReviewTimeout time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// OnReviewPanic, when set, is called for every panic recovered in a review, so the process
+	// can count them.
+	OnReviewPanic func()
 }
 
-func (o AuthOptions) withDefaults() AuthOptions {
+func (o Options) withDefaults() Options {
 	def := func(d *time.Duration, v time.Duration) {
 		if *d <= 0 {
 			*d = v
@@ -127,7 +123,7 @@ func (o AuthOptions) withDefaults() AuthOptions {
 	return o
 }
 
-// KubeAuth authenticates bearer tokens with the API server's TokenReview and authorises them
+// Reviewer authenticates bearer tokens with the API server's TokenReview and authorises them
 // with SubjectAccessReview on topics/messages, remembering answers for a while so a busy
 // sender costs the API server a few requests every few minutes, not two per message, and bounding
 // the reviews each client can cause.
@@ -135,7 +131,7 @@ func (o AuthOptions) withDefaults() AuthOptions {
 // Why not k8s.io/apiserver's delegating authenticator and authorizer (authenticatorfactory and
 // authorizerfactory, on which kube-apiserver extensions and controller-runtime's metrics filter
 // build), whose lifetimes, one review per token however many requests wait for it, and detached
-// review with its own timeout KubeAuth follows:
+// review with its own timeout Reviewer follows:
 //   - their token cache (authentication/token/cache) keeps every token it reviewed for its
 //     lifetime, with no bound on how many and no notion of whose: no answer is pushed out, but
 //     one identity's minted tokens or one address's forged ones grow memory with every review.
@@ -150,10 +146,10 @@ func (o AuthOptions) withDefaults() AuthOptions {
 //
 // What detour adds is bounds per owner: reviews per client address, remembered tokens per user
 // and per client address, remembered decisions per user (see the bounds above).
-type KubeAuth struct {
+type Reviewer struct {
 	tokens authnclient.TokenReviewInterface
 	access authzclient.SubjectAccessReviewInterface
-	opts   AuthOptions
+	opts   Options
 
 	tokenFlights, accessFlights singleflight.Group
 
@@ -173,7 +169,7 @@ type tokenAnswer struct {
 // of the client a decision is for; decisions without one share one bound.
 type ClientKey struct{}
 
-// WithClient returns ctx carrying the client's identity for KubeAuth's per-client bound.
+// WithClient returns ctx carrying the client's identity for Reviewer's per-client bound.
 func WithClient(ctx context.Context, client string) context.Context {
 	return context.WithValue(ctx, ClientKey{}, client)
 }
@@ -183,9 +179,9 @@ func clientFrom(ctx context.Context) string {
 	return client
 }
 
-// NewKubeAuth builds a KubeAuth that talks to the API server of cfg. The identity of cfg needs
+// New builds a Reviewer that talks to the API server of cfg. The identity of cfg needs
 // create on tokenreviews.authentication.k8s.io and subjectaccessreviews.authorization.k8s.io.
-func NewKubeAuth(cfg *rest.Config, httpClient *http.Client, opts AuthOptions) (*KubeAuth, error) {
+func New(cfg *rest.Config, httpClient *http.Client, opts Options) (*Reviewer, error) {
 	authn, err := authnclient.NewForConfigAndClient(cfg, httpClient)
 	if err != nil {
 		return nil, err
@@ -194,13 +190,13 @@ func NewKubeAuth(cfg *rest.Config, httpClient *http.Client, opts AuthOptions) (*
 	if err != nil {
 		return nil, err
 	}
-	return NewKubeAuthFromClients(authn.TokenReviews(), authz.SubjectAccessReviews(), opts), nil
+	return NewFromClients(authn.TokenReviews(), authz.SubjectAccessReviews(), opts), nil
 }
 
-// NewKubeAuthFromClients builds a KubeAuth on given clients.
-func NewKubeAuthFromClients(tokens authnclient.TokenReviewInterface, access authzclient.SubjectAccessReviewInterface, opts AuthOptions) *KubeAuth {
+// NewFromClients builds a Reviewer on given clients.
+func NewFromClients(tokens authnclient.TokenReviewInterface, access authzclient.SubjectAccessReviewInterface, opts Options) *Reviewer {
 	opts = opts.withDefaults()
-	return &KubeAuth{
+	return &Reviewer{
 		tokens:    tokens,
 		access:    access,
 		opts:      opts,
@@ -210,8 +206,10 @@ func NewKubeAuthFromClients(tokens authnclient.TokenReviewInterface, access auth
 	}
 }
 
-// Authorize implements Authorizer.
-func (a *KubeAuth) Authorize(ctx context.Context, token, namespace, topic string) (Decision, string, error) {
+// Authorize decides whether the token may send to the Topic namespace/topic: create on its
+// messages subresource. The reason is safe to show the caller; an error means the decision
+// could not be made (the API server is unreachable, or the client spent its reviews).
+func (a *Reviewer) Authorize(ctx context.Context, token, namespace, topic string) (Decision, string, error) {
 	attrs := authorizationv1.SubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
 		Namespace:   namespace,
 		Verb:        AuthVerb,
@@ -228,7 +226,7 @@ func (a *KubeAuth) Authorize(ctx context.Context, token, namespace, topic string
 
 // AuthorizeNonResource decides whether the token may use verb on a non-resource path, as the
 // API server authorises /metrics (verb "get") for Prometheus.
-func (a *KubeAuth) AuthorizeNonResource(ctx context.Context, token, path, verb string) (Decision, string, error) {
+func (a *Reviewer) AuthorizeNonResource(ctx context.Context, token, path, verb string) (Decision, string, error) {
 	attrs := authorizationv1.SubjectAccessReviewSpec{NonResourceAttributes: &authorizationv1.NonResourceAttributes{
 		Path: path, Verb: verb,
 	}}
@@ -237,7 +235,7 @@ func (a *KubeAuth) AuthorizeNonResource(ctx context.Context, token, path, verb s
 	})
 }
 
-func (a *KubeAuth) decide(ctx context.Context, token string, attrs authorizationv1.SubjectAccessReviewSpec, denied func(string) string) (Decision, string, error) {
+func (a *Reviewer) decide(ctx context.Context, token string, attrs authorizationv1.SubjectAccessReviewSpec, denied func(string) string) (Decision, string, error) {
 	if token == "" {
 		return Unauthenticated, "a bearer token is required", nil
 	}
@@ -258,7 +256,7 @@ func (a *KubeAuth) decide(ctx context.Context, token string, attrs authorization
 	return Allowed, "", nil
 }
 
-func (a *KubeAuth) authenticate(ctx context.Context, token string) (authenticationv1.UserInfo, bool, error) {
+func (a *Reviewer) authenticate(ctx context.Context, token string) (authenticationv1.UserInfo, bool, error) {
 	key := sha256.Sum256([]byte(token))
 	if ans, hit := a.rememberedToken(key); hit {
 		return ans.user, ans.authenticated, nil
@@ -289,7 +287,7 @@ func (a *KubeAuth) authenticate(ctx context.Context, token string) (authenticati
 	return ans.user, ans.authenticated, nil
 }
 
-func (a *KubeAuth) rememberedToken(key [sha256.Size]byte) (tokenAnswer, bool) {
+func (a *Reviewer) rememberedToken(key [sha256.Size]byte) (tokenAnswer, bool) {
 	now := a.opts.Now()
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -298,7 +296,7 @@ func (a *KubeAuth) rememberedToken(key [sha256.Size]byte) (tokenAnswer, bool) {
 
 // rememberToken charges an accepted token to its user and a rejected one to the client that
 // presented it: only they can have many.
-func (a *KubeAuth) rememberToken(key [sha256.Size]byte, client string, ans tokenAnswer) {
+func (a *Reviewer) rememberToken(key [sha256.Size]byte, client string, ans tokenAnswer) {
 	now := a.opts.Now()
 	owner, ownerCap, ttl := "client\x00"+client, maxRejectedTokensPerClient, a.opts.RejectedTokenTTL
 	if ans.authenticated {
@@ -309,7 +307,7 @@ func (a *KubeAuth) rememberToken(key [sha256.Size]byte, client string, ans token
 	a.known.put(key, owner, ownerCap, ans, now.Add(ttl), now)
 }
 
-func (a *KubeAuth) authorize(ctx context.Context, user authenticationv1.UserInfo, attrs authorizationv1.SubjectAccessReviewSpec) (bool, error) {
+func (a *Reviewer) authorize(ctx context.Context, user authenticationv1.UserInfo, attrs authorizationv1.SubjectAccessReviewSpec) (bool, error) {
 	who, question := userKey(user), accessKey(user, attrs)
 	if allowed, hit := a.rememberedDecision(question); hit {
 		return allowed, nil
@@ -342,14 +340,14 @@ func (a *KubeAuth) authorize(ctx context.Context, user authenticationv1.UserInfo
 	return v.(bool), nil
 }
 
-func (a *KubeAuth) rememberedDecision(question string) (bool, bool) {
+func (a *Reviewer) rememberedDecision(question string) (bool, bool) {
 	now := a.opts.Now()
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.decisions.get(question, now)
 }
 
-func (a *KubeAuth) rememberDecision(who, question string, allowed bool) {
+func (a *Reviewer) rememberDecision(who, question string, allowed bool) {
 	if len(question) > maxDecisionKey {
 		return
 	}
@@ -370,12 +368,14 @@ func (a *KubeAuth) rememberDecision(who, question string, allowed bool) {
 // present the same token, or ask the same user's question, so they are the same sender. A panic
 // in review is the callers' error: the review runs outside their goroutines, where nothing else
 // would catch it (singleflight would end the process).
-func (a *KubeAuth) shared(ctx context.Context, g *singleflight.Group, key string, review func(context.Context) (any, error)) (any, error) {
+func (a *Reviewer) shared(ctx context.Context, g *singleflight.Group, key string, review func(context.Context) (any, error)) (any, error) {
 	ch := g.DoChan(key, func() (v any, err error) {
 		defer func() {
 			if p := recover(); p != nil {
-				gatewayMetrics.panics.WithLabelValues(panicInReview).Inc()
-				v, err = nil, &panicError{value: p, stack: debug.Stack()}
+				if a.opts.OnReviewPanic != nil {
+					a.opts.OnReviewPanic()
+				}
+				v, err = nil, &PanicError{Value: p, Stack: debug.Stack()}
 			}
 		}()
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.opts.ReviewTimeout)
@@ -391,7 +391,7 @@ func (a *KubeAuth) shared(ctx context.Context, g *singleflight.Group, key string
 }
 
 // spend takes one review from the client's budget, and reports whether there was one.
-func (a *KubeAuth) spend(client string) bool {
+func (a *Reviewer) spend(client string) bool {
 	now := a.opts.Now()
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -443,8 +443,8 @@ func accessKey(user authenticationv1.UserInfo, attrs authorizationv1.SubjectAcce
 	return b.String()
 }
 
-// bearerToken extracts the token of an "Authorization: Bearer <token>" header.
-func bearerToken(r *http.Request) string {
+// BearerToken extracts the token of an "Authorization: Bearer <token>" header.
+func BearerToken(r *http.Request) string {
 	h := r.Header.Get("Authorization")
 	scheme, token, ok := strings.Cut(h, " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") {
@@ -453,24 +453,24 @@ func bearerToken(r *http.Request) string {
 	return strings.TrimSpace(token)
 }
 
-// errAuthUnavailable marks a request whose authorisation could not be decided.
-var errAuthUnavailable = errors.New("authorization is unavailable")
+// ErrUnavailable marks a request whose authorisation could not be decided.
+var ErrUnavailable = errors.New("authorization is unavailable")
 
 // NonResourceFilter protects a handler the way the API server protects its own non-resource
 // paths: the bearer token must be valid and its user allowed the request's lowercased method on
 // the request's path (e.g. "get" on /metrics). Its signature is controller-runtime's
 // metrics server Filter.
-func NonResourceFilter(a *KubeAuth) func(logr.Logger, http.Handler) (http.Handler, error) {
+func NonResourceFilter(a *Reviewer) func(logr.Logger, http.Handler) (http.Handler, error) {
 	return func(log logr.Logger, next http.Handler) (http.Handler, error) {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			decision, reason, err := a.AuthorizeNonResource(WithClient(r.Context(), clientOf(r)), bearerToken(r), r.URL.Path, strings.ToLower(r.Method))
+			decision, reason, err := a.AuthorizeNonResource(WithClient(r.Context(), ClientOf(r)), BearerToken(r), r.URL.Path, strings.ToLower(r.Method))
 			switch {
 			case errors.Is(err, ErrTooManyReviews):
 				w.Header().Set("Retry-After", "1")
 				http.Error(w, err.Error(), http.StatusTooManyRequests)
 			case err != nil:
-				log.Error(err, "Authorizing a metrics request failed", panicStack(err)...)
-				http.Error(w, errAuthUnavailable.Error(), http.StatusServiceUnavailable)
+				log.Error(err, "Authorizing a metrics request failed", PanicStack(err)...)
+				http.Error(w, ErrUnavailable.Error(), http.StatusServiceUnavailable)
 			case decision == Unauthenticated:
 				w.Header().Set("WWW-Authenticate", `Bearer realm="detour"`)
 				http.Error(w, reason, http.StatusUnauthorized)

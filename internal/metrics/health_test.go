@@ -1,10 +1,13 @@
-package controllers
+package metrics
 
 import (
 	"fmt"
 	"net"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/detourmq/detour/internal/poll"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -38,7 +41,7 @@ func healthSeries(t *testing.T, c prometheus.Collector) map[string]float64 {
 }
 
 // TestHealthMetricsShowWhatAlertsAreWrittenAgainst proves the series the alerting rules read
-// (config/prometheus/alerts.yaml) carry the runtime's state: a policy over three brokers may
+// (the shipped alert rules) carry the runtime's state: a policy over three brokers may
 // isolate two (the Detour cap of 99 %), the broker that refuses connections is isolated for its
 // failed probes and for how long, a route whose only name server refuses is failing while one
 // whose name server answers is not, and the leader gauge follows leadership.
@@ -87,10 +90,11 @@ func TestHealthMetricsShowWhatAlertsAreWrittenAgainst(t *testing.T) {
 	}
 	brokers[2].SetFault(brokersim.Fault{Refuse: true})
 
-	lead := AlwaysLeading()
-	c := newHealthCollector(rt, lead)
+	var leading atomic.Bool
+	c := newHealthCollector()
+	c.observe(rt, leading.Load)
 	const isolatedC = "detour_broker_isolated_seconds{broker=broker-c,policy=ns/p,reason=ProbeFailed}"
-	eventually(t, "broker-c isolated for its probes and both routes refreshed", func() error {
+	poll.Until(t, 30*time.Second, 20*time.Millisecond, "broker-c isolated for its probes and both routes refreshed", func() error {
 		got := healthSeries(t, c)
 		if _, ok := got[isolatedC]; !ok {
 			return fmt.Errorf("no %s in %v", isolatedC, got)
@@ -128,7 +132,7 @@ func TestHealthMetricsShowWhatAlertsAreWrittenAgainst(t *testing.T) {
 		t.Error("a route no name server ever answered has a last-resolved time")
 	}
 
-	lead.setLeading(true)
+	leading.Store(true)
 	if v := healthSeries(t, c)["detour_leader{}"]; v != 1 {
 		t.Errorf("detour_leader = %v while leading, want 1", v)
 	}

@@ -1,4 +1,4 @@
-package controllers
+package metrics
 
 import (
 	"errors"
@@ -6,31 +6,30 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/detourmq/detour/pkg/fault"
 	"github.com/detourmq/detour/pkg/producer"
 )
 
 // healthCollector exports, at scrape time, what an on-call engineer's alerts are written against
-// (config/prometheus/alerts.yaml): how many brokers each policy is in force for and may isolate
+// (the shipped alert rules): how many brokers each policy is in force for and may isolate
 // at once, how long each isolated broker has been out, whether each name-server route still
 // refreshes, and whether this replica leads. Read from the runtime when scraped, so a series
 // goes with its policy, broker or route and no figure is older than the scrape.
 type healthCollector struct {
-	mu   sync.Mutex
-	rt   *producer.Runtime
-	lead *Leadership
-	now  func() time.Time
+	mu      sync.Mutex
+	rt      *producer.Runtime
+	leading func() bool
+	now     func() time.Time
 
 	brokers, capBrokers, isolatedFor *prometheus.Desc
 	refreshFailing, lastResolved     *prometheus.Desc
-	leading                          *prometheus.Desc
+	leader                           *prometheus.Desc
 }
 
-// newHealthCollector returns a collector of rt's and lead's health figures.
-func newHealthCollector(rt *producer.Runtime, lead *Leadership) *healthCollector {
-	return &healthCollector{rt: rt, lead: lead, now: time.Now,
+// newHealthCollector returns a collector of health figures, with no runtime behind it yet.
+func newHealthCollector() *healthCollector {
+	return &healthCollector{now: time.Now,
 		brokers: prometheus.NewDesc("detour_policy_brokers",
 			"Brokers a FaultPolicy (namespace/name) is in force for.", []string{"policy"}, nil),
 		capBrokers: prometheus.NewDesc("detour_policy_isolation_cap_brokers",
@@ -44,31 +43,21 @@ func newHealthCollector(rt *producer.Runtime, lead *Leadership) *healthCollector
 			[]string{"route"}, nil),
 		lastResolved: prometheus.NewDesc("detour_route_last_resolved_timestamp_seconds",
 			"When a name server last answered with the topic's route (Unix seconds); absent until one has.", []string{"route"}, nil),
-		leading: prometheus.NewDesc("detour_leader",
+		leader: prometheus.NewDesc("detour_leader",
 			"1 while this replica leads (writes status, creates topics, records Events), else 0.", nil, nil),
 	}
 }
 
-var (
-	healthOnce    sync.Once
-	healthMetrics *healthCollector
-)
-
-// registerHealthMetrics exports rt's and lead's health figures on the manager's metrics endpoint;
-// a later call (a test's second runtime) switches the export to its runtime and leadership.
-func registerHealthMetrics(rt *producer.Runtime, lead *Leadership) {
-	healthOnce.Do(func() {
-		healthMetrics = newHealthCollector(rt, lead)
-		ctrlmetrics.Registry.MustRegister(healthMetrics)
-	})
-	healthMetrics.mu.Lock()
-	healthMetrics.rt, healthMetrics.lead = rt, lead
-	healthMetrics.mu.Unlock()
+// observe points the collector at rt and leading.
+func (c *healthCollector) observe(rt *producer.Runtime, leading func() bool) {
+	c.mu.Lock()
+	c.rt, c.leading = rt, leading
+	c.mu.Unlock()
 }
 
 // Describe implements prometheus.Collector.
 func (c *healthCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.brokers, c.capBrokers, c.isolatedFor, c.refreshFailing, c.lastResolved, c.leading} {
+	for _, d := range []*prometheus.Desc{c.brokers, c.capBrokers, c.isolatedFor, c.refreshFailing, c.lastResolved, c.leader} {
 		ch <- d
 	}
 }
@@ -76,10 +65,10 @@ func (c *healthCollector) Describe(ch chan<- *prometheus.Desc) {
 // Collect implements prometheus.Collector.
 func (c *healthCollector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
-	rt, lead := c.rt, c.lead
+	rt, leading := c.rt, c.leading
 	c.mu.Unlock()
-	if lead != nil {
-		ch <- prometheus.MustNewConstMetric(c.leading, prometheus.GaugeValue, boolGauge(lead.Leading()))
+	if leading != nil {
+		ch <- prometheus.MustNewConstMetric(c.leader, prometheus.GaugeValue, boolGauge(leading()))
 	}
 	if rt == nil {
 		return
