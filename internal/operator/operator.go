@@ -13,15 +13,11 @@ import (
 	"net/http"
 	"os"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
@@ -30,9 +26,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/config"
-	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
@@ -139,12 +133,68 @@ func (op *Operator) GatewayURL() string {
 	return op.gw.URL()
 }
 
-// newOperator is New with the adjustments tests make.
+// newOperator is New with the adjustments tests make. It builds in the order the parts depend
+// on one another: the manager, the leadership, the runtime, the controllers, then the doors
+// (send gateway, gRPC endpoint, name-server facade) and the health checks.
 func newOperator(cfg *rest.Config, o *Options, log logr.Logger, hooks ...operatorHooks) (*Operator, error) {
-	scheme, err := detourscheme.New()
+	h := mergeHooks(hooks)
+	tlsOpts := []func(*tls.Config){}
+	if !o.enableHTTP2 {
+		tlsOpts = append(tlsOpts, func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} })
+	}
+	set := processMetrics()
+	auth, err := newReviewer(cfg, o, set)
 	if err != nil {
 		return nil, err
 	}
+	mgrOpts, fleet, err := managerOptions(o, h, log, metricsServing(o, auth, tlsOpts))
+	if err != nil {
+		return nil, err
+	}
+	mgr, err := ctrl.NewManager(cfg, mgrOpts)
+	if err != nil {
+		return nil, fmt.Errorf("creating the manager: %w", err)
+	}
+	lead, err := newLeadership(cfg, o, h, log)
+	if err != nil {
+		return nil, err
+	}
+	op := &Operator{mgr: mgr, namespace: o.namespace, log: log, shutdownDelay: o.shutdownDelay, lead: lead}
+	op.rt = producer.New(producer.Options{
+		Metrics:       set.Runtime,
+		Logger:        log.WithName("runtime"),
+		ProducerGroup: o.producerGroup,
+	})
+	ok := false
+	defer func() {
+		if !ok {
+			if op.gw != nil {
+				_ = op.gw.Close()
+			}
+			op.closeRuntime()
+		}
+	}()
+	if err := op.addControllers(o, fleet, set, log); err != nil {
+		return nil, err
+	}
+	if err := op.addGateway(o, auth, tlsOpts, set, log); err != nil {
+		return nil, err
+	}
+	if err := op.addGRPCFront(o, tlsOpts); err != nil {
+		return nil, fmt.Errorf("the RocketMQ gRPC endpoint: %w", err)
+	}
+	if err := op.addFacade(o, set, log); err != nil {
+		return nil, err
+	}
+	if err := op.addHealthChecks(); err != nil {
+		return nil, err
+	}
+	ok = true
+	return op, nil
+}
+
+// mergeHooks folds the tests' adjustments into one.
+func mergeHooks(hooks []operatorHooks) operatorHooks {
 	var h operatorHooks
 	for _, x := range hooks {
 		h.skipNameValidation = h.skipNameValidation || x.skipNameValidation
@@ -156,28 +206,42 @@ func newOperator(cfg *rest.Config, o *Options, log logr.Logger, hooks ...operato
 			h.fleetLease = x.fleetLease
 		}
 	}
-	tlsOpts := []func(*tls.Config){}
-	if !o.enableHTTP2 {
-		tlsOpts = append(tlsOpts, func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} })
+	return h
+}
+
+// newReviewer builds the token and access reviews the send gateway and the metrics endpoint
+// share, when either asks for them; nil otherwise.
+func newReviewer(cfg *rest.Config, o *Options, set *metrics.Set) (*kubeauth.Reviewer, error) {
+	if !(o.gatewayAuth && o.gatewayAddr != "0") && !(o.secureMetrics && o.metricsAddr != "0") {
+		return nil, nil
 	}
 	httpClient, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("building an HTTP client for the API server: %w", err)
 	}
-	set := processMetrics()
-	var auth *kubeauth.Reviewer
-	if (o.gatewayAuth && o.gatewayAddr != "0") || (o.secureMetrics && o.metricsAddr != "0") {
-		authOpts := o.authOpts
-		authOpts.OnReviewPanic = func() { set.Gateway.Panicked(metrics.PanicInReview) }
-		if auth, err = kubeauth.New(cfg, httpClient, authOpts); err != nil {
-			return nil, err
-		}
-	}
-	metricsOpts := metricsserver.Options{BindAddress: o.metricsAddr, SecureServing: o.secureMetrics, TLSOpts: tlsOpts}
+	authOpts := o.authOpts
+	authOpts.OnReviewPanic = func() { set.Gateway.Panicked(metrics.PanicInReview) }
+	return kubeauth.New(cfg, httpClient, authOpts)
+}
+
+// metricsServing is how the manager serves its metrics: over TLS and behind the reviews with
+// --metrics-secure.
+func metricsServing(o *Options, auth *kubeauth.Reviewer, tlsOpts []func(*tls.Config)) metricsserver.Options {
+	opts := metricsserver.Options{BindAddress: o.metricsAddr, SecureServing: o.secureMetrics, TLSOpts: tlsOpts}
 	if o.secureMetrics {
-		metricsOpts.FilterProvider = func(*rest.Config, *http.Client) (metricsserver.Filter, error) {
+		opts.FilterProvider = func(*rest.Config, *http.Client) (metricsserver.Filter, error) {
 			return kubeauth.NonResourceFilter(auth), nil
 		}
+	}
+	return opts
+}
+
+// managerOptions are the controller-runtime manager's options, and the fleet's when replicas
+// share views.
+func managerOptions(o *Options, h operatorHooks, log logr.Logger, metricsOpts metricsserver.Options) (ctrl.Options, *controllers.FleetOptions, error) {
+	scheme, err := detourscheme.New()
+	if err != nil {
+		return ctrl.Options{}, nil, err
 	}
 	// Leader election is detour's own (controllers.Leadership), not the manager's: the manager
 	// stops the process when it loses the lease, and losing the lease must stop only the
@@ -206,7 +270,7 @@ func newOperator(cfg *rest.Config, o *Options, log logr.Logger, hooks ...operato
 	}
 	fleet, err := fleetOptions(o)
 	if err != nil {
-		return nil, err
+		return ctrl.Options{}, nil, err
 	}
 	if fleet != nil {
 		fleet.LeaseDuration = h.fleetLease
@@ -214,102 +278,92 @@ func newOperator(cfg *rest.Config, o *Options, log logr.Logger, hooks ...operato
 		mgrOpts.Cache.ByObject[&routingv1alpha1.ReplicaView{}] = cache.ByObject{
 			Namespaces: map[string]cache.Config{fleet.Namespace: {}}}
 	}
-	mgr, err := ctrl.NewManager(cfg, mgrOpts)
-	if err != nil {
-		return nil, fmt.Errorf("creating the manager: %w", err)
-	}
-	lead := controllers.AlwaysLeading()
-	if o.leaderElect {
-		ns, err := leaseNamespace(o)
-		if err != nil {
-			return nil, err
-		}
-		if lead, err = controllers.NewLeadership(cfg, ns, o.leaderElectionID, h.leaseTimings, log.WithName("leader")); err != nil {
-			return nil, err
-		}
-	}
+	return mgrOpts, fleet, nil
+}
 
-	op := &Operator{mgr: mgr, namespace: o.namespace, log: log, shutdownDelay: o.shutdownDelay, lead: lead}
-	op.rt = producer.New(producer.Options{
-		Metrics:       set.Runtime,
-		Logger:        log.WithName("runtime"),
-		ProducerGroup: o.producerGroup,
-	})
-	ok := false
-	defer func() {
-		if !ok {
-			op.closeRuntime()
-		}
-	}()
+// newLeadership is detour's leader election with --leader-elect, else a replica that always
+// leads.
+func newLeadership(cfg *rest.Config, o *Options, h operatorHooks, log logr.Logger) (*controllers.Leadership, error) {
+	if !o.leaderElect {
+		return controllers.AlwaysLeading(), nil
+	}
+	ns, err := leaseNamespace(o)
+	if err != nil {
+		return nil, err
+	}
+	return controllers.NewLeadership(cfg, ns, o.leaderElectionID, h.leaseTimings, log.WithName("leader"))
+}
+
+// addControllers sets up the controllers, with a name-server facade per Cluster that asks for
+// one.
+func (op *Operator) addControllers(o *Options, fleet *controllers.FleetOptions, set *metrics.Set, log logr.Logger) error {
 	clusterFacades := &controllers.ClusterFacadeOptions{Host: o.clusterFacadeHost, Base: facade.Options{
 		Metrics: set.Facade, MaxConnsPerSource: o.facadePerSource, IdleTimeout: o.facadeIdleTimeout,
 		Logger: log.WithName("namesrv-facade")}}
 	if len(o.facadeServiceSelector) > 0 {
 		// The Services live with the manager's pods, which they select: the Lease's namespace.
-		if clusterFacades.ServiceNamespace, err = leaseNamespace(o); err != nil {
-			return nil, fmt.Errorf("--cluster-facade-service-selector: %w", err)
+		ns, err := leaseNamespace(o)
+		if err != nil {
+			return fmt.Errorf("--cluster-facade-service-selector: %w", err)
 		}
+		clusterFacades.ServiceNamespace = ns
 		clusterFacades.ServiceSelector = o.facadeServiceSelector
 	}
-	if op.ctrls, err = controllers.Setup(mgr, op.rt, controllers.Options{Leadership: lead, Namespace: o.namespace, Fleet: fleet,
-		ClusterFacades: clusterFacades, Metrics: set}); err != nil {
-		return nil, fmt.Errorf("setting up the controllers: %w", err)
+	ctrls, err := controllers.Setup(op.mgr, op.rt, controllers.Options{Leadership: op.lead, Namespace: o.namespace, Fleet: fleet,
+		ClusterFacades: clusterFacades, Metrics: set})
+	if err != nil {
+		return fmt.Errorf("setting up the controllers: %w", err)
 	}
+	op.ctrls = ctrls
+	return nil
+}
 
-	if o.gatewayAddr != "0" {
-		gwOpts := gateway.Options{
-			Addr:            o.gatewayAddr,
-			Sender:          op.rt,
-			Topics:          gateway.TopicResolverFunc(op.resolveTopic),
-			ShutdownTimeout: o.shutdownTimeout,
-			Metrics:         set.Gateway,
-			Logger:          log.WithName("gateway"),
-		}
-		if o.gatewayAuth {
-			gwOpts.Authorizer = auth
-		}
-		if o.gatewaySecure {
-			if gwOpts.TLS, err = op.gatewayTLS(o.gatewayCertDir, tlsOpts); err != nil {
-				return nil, err
-			}
-		} else if o.gatewayAuth {
-			log.Info("The send gateway serves plain HTTP: callers' bearer tokens cross the network unencrypted")
-		}
-		if op.gw, err = gateway.New(gwOpts); err != nil {
-			return nil, err
-		}
-		if err := mgr.Add(op.gw); err != nil {
-			_ = op.gw.Close()
-			return nil, err
-		}
+// addGateway serves the send gateway, unless --gateway-bind-address is 0.
+func (op *Operator) addGateway(o *Options, auth *kubeauth.Reviewer, tlsOpts []func(*tls.Config), set *metrics.Set, log logr.Logger) error {
+	if o.gatewayAddr == "0" {
+		return nil
 	}
-	if err := op.addGRPCFront(o, tlsOpts); err != nil {
-		return nil, fmt.Errorf("the RocketMQ gRPC endpoint: %w", err)
+	gwOpts := gateway.Options{
+		Addr:            o.gatewayAddr,
+		Sender:          op.rt,
+		Topics:          gateway.TopicResolverFunc(op.resolveTopic),
+		ShutdownTimeout: o.shutdownTimeout,
+		Metrics:         set.Gateway,
+		Logger:          log.WithName("gateway"),
 	}
+	if o.gatewayAuth {
+		gwOpts.Authorizer = auth
+	}
+	var err error
+	if o.gatewaySecure {
+		if gwOpts.TLS, err = op.gatewayTLS(o.gatewayCertDir, tlsOpts); err != nil {
+			return err
+		}
+	} else if o.gatewayAuth {
+		log.Info("The send gateway serves plain HTTP: callers' bearer tokens cross the network unencrypted")
+	}
+	if op.gw, err = gateway.New(gwOpts); err != nil {
+		return err
+	}
+	return op.mgr.Add(op.gw) // on failure newOperator closes the gateway
+}
 
-	if o.facadeAddr != "0" {
-		view := &controllers.FacadeView{Reader: mgr.GetClient(), Runtime: op.rt}
-		if ns, name, ok := strings.Cut(o.facadeCluster, "/"); ok {
-			view.Cluster = types.NamespacedName{Namespace: ns, Name: name}
-		}
-		events := &controllers.FacadeEvents{View: view, Recorder: mgr.GetEventRecorder("detour-namesrv-facade")}
-		if err := mgr.Add(&facadeRunnable{opts: facade.Options{
-			Addr: o.facadeAddr, View: view, Metrics: set.Facade,
-			MaxConnsPerSource: o.facadePerSource, IdleTimeout: o.facadeIdleTimeout,
-			OnChange: events.Record, Logger: log.WithName("namesrv-facade"),
-		}}); err != nil {
-			return nil, err
-		}
+// addFacade serves the process-wide name-server facade, unless --namesrv-facade-bind-address is
+// 0.
+func (op *Operator) addFacade(o *Options, set *metrics.Set, log logr.Logger) error {
+	if o.facadeAddr == "0" {
+		return nil
 	}
-
-	if err := op.addHealthChecks(); err != nil {
-		if op.gw != nil {
-			_ = op.gw.Close()
-		}
-		return nil, err
+	view := &controllers.FacadeView{Reader: op.mgr.GetClient(), Runtime: op.rt}
+	if ns, name, ok := strings.Cut(o.facadeCluster, "/"); ok {
+		view.Cluster = types.NamespacedName{Namespace: ns, Name: name}
 	}
-	ok = true
-	return op, nil
+	events := &controllers.FacadeEvents{View: view, Recorder: op.mgr.GetEventRecorder("detour-namesrv-facade")}
+	return op.mgr.Add(&facadeRunnable{opts: facade.Options{
+		Addr: o.facadeAddr, View: view, Metrics: set.Facade,
+		MaxConnsPerSource: o.facadePerSource, IdleTimeout: o.facadeIdleTimeout,
+		OnChange: events.Record, Logger: log.WithName("namesrv-facade"),
+	}})
 }
 
 // Run starts the manager and blocks until ctx ends. Shutdown goes in the order that loses no
@@ -353,143 +407,6 @@ func (op *Operator) Run(ctx context.Context) error {
 func (op *Operator) closeRuntime() {
 	if op.rtClosed.CompareAndSwap(false, true) {
 		_ = op.rt.Close()
-	}
-}
-
-// resolveTopic finds a Topic in the manager's cache. Namespaces outside --namespace are not
-// served: their Topics are not watched.
-func (op *Operator) resolveTopic(ctx context.Context, namespace, name string) (gateway.Target, error) {
-	if op.namespace != "" && namespace != op.namespace {
-		return gateway.Target{}, gateway.ErrTopicNotFound
-	}
-	var t routingv1alpha1.Topic
-	err := op.mgr.GetClient().Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &t)
-	if apierrors.IsNotFound(err) {
-		return gateway.Target{}, gateway.ErrTopicNotFound
-	}
-	if err != nil {
-		return gateway.Target{}, err
-	}
-	// Exactly this resource's route: another namespace's Topic of the same topicName has its own.
-	return gateway.Target{Topic: t.Spec.TopicName, Route: controllers.RouteKey(namespace, name),
-		BrokerPrefix: controllers.TopicBrokerPrefix(&t)}, nil
-}
-
-// addHealthChecks makes liveness follow the runtime, and readiness the runtime, the cache and
-// the gateway: a replica is ready when it can actually send what it is asked to.
-func (op *Operator) addHealthChecks() error {
-	runtimeOpen := func(*http.Request) error {
-		if op.rtClosed.Load() {
-			return errors.New("the producer runtime is closed")
-		}
-		return nil
-	}
-	if err := op.mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
-		return err
-	}
-	if err := op.mgr.AddHealthzCheck("runtime", runtimeOpen); err != nil {
-		return err
-	}
-	if err := op.mgr.AddReadyzCheck("runtime", runtimeOpen); err != nil {
-		return err
-	}
-	if err := op.mgr.AddReadyzCheck("shutdown", func(*http.Request) error {
-		if op.stopping.Load() {
-			return errors.New("the manager is stopping")
-		}
-		return nil
-	}); err != nil {
-		return err
-	}
-	if err := op.mgr.AddReadyzCheck("isolations-restored", func(*http.Request) error {
-		if !op.ctrls.IsolationsRestored() {
-			return errors.New("the isolations recorded in FaultPolicy status are not restored yet")
-		}
-		return nil
-	}); err != nil {
-		return err
-	}
-	if err := op.mgr.AddReadyzCheck("cache-sync", func(r *http.Request) error {
-		ctx, cancel := context.WithTimeout(r.Context(), time.Second)
-		defer cancel()
-		if !op.mgr.GetCache().WaitForCacheSync(ctx) {
-			return errors.New("the informer caches have not synced")
-		}
-		return nil
-	}); err != nil {
-		return err
-	}
-	if op.gw != nil {
-		if err := op.mgr.AddReadyzCheck("gateway", func(*http.Request) error { return op.gw.Serving() }); err != nil {
-			return err
-		}
-	}
-	return op.mgr.AddReadyzCheck("topics-routed", op.topicsRouted())
-}
-
-// topicsRouted is a readiness check that passes once every Topic present when the caches synced
-// has been routed once: its route is in force, or (on a Cluster) its name servers were asked,
-// whatever they answered. A rollout then never answers 503 NoRoute to traffic it accepted because
-// the new replica had not routed yet. Once passed it stays passed: Topics created later are not
-// a reason to take a serving replica out of its Service.
-//
-// The Topics are listed in the background: a list can block for minutes while the API server is
-// unreachable (the client's discovery waits on it), and a probe must answer at once, not ready.
-func (op *Operator) topicsRouted() healthz.Checker {
-	var (
-		passed  atomic.Bool
-		mu      sync.Mutex
-		initial []routingv1alpha1.Topic
-		listed  bool
-		listing bool
-		listErr error
-	)
-	list := func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		var topics routingv1alpha1.TopicList
-		err := errors.New("the informer caches have not synced")
-		if op.mgr.GetCache().WaitForCacheSync(ctx) {
-			err = op.mgr.GetClient().List(ctx, &topics)
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		listing, listErr = false, err
-		if err == nil {
-			initial, listed = topics.Items, true
-		}
-	}
-	return func(*http.Request) error {
-		if passed.Load() {
-			return nil
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		if !listed {
-			if !listing {
-				listing = true
-				go list()
-			}
-			if listErr != nil {
-				return fmt.Errorf("listing the Topics present at start: %w", listErr)
-			}
-			return errors.New("listing the Topics present at start")
-		}
-		var waiting []string
-		for i := range initial {
-			t := &initial[i]
-			key := controllers.RouteKey(t.Namespace, t.Name)
-			_, routed := op.rt.RouteInfo(key)
-			_, asked := op.rt.RouteStatus(key)
-			if !routed && !asked {
-				waiting = append(waiting, t.Namespace+"/"+t.Name)
-			}
-		}
-		if len(waiting) > 0 {
-			return fmt.Errorf("%d of %d Topics not routed yet, for example %s", len(waiting), len(initial), waiting[0])
-		}
-		passed.Store(true)
-		return nil
 	}
 }
 
@@ -543,42 +460,4 @@ func (f *facadeRunnable) Start(ctx context.Context) error {
 	f.opts.Logger.Info("Serving RocketMQ's name-server protocol", "addr", srv.Addr())
 	<-ctx.Done()
 	return srv.Close()
-}
-
-// knownKindsFirst maps the kinds the operator watches (Pods and its own) without asking the API
-// server, and everything else as the dynamic mapper does. Building the pod cache needs to know
-// whether Pods are namespaced, and a replica must be buildable while the API server is
-// unreachable: it then waits, not ready, instead of failing.
-type knownKindsFirst struct {
-	known *meta.DefaultRESTMapper
-	meta.RESTMapper
-}
-
-func newKnownKindsFirst(cfg *rest.Config, httpClient *http.Client) (meta.RESTMapper, error) {
-	dynamic, err := apiutil.NewDynamicRESTMapper(cfg, httpClient)
-	if err != nil {
-		return nil, err
-	}
-	known := meta.NewDefaultRESTMapper([]schema.GroupVersion{corev1.SchemeGroupVersion, routingv1alpha1.GroupVersion})
-	known.Add(corev1.SchemeGroupVersion.WithKind("Pod"), meta.RESTScopeNamespace)
-	for _, kind := range []string{"Topic", "FaultPolicy", "Cluster", "ReplicaView"} {
-		known.Add(routingv1alpha1.GroupVersion.WithKind(kind), meta.RESTScopeNamespace)
-	}
-	return knownKindsFirst{known: known, RESTMapper: dynamic}, nil
-}
-
-// RESTMapping implements meta.RESTMapper.
-func (m knownKindsFirst) RESTMapping(gk schema.GroupKind, versions ...string) (*meta.RESTMapping, error) {
-	if mapping, err := m.known.RESTMapping(gk, versions...); err == nil {
-		return mapping, nil
-	}
-	return m.RESTMapper.RESTMapping(gk, versions...)
-}
-
-// RESTMappings implements meta.RESTMapper.
-func (m knownKindsFirst) RESTMappings(gk schema.GroupKind, versions ...string) ([]*meta.RESTMapping, error) {
-	if mappings, err := m.known.RESTMappings(gk, versions...); err == nil && len(mappings) > 0 {
-		return mappings, nil
-	}
-	return m.RESTMapper.RESTMappings(gk, versions...)
 }
