@@ -26,6 +26,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 
+	"github.com/detourmq/detour/internal/metrics"
 	"github.com/detourmq/detour/pkg/producer"
 	"github.com/detourmq/detour/pkg/rmqpb"
 )
@@ -110,6 +111,8 @@ type Options struct {
 	// ShutdownTimeout bounds the wait for calls in flight on shutdown; 0 means
 	// DefaultShutdownTimeout.
 	ShutdownTimeout time.Duration
+	// Metrics are the process's gRPC endpoint collectors; nil counts into an unregistered set.
+	Metrics *metrics.GRPC
 	// Logger receives failures that are the endpoint's fault.
 	Logger logr.Logger
 }
@@ -123,6 +126,7 @@ type Server struct {
 	listener net.Listener
 	grpc     *grpc.Server
 	log      logr.Logger
+	metrics  *metrics.GRPC
 	adv      *rmqpb.Endpoints // nil: echo the client's access point
 	close    sync.Once
 }
@@ -141,7 +145,10 @@ func New(opts Options) (*Server, error) {
 	if opts.ShutdownTimeout <= 0 {
 		opts.ShutdownTimeout = DefaultShutdownTimeout
 	}
-	s := &Server{opts: opts, log: opts.Logger}
+	s := &Server{opts: opts, log: opts.Logger, metrics: opts.Metrics}
+	if s.metrics == nil {
+		s.metrics = metrics.NewGRPC()
+	}
 	if opts.Advertise != "" {
 		ep, err := parseEndpoints(opts.Advertise)
 		if err != nil {
@@ -168,8 +175,8 @@ func New(opts Options) (*Server, error) {
 		grpc.MaxHeaderListSize(maxHeaderListSize),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: keepaliveMinTime, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: idleTimeout, Time: 2 * time.Minute, Timeout: 20 * time.Second}),
-		grpc.ChainUnaryInterceptor(s.recoverUnary),
-		grpc.ChainStreamInterceptor(s.recoverStream),
+		grpc.ChainUnaryInterceptor(s.countUnary, s.recoverUnary),
+		grpc.ChainStreamInterceptor(s.countStream, s.recoverStream),
 	)
 	rmqpb.RegisterMessagingServiceServer(s.grpc, s)
 	return s, nil
@@ -233,5 +240,6 @@ func (s *Server) recovered(method string, err *error) {
 	}
 	s.log.Error(fmt.Errorf("panic: %v", v), "A RocketMQ endpoint handler panicked; the call fails, the endpoint goes on",
 		"method", method, "stack", string(debug.Stack()))
+	s.metrics.Panicked()
 	*err = status.Error(codes.Internal, "the endpoint failed while serving this call")
 }

@@ -7,6 +7,7 @@
 //     is what detour is);
 //   - Facade: the name-server facade's routes, refusals and connections (detour_namesrv_facade_*);
 //   - Gateway: the send gateway's requests and panics (detour_gateway_*);
+//   - GRPC: the RocketMQ gRPC endpoint's calls, messages and panics (detour_grpc_*);
 //   - the figures computed at scrape from the runtime Observe names: policy sizes and caps, how
 //     long brokers have been isolated, route refreshes and leadership (health), and what brokers
 //     last said of their send path (detour_broker_*, by policy and broker).

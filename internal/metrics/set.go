@@ -15,6 +15,8 @@ type Set struct {
 	Facade *Facade
 	// Gateway is the send gateway's; pass it as gateway.Options.Metrics.
 	Gateway *Gateway
+	// GRPC is the RocketMQ gRPC endpoint's; pass it as grpcfront.Options.Metrics.
+	GRPC *GRPC
 
 	health   *healthCollector
 	pressure *pressureCollector
@@ -22,7 +24,7 @@ type Set struct {
 
 // NewSet returns unregistered collectors, with no runtime behind the figures computed at scrape.
 func NewSet() *Set {
-	return &Set{Runtime: NewRuntime(), Facade: NewFacade(), Gateway: NewGateway(),
+	return &Set{Runtime: NewRuntime(), Facade: NewFacade(), Gateway: NewGateway(), GRPC: NewGRPC(),
 		health: newHealthCollector(), pressure: newPressureCollector()}
 }
 
@@ -31,6 +33,7 @@ func (s *Set) Collectors() []prometheus.Collector {
 	out := s.Runtime.collectors()
 	out = append(out, s.Facade.collectors()...)
 	out = append(out, s.Gateway.collectors()...)
+	out = append(out, s.GRPC.collectors()...)
 	return append(out, s.health, s.pressure)
 }
 

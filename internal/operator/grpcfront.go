@@ -47,7 +47,7 @@ func (op *Operator) addGRPCFront(o *Options, tlsOpts []func(*tls.Config)) error 
 	opts := grpcfront.Options{
 		Addr: g.addr, Runtime: op.rt, Topics: grpcfront.TopicResolverFunc(op.resolveRocketMQTopic),
 		AllowPlaintext: g.allowPlaintext, Advertise: g.advertise, ShutdownTimeout: o.shutdownTimeout,
-		Logger: op.log.WithName("grpc"),
+		Metrics: processMetrics().GRPC, Logger: op.log.WithName("grpc"),
 	}
 	if g.secure {
 		dir := g.certDir
