@@ -193,57 +193,88 @@ func computeClusterTopicStatus(topic *routingv1alpha1.Topic, st *producer.RouteS
 	isolated map[string]bool, policyFound bool, createErr error, override func(*metav1.Condition)) {
 	s := &topic.Status
 	s.ObservedGeneration = topic.Generation
-	s.Brokers, s.WritableQueues, s.AvailableQueues, s.BrokerCount = nil, 0, 0, 0
-	var mismatch []string
-	published := 0
-	if st != nil {
-		published = len(st.Brokers)
-		for _, b := range st.Brokers {
-			tb := routingv1alpha1.TopicBroker{Name: b.Name, Address: b.MasterAddr, Ready: true,
-				ReadQueues: int32(b.ReadQueues), Perm: int32(b.Perm), Isolated: isolated[b.Name]}
-			if rb, ok := routed[b.Name]; ok {
-				tb.WriteQueues, tb.Ready = int32(rb.WriteQueues), rb.PodOK
-				s.WritableQueues += tb.WriteQueues
-				if tb.Ready && !tb.Isolated {
-					s.AvailableQueues += tb.WriteQueues
-				}
-			}
-			if int32(b.ReadQueues) != topic.Spec.ReadQueueNums || int32(b.WriteQueues) != topic.Spec.WriteQueueNums || int32(b.Perm)&6 != topic.Spec.Perm {
-				mismatch = append(mismatch, fmt.Sprintf("%s publishes read %d write %d perm %d", b.Name, b.ReadQueues, b.WriteQueues, b.Perm))
-			}
-			if len(s.Brokers) < maxStatusBrokers {
-				s.Brokers = append(s.Brokers, tb)
-			}
-		}
-		s.BrokerCount = int32(len(routed))
-	}
-
-	if ptr.Deref(topic.Spec.Create, false) && st != nil && st.Resolved {
-		qc := metav1.Condition{Type: routingv1alpha1.ConditionQueuesMatchSpec, ObservedGeneration: topic.Generation,
-			Status: metav1.ConditionTrue, Reason: routingv1alpha1.ReasonReconciled,
-			Message: fmt.Sprintf("Every broker publishes read %d write %d perm %d", topic.Spec.ReadQueueNums, topic.Spec.WriteQueueNums, topic.Spec.Perm)}
-		if len(mismatch) > 0 {
-			qc.Status, qc.Reason = metav1.ConditionFalse, routingv1alpha1.ReasonQueuesDiffer
-			qc.Message = conditionMessage(strings.Join(mismatch, "; ") + " (a create never lowers queue counts a broker has)")
-		}
-		meta.SetStatusCondition(&s.Conditions, qc)
-	} else {
-		meta.RemoveStatusCondition(&s.Conditions, routingv1alpha1.ConditionQueuesMatchSpec)
-	}
-
+	mismatch := applyClusterTopicBrokers(topic, st, routed, isolated)
+	applyQueuesMatchSpec(topic, st, mismatch)
 	cond := metav1.Condition{Type: routingv1alpha1.ConditionReady, ObservedGeneration: topic.Generation}
-	switch {
-	case override != nil:
+	if override != nil {
 		override(&cond)
+	} else {
+		computeClusterTopicReady(&cond, topic, st, len(routed), policyFound, createErr)
+	}
+	meta.SetStatusCondition(&s.Conditions, cond)
+}
+
+// applyClusterTopicBrokers fills the status's broker list (cut to the schema's bound) and queue
+// totals from the route the name servers publish, st (nil: no Cluster, so none), and returns how
+// each broker that publishes other queue counts or perm than the spec differs, for
+// QueuesMatchSpec.
+func applyClusterTopicBrokers(topic *routingv1alpha1.Topic, st *producer.RouteStatus, routed map[string]producer.RouteBroker,
+	isolated map[string]bool) (mismatch []string) {
+	s := &topic.Status
+	s.Brokers, s.WritableQueues, s.AvailableQueues, s.BrokerCount = nil, 0, 0, 0
+	if st == nil {
+		return nil
+	}
+	for _, b := range st.Brokers {
+		tb := computeClusterTopicBroker(b, routed, isolated)
+		s.WritableQueues += tb.WriteQueues
+		if tb.Ready && !tb.Isolated {
+			s.AvailableQueues += tb.WriteQueues
+		}
+		if int32(b.ReadQueues) != topic.Spec.ReadQueueNums || int32(b.WriteQueues) != topic.Spec.WriteQueueNums || int32(b.Perm)&6 != topic.Spec.Perm {
+			mismatch = append(mismatch, fmt.Sprintf("%s publishes read %d write %d perm %d", b.Name, b.ReadQueues, b.WriteQueues, b.Perm))
+		}
+		if len(s.Brokers) < maxStatusBrokers {
+			s.Brokers = append(s.Brokers, tb)
+		}
+	}
+	s.BrokerCount = int32(len(routed))
+	return mismatch
+}
+
+// computeClusterTopicBroker is one published broker's status entry. Its write queues and pod
+// health come from the compiled route, so a broker the route leaves out (not writable, or
+// without a master) counts no write queue and is Ready, having no pod health to report.
+func computeClusterTopicBroker(b producer.PublishedBroker, routed map[string]producer.RouteBroker, isolated map[string]bool) routingv1alpha1.TopicBroker {
+	tb := routingv1alpha1.TopicBroker{Name: b.Name, Address: b.MasterAddr, Ready: true,
+		ReadQueues: int32(b.ReadQueues), Perm: int32(b.Perm), Isolated: isolated[b.Name]}
+	if rb, ok := routed[b.Name]; ok {
+		tb.WriteQueues, tb.Ready = int32(rb.WriteQueues), rb.PodOK
+	}
+	return tb
+}
+
+// applyQueuesMatchSpec sets QueuesMatchSpec on a Topic that creates itself and has a route, from
+// the brokers whose published counts differ (mismatch), and removes it otherwise: without create
+// the operator never asked for the spec's counts, and without a route it cannot know them.
+func applyQueuesMatchSpec(topic *routingv1alpha1.Topic, st *producer.RouteStatus, mismatch []string) {
+	s := &topic.Status
+	if !ptr.Deref(topic.Spec.Create, false) || st == nil || !st.Resolved {
+		meta.RemoveStatusCondition(&s.Conditions, routingv1alpha1.ConditionQueuesMatchSpec)
+		return
+	}
+	qc := metav1.Condition{Type: routingv1alpha1.ConditionQueuesMatchSpec, ObservedGeneration: topic.Generation,
+		Status: metav1.ConditionTrue, Reason: routingv1alpha1.ReasonReconciled,
+		Message: fmt.Sprintf("Every broker publishes read %d write %d perm %d", topic.Spec.ReadQueueNums, topic.Spec.WriteQueueNums, topic.Spec.Perm)}
+	if len(mismatch) > 0 {
+		qc.Status, qc.Reason = metav1.ConditionFalse, routingv1alpha1.ReasonQueuesDiffer
+		qc.Message = conditionMessage(strings.Join(mismatch, "; ") + " (a create never lowers queue counts a broker has)")
+	}
+	meta.SetStatusCondition(&s.Conditions, qc)
+}
+
+// computeClusterTopicReady fills the Ready condition of a cluster Topic no override decides,
+// from the first of these that holds, in order: a failed create, the name servers' refusal, a
+// route still asked for, an unpublished topic, unreachable name servers, a missing policy, no
+// routed broker. A Ready message gives the queue totals, so it runs after
+// applyClusterTopicBrokers.
+func computeClusterTopicReady(cond *metav1.Condition, topic *routingv1alpha1.Topic, st *producer.RouteStatus, routedBrokers int,
+	policyFound bool, createErr error) {
+	switch {
 	case createErr != nil:
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, routingv1alpha1.ReasonTopicCreateFailed, conditionMessage(createErr.Error())
 	case st != nil && errors.Is(st.Err, producer.ErrAnswerRefused):
-		cond.Status, cond.Reason = metav1.ConditionFalse, routingv1alpha1.ReasonRouteRefused
-		kept := "no route was received before, so the topic has none"
-		if st.Resolved {
-			kept = fmt.Sprintf("the last good route, from name server %s at %s, stays in use", st.NameServer, st.LastResolved.UTC().Format(time.RFC3339))
-		}
-		cond.Message = conditionMessage(fmt.Sprintf("%v; %s", st.Err, kept))
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, routingv1alpha1.ReasonRouteRefused, routeRefusedMessage(st)
 	case st != nil && !st.Resolved && st.Err == nil:
 		cond.Status, cond.Reason = metav1.ConditionUnknown, routingv1alpha1.ReasonRouteResolving
 		cond.Message = "Asking the name servers for the route"
@@ -256,19 +287,34 @@ func computeClusterTopicStatus(topic *routingv1alpha1.Topic, st *producer.RouteS
 	case !policyFound:
 		cond.Status, cond.Reason = metav1.ConditionFalse, routingv1alpha1.ReasonFaultPolicyNotFound
 		cond.Message = fmt.Sprintf("FaultPolicy %q does not exist; routing with the default policy", topic.Spec.FaultPolicyRef.Name)
-	case len(routed) == 0:
+	case routedBrokers == 0:
 		cond.Status, cond.Reason = metav1.ConditionFalse, routingv1alpha1.ReasonNoBrokers
 		cond.Message = fmt.Sprintf("Name server %s publishes no writable queue of a master", st.NameServer)
 	default:
-		cond.Status, cond.Reason = metav1.ConditionTrue, routingv1alpha1.ReasonReconciled
-		cond.Message = fmt.Sprintf("Routed by name server %s to %d brokers; %d of %d write queues available",
-			st.NameServer, len(routed), s.AvailableQueues, s.WritableQueues)
-		if st.Err != nil {
-			cond.Message += fmt.Sprintf(" (last refresh failed, keeping the last route: %v)", st.Err)
-		}
-		cond.Message = conditionMessage(cond.Message + listCut(published))
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionTrue, routingv1alpha1.ReasonReconciled, routedMessage(&topic.Status, st, routedBrokers)
 	}
-	meta.SetStatusCondition(&s.Conditions, cond)
+}
+
+// routeRefusedMessage says why the name servers refused the route and which route, if any, the
+// topic keeps using meanwhile.
+func routeRefusedMessage(st *producer.RouteStatus) string {
+	kept := "no route was received before, so the topic has none"
+	if st.Resolved {
+		kept = fmt.Sprintf("the last good route, from name server %s at %s, stays in use", st.NameServer, st.LastResolved.UTC().Format(time.RFC3339))
+	}
+	return conditionMessage(fmt.Sprintf("%v; %s", st.Err, kept))
+}
+
+// routedMessage is a Ready Topic's message: where it routes and how many write queues are
+// available, noting a failed last refresh (the last route stays in use) and, when the status's
+// broker list was cut, how many brokers the name servers publish.
+func routedMessage(s *routingv1alpha1.TopicStatus, st *producer.RouteStatus, routedBrokers int) string {
+	msg := fmt.Sprintf("Routed by name server %s to %d brokers; %d of %d write queues available",
+		st.NameServer, routedBrokers, s.AvailableQueues, s.WritableQueues)
+	if st.Err != nil {
+		msg += fmt.Sprintf(" (last refresh failed, keeping the last route: %v)", st.Err)
+	}
+	return conditionMessage(msg + listCut(len(st.Brokers)))
 }
 
 // topicsOfCluster maps a Cluster to the Topics referencing it.

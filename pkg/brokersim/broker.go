@@ -562,101 +562,149 @@ func dropping(sc *serverConn, fs *faultState) bool {
 	return down || sc.stranded.Load()
 }
 
-// handle runs on a connection's reader for every request.
-func (b *Broker) handle(sc *serverConn, req *remoting.Command) {
-	fs := b.fault.Load()
-	var send *remoting.SendHeader
-	var sendErr error
-	var batch []*remoting.Message
-	isSend := req.Code == remoting.SendMessage || req.Code == remoting.SendMessageV2 || req.Code == remoting.SendBatchMessage
-	if isSend {
-		send, sendErr = remoting.ParseSendHeader(req)
+// inbound is a request as handle read it on arrival: for a send, its parsed header and batch.
+// Parsing once, before anything is counted, lets the counters, the credential check and the
+// answer, which may run only after a delay, all see the same parse.
+type inbound struct {
+	req     *remoting.Command
+	isSend  bool
+	send    *remoting.SendHeader // nil unless isSend and the header parsed
+	sendErr error                // why the header or the batch did not parse
+	batch   []*remoting.Message  // nil unless the header's batch flag is set and the body decoded
+}
+
+// readInbound parses a send's header and, when flagged, its batch; other requests need no
+// parse before they are answered.
+func readInbound(req *remoting.Command) *inbound {
+	in := &inbound{req: req,
+		isSend: req.Code == remoting.SendMessage || req.Code == remoting.SendMessageV2 || req.Code == remoting.SendBatchMessage}
+	if in.isSend {
+		in.send, in.sendErr = remoting.ParseSendHeader(req)
 		// Like SendMessageProcessor, only the header's batch flag makes a batch, whatever
 		// the request code: a SEND_BATCH_MESSAGE without it is one message.
-		if sendErr == nil && send.Batch {
-			batch, sendErr = remoting.DecodeBatch(req.Body)
+		if in.sendErr == nil && in.send.Batch {
+			in.batch, in.sendErr = remoting.DecodeBatch(in.req.Body)
 		}
 	}
-	down := dropping(sc, fs)
+	return in
+}
 
+// topic is the topic a send names, or "" for any other request, which the credential check
+// then holds to no topic's publish permission.
+func (in *inbound) topic() string {
+	if in.send != nil {
+		return in.send.Topic
+	}
+	return ""
+}
+
+// count adds a request to the broker's counters as it arrives, whether or not it will be
+// answered, so Stats shows what clients sent to a sick broker as well as to a healthy one.
+func (b *Broker) count(in *inbound, down bool) {
 	b.mu.Lock()
+	defer b.mu.Unlock()
 	b.requests++
-	b.byCode[req.Code]++
-	if isSend {
+	b.byCode[in.req.Code]++
+	if in.isSend {
 		b.sends++
 		n := int64(1)
-		if batch != nil {
-			n = int64(len(batch))
+		if in.batch != nil {
+			n = int64(len(in.batch))
 		}
 		b.received += n
-		if sendErr == nil {
-			if t := b.topics[send.Topic]; t != nil && send.QueueID >= 0 && int(send.QueueID) < len(t.queues) {
-				t.queues[send.QueueID].received += n
+		if in.sendErr == nil {
+			if t := b.topics[in.send.Topic]; t != nil && in.send.QueueID >= 0 && int(in.send.QueueID) < len(t.queues) {
+				t.queues[in.send.QueueID].received += n
 			}
 		}
 	}
 	if down {
 		b.dropped++
 	}
-	b.mu.Unlock()
+}
 
+// closeMidRequest writes half of an error response and closes the connection, so the client
+// reads a truncated frame, as from a broker that died while it answered.
+func closeMidRequest(sc *serverConn, req *remoting.Command) {
+	resp := remoting.NewResponse(req, remoting.SystemError, "")
+	if frame, err := remoting.Encode(resp); err == nil {
+		_ = sc.fw.WriteRaw(frame[:len(frame)/2])
+	}
+	sc.close()
+}
+
+// handle runs on a connection's reader for every request: it counts the request, then drops
+// it, cuts the connection under it, or answers it, at once or after the fault's delay.
+func (b *Broker) handle(sc *serverConn, req *remoting.Command) {
+	fs := b.fault.Load()
+	in := readInbound(req)
+	down := dropping(sc, fs)
+	b.count(in, down)
 	switch {
 	case down:
 		return
 	case fs.CloseMidRequest:
-		resp := remoting.NewResponse(req, remoting.SystemError, "")
-		if frame, err := remoting.Encode(resp); err == nil {
-			_ = sc.fw.WriteRaw(frame[:len(frame)/2])
-		}
-		sc.close()
+		closeMidRequest(sc, req)
 		return
 	}
-	topic := ""
-	if send != nil {
-		topic = send.Topic
-	}
-	refused := b.refuseCredentials(req, topic)
-	answer := func(flush bool) {
-		var resp *remoting.Command
-		switch {
-		case refused != nil:
-			resp = refused
-		case fs.Code != 0:
-			resp = remoting.NewResponse(req, fs.Code, "brokersim: injected fault on "+b.name)
-		case fs.Busy && isSend:
-			resp = remoting.NewResponse(req, remoting.SystemBusy, remarkSendQueueTimeout)
-		case fs.IllegalMessages && isSend:
-			// As SendMessageProcessor answers a put its store refused (PutMessageStatus
-			// MESSAGE_ILLEGAL): the code and the remark naming the store's limits.
-			resp = remoting.NewResponse(req, remoting.MessageIllegal, remarkMessageIllegal)
-		case isSend:
-			resp = b.send(sc, req, send, sendErr, batch)
-		default:
-			resp = b.serve(req)
-		}
-		if resp == nil {
-			return
-		}
-		if b.opts.ResponseType != nil {
-			resp.SerializeType = *b.opts.ResponseType
-		}
-		sc.respond(req, resp, flush)
-	}
+	// The credentials are checked on arrival, under the ACL then in force, even when the
+	// answer waits for a delay.
+	refused := b.refuseCredentials(req, in.topic())
 	if d := fs.drawDelay(); d > 0 {
-		// A broker's request queue is bounded: what it cannot queue it refuses at once, and a
-		// client that pipelines without reading cannot make it hold unbounded memory.
-		size := int64(len(req.Body))
-		n, bytes := b.delayedCount.Add(1), b.delayedBytes.Add(size)
-		release := func() { b.delayedCount.Add(-1); b.delayedBytes.Add(-size) }
-		if n > MaxDelayedRequests || bytes > MaxDelayedBytes {
-			release()
-			sc.respond(req, remoting.NewResponse(req, remoting.SystemBusy, remarkOverload), false)
-			return
-		}
-		sc.after(d, req, func() { answer(true) }, release)
+		b.answerLater(sc, req, d, func() { b.answer(sc, in, fs, refused, true) })
 		return
 	}
-	answer(false)
+	b.answer(sc, in, fs, refused, false)
+}
+
+// answerLater runs answer after d. A broker's request queue is bounded: what it cannot queue
+// it refuses at once, and a client that pipelines without reading cannot make it hold
+// unbounded memory.
+func (b *Broker) answerLater(sc *serverConn, req *remoting.Command, d time.Duration, answer func()) {
+	size := int64(len(req.Body))
+	n, bytes := b.delayedCount.Add(1), b.delayedBytes.Add(size)
+	release := func() { b.delayedCount.Add(-1); b.delayedBytes.Add(-size) }
+	if n > MaxDelayedRequests || bytes > MaxDelayedBytes {
+		release()
+		sc.respond(req, remoting.NewResponse(req, remoting.SystemBusy, remarkOverload), false)
+		return
+	}
+	sc.after(d, req, answer, release)
+}
+
+// answer writes the response to in, if it has one, in the serialisation the options ask for.
+func (b *Broker) answer(sc *serverConn, in *inbound, fs *faultState, refused *remoting.Command, flush bool) {
+	resp := b.respondTo(sc, in, fs, refused)
+	if resp == nil {
+		return
+	}
+	if b.opts.ResponseType != nil {
+		resp.SerializeType = *b.opts.ResponseType
+	}
+	sc.respond(in.req, resp, flush)
+}
+
+// respondTo picks the response to in. A refused credential comes first, then an injected
+// code, then the faults that only sends suffer; only a request none of them stops reaches
+// the send path or serve.
+func (b *Broker) respondTo(sc *serverConn, in *inbound, fs *faultState, refused *remoting.Command) *remoting.Command {
+	req := in.req
+	switch {
+	case refused != nil:
+		return refused
+	case fs.Code != 0:
+		return remoting.NewResponse(req, fs.Code, "brokersim: injected fault on "+b.name)
+	case fs.Busy && in.isSend:
+		return remoting.NewResponse(req, remoting.SystemBusy, remarkSendQueueTimeout)
+	case fs.IllegalMessages && in.isSend:
+		// As SendMessageProcessor answers a put its store refused (PutMessageStatus
+		// MESSAGE_ILLEGAL): the code and the remark naming the store's limits.
+		return remoting.NewResponse(req, remoting.MessageIllegal, remarkMessageIllegal)
+	case in.isSend:
+		return b.send(sc, req, in.send, in.sendErr, in.batch)
+	default:
+		return b.serve(req)
+	}
 }
 
 // serve answers the non-send requests.
