@@ -132,9 +132,9 @@ type ClusterBroker struct {
 	// +required
 	Writable bool `json:"writable"`
 
-	// hidden, set with faultPolicyRef, says why the name-server facade publishes the broker
-	// read-only in the routes of topics the cluster's policy governs; unset while it is published
-	// as the name servers publish it.
+	// hidden says why the name-server facade publishes the broker read-only in the routes of
+	// topics the cluster's policy governs (set with faultPolicyRef only); unset while it is
+	// published as the name servers publish it.
 	// +optional
 	Hidden IsolationReason `json:"hidden,omitempty"`
 }
@@ -194,7 +194,10 @@ type ClusterStatus struct {
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type Cluster struct {
-	metav1.TypeMeta   `json:",inline"`
+	metav1.TypeMeta `json:",inline"`
+
+	// metadata is the standard object metadata.
+	// +optional
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
 	// spec is how to reach the cluster.

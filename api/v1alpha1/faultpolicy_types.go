@@ -208,14 +208,14 @@ type PressurePolicy struct {
 	// +optional
 	Enabled *bool `json:"enabled,omitempty"`
 
-	// sendQueueFillPercent: the broker's send queue (sendThreadPoolQueueSize) as a share of its
-	// capacity (sendThreadPoolQueueCapacity). Detour: 50.
+	// sendQueueFillPercent is the threshold for the broker's send queue (sendThreadPoolQueueSize)
+	// as a share of its capacity (sendThreadPoolQueueCapacity). Detour: 50.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=100
 	SendQueueFillPercent *int32 `json:"sendQueueFillPercent,omitempty"`
 
-	// sendQueueHeadWaitMillis: how long the oldest queued send has waited
+	// sendQueueHeadWaitMillis is the threshold for how long the oldest queued send has waited
 	// (sendThreadPoolQueueHeadWaitTimeMills); the broker refuses it as busy past its
 	// waitTimeMillsInSendQueue, 200 ms by default. Detour: 100, or half the broker's own limit
 	// when sooner (any wait when it is 0).
@@ -224,16 +224,16 @@ type PressurePolicy struct {
 	// +kubebuilder:validation:Maximum=60000
 	SendQueueHeadWaitMillis *int32 `json:"sendQueueHeadWaitMillis,omitempty"`
 
-	// pageCacheLockMillis: how long the put in progress has held the commit log's lock
-	// (pageCacheLockTimeMills); the broker refuses sends past its osPageCacheBusyTimeOutMills,
+	// pageCacheLockMillis is the threshold for how long the put in progress has held the commit
+	// log's lock (pageCacheLockTimeMills); the broker refuses sends past its osPageCacheBusyTimeOutMills,
 	// 1000 ms by default. Detour: 500, or half the broker's own limit when sooner.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=60000
 	PageCacheLockMillis *int32 `json:"pageCacheLockMillis,omitempty"`
 
-	// putLatency99Millis: the 99th percentile of the broker's recent put times (putLatency99).
-	// Detour: 500.
+	// putLatency99Millis is the threshold for the 99th percentile of the broker's recent put
+	// times (putLatency99). Detour: 500.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=60000
@@ -563,7 +563,10 @@ type FaultPolicyStatus struct {
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type FaultPolicy struct {
-	metav1.TypeMeta   `json:",inline"`
+	metav1.TypeMeta `json:",inline"`
+
+	// metadata is the standard object metadata.
+	// +optional
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
 	// spec is the desired fault policy.

@@ -87,7 +87,7 @@ type TopicSpec struct {
 	// +optional
 	FaultPolicyRef *FaultPolicyReference `json:"faultPolicyRef,omitempty"`
 
-	// credentialsSecretRef, with brokerSelector, names a Secret in this namespace holding the
+	// credentialsSecretRef names, with brokerSelector, a Secret in this namespace holding the
 	// RocketMQ ACL 2.0 user detour sends to the selected brokers as (keys accessKey, secretKey,
 	// optional securityToken), as Cluster.spec.credentialsSecretRef does for a Cluster. Broker
 	// pods of one namespace are one set of brokers to detour, so Topics of a namespace that name
@@ -185,7 +185,10 @@ type TopicStatus struct {
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type Topic struct {
-	metav1.TypeMeta   `json:",inline"`
+	metav1.TypeMeta `json:",inline"`
+
+	// metadata is the standard object metadata.
+	// +optional
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
 	// spec is the desired topic.
