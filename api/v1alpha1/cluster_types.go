@@ -29,7 +29,7 @@ type ClusterSpec struct {
 	// clients do every 30 s (pollNameServerInterval). Drains, removed brokers and master moves take
 	// effect within one refresh.
 	// +optional
-	// +kubebuilder:default=30
+	// +default=30
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=3600
 	RouteRefreshSeconds int32 `json:"routeRefreshSeconds,omitempty"`

@@ -62,14 +62,14 @@ type TopicSpec struct {
 	// writeQueueNums is the number of write queues on each broker (with clusterRef, what create
 	// asks for; the route itself comes from the name servers).
 	// +optional
-	// +kubebuilder:default=4
+	// +default=4
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=1024
 	WriteQueueNums int32 `json:"writeQueueNums,omitempty"`
 
 	// readQueueNums is the number of read queues on each broker.
 	// +optional
-	// +kubebuilder:default=4
+	// +default=4
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=1024
 	ReadQueueNums int32 `json:"readQueueNums,omitempty"`
@@ -77,7 +77,7 @@ type TopicSpec struct {
 	// perm is RocketMQ's permission bits for the topic: 6 read and write, 4 read only, 2 write
 	// only. Producers send only to writable topics.
 	// +optional
-	// +kubebuilder:default=6
+	// +default=6
 	// +kubebuilder:validation:Enum=2;4;6
 	Perm int32 `json:"perm,omitempty"`
 
