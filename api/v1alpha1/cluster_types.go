@@ -29,7 +29,7 @@ type ClusterSpec struct {
 	// clients do every 30 s (pollNameServerInterval). Drains, removed brokers and master moves take
 	// effect within one refresh.
 	// +optional
-	// +kubebuilder:default=30
+	// +default=30
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=3600
 	RouteRefreshSeconds int32 `json:"routeRefreshSeconds,omitempty"`
@@ -132,9 +132,9 @@ type ClusterBroker struct {
 	// +required
 	Writable bool `json:"writable"`
 
-	// hidden, set with faultPolicyRef, says why the name-server facade publishes the broker
-	// read-only in the routes of topics the cluster's policy governs; unset while it is published
-	// as the name servers publish it.
+	// hidden says why the name-server facade publishes the broker read-only in the routes of
+	// topics the cluster's policy governs (set with faultPolicyRef only); unset while it is
+	// published as the name servers publish it.
 	// +optional
 	Hidden IsolationReason `json:"hidden,omitempty"`
 }
@@ -194,7 +194,10 @@ type ClusterStatus struct {
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type Cluster struct {
-	metav1.TypeMeta   `json:",inline"`
+	metav1.TypeMeta `json:",inline"`
+
+	// metadata is the standard object metadata.
+	// +optional
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
 	// spec is how to reach the cluster.

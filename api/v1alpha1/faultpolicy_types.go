@@ -97,14 +97,14 @@ type RetryPolicy struct {
 	// attempts is the number of attempts a send may make, the first included (RocketMQ's
 	// 1 + retryTimesWhenSendFailed, and for async sends 1 + retryTimesWhenSendAsyncFailed).
 	// +optional
-	// +kubebuilder:default=3
+	// +default=3
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=16
 	Attempts int32 `json:"attempts,omitempty"`
 
 	// sendTimeoutMillis is the overall deadline of one send, all attempts together.
 	// +optional
-	// +kubebuilder:default=3000
+	// +default=3000
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=600000
 	SendTimeoutMillis int32 `json:"sendTimeoutMillis,omitempty"`
@@ -151,14 +151,14 @@ type ProbePolicy struct {
 	// broker that stalls periodically is not always probed in the same phase (RocketMQ's own
 	// detector, which detour does not run, probes every broker every 3000 ms).
 	// +optional
-	// +kubebuilder:default=2000
+	// +default=2000
 	// +kubebuilder:validation:Minimum=100
 	// +kubebuilder:validation:Maximum=600000
 	IntervalMillis int32 `json:"intervalMillis,omitempty"`
 
 	// timeoutMillis is how long a probe waits for the broker's answer.
 	// +optional
-	// +kubebuilder:default=200
+	// +default=200
 	// +kubebuilder:validation:Minimum=10
 	// +kubebuilder:validation:Maximum=60000
 	TimeoutMillis int32 `json:"timeoutMillis,omitempty"`
@@ -208,14 +208,14 @@ type PressurePolicy struct {
 	// +optional
 	Enabled *bool `json:"enabled,omitempty"`
 
-	// sendQueueFillPercent: the broker's send queue (sendThreadPoolQueueSize) as a share of its
-	// capacity (sendThreadPoolQueueCapacity). Detour: 50.
+	// sendQueueFillPercent is the threshold for the broker's send queue (sendThreadPoolQueueSize)
+	// as a share of its capacity (sendThreadPoolQueueCapacity). Detour: 50.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=100
 	SendQueueFillPercent *int32 `json:"sendQueueFillPercent,omitempty"`
 
-	// sendQueueHeadWaitMillis: how long the oldest queued send has waited
+	// sendQueueHeadWaitMillis is the threshold for how long the oldest queued send has waited
 	// (sendThreadPoolQueueHeadWaitTimeMills); the broker refuses it as busy past its
 	// waitTimeMillsInSendQueue, 200 ms by default. Detour: 100, or half the broker's own limit
 	// when sooner (any wait when it is 0).
@@ -224,16 +224,16 @@ type PressurePolicy struct {
 	// +kubebuilder:validation:Maximum=60000
 	SendQueueHeadWaitMillis *int32 `json:"sendQueueHeadWaitMillis,omitempty"`
 
-	// pageCacheLockMillis: how long the put in progress has held the commit log's lock
-	// (pageCacheLockTimeMills); the broker refuses sends past its osPageCacheBusyTimeOutMills,
+	// pageCacheLockMillis is the threshold for how long the put in progress has held the commit
+	// log's lock (pageCacheLockTimeMills); the broker refuses sends past its osPageCacheBusyTimeOutMills,
 	// 1000 ms by default. Detour: 500, or half the broker's own limit when sooner.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=60000
 	PageCacheLockMillis *int32 `json:"pageCacheLockMillis,omitempty"`
 
-	// putLatency99Millis: the 99th percentile of the broker's recent put times (putLatency99).
-	// Detour: 500.
+	// putLatency99Millis is the threshold for the 99th percentile of the broker's recent put
+	// times (putLatency99). Detour: 500.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=60000
@@ -251,7 +251,7 @@ type FaultPolicySpec struct {
 	// Detour (the default) is RocketMQ 5.x with detour's extensions on; RocketMQ5, RocketMQ4 and
 	// Disabled are RocketMQ's own producers, proven step by step against its classes.
 	// +optional
-	// +kubebuilder:default=Detour
+	// +default="Detour"
 	Preset FaultPreset `json:"preset,omitempty"`
 
 	// rules is a custom threshold table replacing the preset's: latencyMillis strictly
@@ -274,17 +274,17 @@ type FaultPolicySpec struct {
 
 	// retry bounds how sends retry.
 	// +optional
-	// +kubebuilder:default={}
+	// +default={}
 	Retry RetryPolicy `json:"retry,omitzero"`
 
 	// probe configures probes of isolated brokers.
 	// +optional
-	// +kubebuilder:default={}
+	// +default={}
 	Probe ProbePolicy `json:"probe,omitzero"`
 
 	// pressure shifts new sends away from brokers whose own figures say they are about to refuse.
 	// +optional
-	// +kubebuilder:default={}
+	// +default={}
 	Pressure PressurePolicy `json:"pressure,omitzero"`
 
 	// maxIsolatedPercent is the largest share of a policy's brokers isolated at once, rounded down
@@ -321,7 +321,7 @@ type IsolatedBroker struct {
 	// its pod. Brokers of different Clusters may share a name: cluster and brokerName together
 	// name one broker.
 	// +optional
-	// +kubebuilder:default=""
+	// +default=""
 	// +kubebuilder:validation:MaxLength=253
 	Cluster string `json:"cluster,omitempty"`
 
@@ -563,7 +563,10 @@ type FaultPolicyStatus struct {
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type FaultPolicy struct {
-	metav1.TypeMeta   `json:",inline"`
+	metav1.TypeMeta `json:",inline"`
+
+	// metadata is the standard object metadata.
+	// +optional
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
 	// spec is the desired fault policy.

@@ -95,7 +95,10 @@ type ReplicaIsolation struct {
 // +kubebuilder:printcolumn:name="Renewed",type=date,JSONPath=`.spec.renewTime`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type ReplicaView struct {
-	metav1.TypeMeta   `json:",inline"`
+	metav1.TypeMeta `json:",inline"`
+
+	// metadata is the standard object metadata.
+	// +optional
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
 	// spec is the replica's view, written by the replica itself.

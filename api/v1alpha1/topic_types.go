@@ -62,14 +62,14 @@ type TopicSpec struct {
 	// writeQueueNums is the number of write queues on each broker (with clusterRef, what create
 	// asks for; the route itself comes from the name servers).
 	// +optional
-	// +kubebuilder:default=4
+	// +default=4
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=1024
 	WriteQueueNums int32 `json:"writeQueueNums,omitempty"`
 
 	// readQueueNums is the number of read queues on each broker.
 	// +optional
-	// +kubebuilder:default=4
+	// +default=4
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=1024
 	ReadQueueNums int32 `json:"readQueueNums,omitempty"`
@@ -77,7 +77,7 @@ type TopicSpec struct {
 	// perm is RocketMQ's permission bits for the topic: 6 read and write, 4 read only, 2 write
 	// only. Producers send only to writable topics.
 	// +optional
-	// +kubebuilder:default=6
+	// +default=6
 	// +kubebuilder:validation:Enum=2;4;6
 	Perm int32 `json:"perm,omitempty"`
 
@@ -87,7 +87,7 @@ type TopicSpec struct {
 	// +optional
 	FaultPolicyRef *FaultPolicyReference `json:"faultPolicyRef,omitempty"`
 
-	// credentialsSecretRef, with brokerSelector, names a Secret in this namespace holding the
+	// credentialsSecretRef names, with brokerSelector, a Secret in this namespace holding the
 	// RocketMQ ACL 2.0 user detour sends to the selected brokers as (keys accessKey, secretKey,
 	// optional securityToken), as Cluster.spec.credentialsSecretRef does for a Cluster. Broker
 	// pods of one namespace are one set of brokers to detour, so Topics of a namespace that name
@@ -185,7 +185,10 @@ type TopicStatus struct {
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type Topic struct {
-	metav1.TypeMeta   `json:",inline"`
+	metav1.TypeMeta `json:",inline"`
+
+	// metadata is the standard object metadata.
+	// +optional
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
 	// spec is the desired topic.
