@@ -21,6 +21,10 @@ PROTO_FILES = $(sort $(wildcard proto/apache/rocketmq/v2/*.proto))
 # PROMTOOL is Prometheus' rule checker (Debian's prometheus package, installed by
 # hack/setup-promtool.sh when missing); the alerting rules' unit tests run it.
 PROMTOOL = $(shell hack/setup-promtool.sh)
+# KUBE_API_LINTER is golangci-lint with kube-api-linter (the Kubernetes API conventions linter)
+# compiled in, which hack/setup-kube-api-linter.sh builds from their Go modules
+# (hack/kube-api-linter) and caches; .golangci-kal.yml says which of its checks run.
+KUBE_API_LINTER = $(shell hack/setup-kube-api-linter.sh)
 TEST_TIMEOUT ?= 40m
 # GENERATED are the files `make manifests generate` writes; `make verify` checks them.
 GENERATED = config/crd/bases config/rbac/role.yaml api/v1alpha1/zz_generated.deepcopy.go \
@@ -66,8 +70,13 @@ manifests: ## Generate CRDs into config/crd/bases and RBAC into config/rbac, and
 docs: ## Generate docs/reference (API, manager flags, Helm values, metrics) and check every relative link in README.md, CHANGELOG.md, docs/ and bench/.
 	$(GO) run ./hack/docgen
 
+.PHONY: lint-api
+lint-api: ## Check the API types in api/ against the Kubernetes API conventions (kube-api-linter).
+	@kal="$(KUBE_API_LINTER)"; [[ -n "$$kal" ]] || { echo "make lint-api: hack/setup-kube-api-linter.sh failed (see above)" >&2; exit 1; }; \
+		"$$kal" run --config .golangci-kal.yml ./api/...
+
 .PHONY: verify
-verify: manifests generate docs ## Fail when generated files (docs/reference among them) are out of date, a markdown link is broken or a go.mod is not tidy.
+verify: manifests generate docs lint-api ## Fail when generated files (docs/reference among them) are out of date, a markdown link is broken, api/ breaks an API convention or a go.mod is not tidy.
 	@# go mod tidy -diff prints what tidy would change and fails without writing anything.
 	@for mod in . $$(dirname $$(git ls-files 'hack/*go.mod')); do \
 		(cd "$$mod" && $(GO) mod tidy -diff) || { echo "$$mod: go.mod or go.sum is not tidy; run 'go mod tidy' there and commit"; exit 1; }; done
