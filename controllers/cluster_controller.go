@@ -197,21 +197,11 @@ func (r *ClusterReconciler) clustersOfPod(ctx context.Context, obj client.Object
 	})
 }
 
-// clustersWhere lists the Clusters in namespace and asks for a reconcile of each that match
-// accepts. A failed list is logged and asks for none: the watch's next event lists again.
-func (r *ClusterReconciler) clustersWhere(ctx context.Context, namespace string, match func(*routingv1alpha1.Cluster) bool) []reconcile.Request {
-	var clusters routingv1alpha1.ClusterList
-	if err := r.List(ctx, &clusters, client.InNamespace(namespace)); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "Listing Clusters failed", "namespace", namespace)
-		return nil
-	}
-	var reqs []reconcile.Request
-	for i := range clusters.Items {
-		if match(&clusters.Items[i]) {
-			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&clusters.Items[i])})
-		}
-	}
-	return reqs
+// clustersWhere asks for a reconcile of each Cluster in namespace that opts list and match
+// accepts (nil accepts all); see requestsFor.
+func (r *ClusterReconciler) clustersWhere(ctx context.Context, namespace string, match func(*routingv1alpha1.Cluster) bool,
+	opts ...client.ListOption) []reconcile.Request {
+	return requestsFor(ctx, r, &routingv1alpha1.ClusterList{}, namespace, match, opts...)
 }
 
 // SetupWithManager registers the reconciler with its watches: Clusters, broker pods, the

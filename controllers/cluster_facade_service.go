@@ -34,6 +34,12 @@ func FacadeServiceName(cluster types.NamespacedName) string {
 	return prefix + "-" + hex.EncodeToString(sum[:])[:16]
 }
 
+// With --cluster-facade-service-selector the leader keeps a Service per Cluster facade in the
+// operator's own namespace, where the pods it selects are; it reads each one it keeps by name and
+// lists none, so a Role there grants no list or watch.
+//
+// +kubebuilder:rbac:groups="",resources=services,verbs=get;create;update;delete,namespace=system
+
 // servicesKept reports whether this replica keeps the facades' Services.
 func (f *ClusterFacades) servicesKept() bool {
 	return len(f.Options.ServiceSelector) > 0 && f.Client != nil && (f.Leading == nil || f.Leading())

@@ -70,8 +70,5 @@ func markHidden(ctx context.Context, r client.Reader, rt *producer.Runtime, cl *
 // clustersOfPolicy maps a FaultPolicy (whose status changes with its isolations) to the Clusters
 // in its namespace that name it, so their hidden brokers follow.
 func (r *ClusterReconciler) clustersOfPolicy(ctx context.Context, obj client.Object) []reconcile.Request {
-	return r.clustersWhere(ctx, obj.GetNamespace(), func(c *routingv1alpha1.Cluster) bool {
-		ref := c.Spec.FaultPolicyRef
-		return ref != nil && ref.Name == obj.GetName()
-	})
+	return r.clustersWhere(ctx, obj.GetNamespace(), nil, client.MatchingFields{faultPolicyRefField: obj.GetName()})
 }

@@ -110,28 +110,19 @@ func (u policyUsers) String() string {
 	return strings.Join(parts, "; ")
 }
 
-// usersOf lists the Topics and Clusters in the policy's namespace that reference it.
+// usersOf lists the Topics and Clusters in the policy's namespace that reference it. c must be the
+// manager's cached client: the lists select by faultPolicyRefField, which only the cache indexes.
 func usersOf(ctx context.Context, c client.Reader, fp *routingv1alpha1.FaultPolicy) (policyUsers, error) {
-	var users policyUsers
+	naming := []client.ListOption{client.InNamespace(fp.Namespace), client.MatchingFields{faultPolicyRefField: fp.Name}}
 	var topics routingv1alpha1.TopicList
-	if err := c.List(ctx, &topics, client.InNamespace(fp.Namespace)); err != nil {
-		return users, fmt.Errorf("listing Topics: %w", err)
-	}
-	for _, t := range topics.Items {
-		if t.Spec.FaultPolicyRef != nil && t.Spec.FaultPolicyRef.Name == fp.Name {
-			users.topics = append(users.topics, t)
-		}
+	if err := c.List(ctx, &topics, naming...); err != nil {
+		return policyUsers{}, fmt.Errorf("listing Topics: %w", err)
 	}
 	var clusters routingv1alpha1.ClusterList
-	if err := c.List(ctx, &clusters, client.InNamespace(fp.Namespace)); err != nil {
-		return users, fmt.Errorf("listing Clusters: %w", err)
+	if err := c.List(ctx, &clusters, naming...); err != nil {
+		return policyUsers{}, fmt.Errorf("listing Clusters: %w", err)
 	}
-	for _, cl := range clusters.Items {
-		if cl.Spec.FaultPolicyRef != nil && cl.Spec.FaultPolicyRef.Name == fp.Name {
-			users.clusters = append(users.clusters, cl)
-		}
-	}
-	return users, nil
+	return policyUsers{topics: topics.Items, clusters: clusters.Items}, nil
 }
 
 // applyProtection keeps the protection finalizer on a live policy and, once the policy is being

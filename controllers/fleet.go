@@ -53,6 +53,12 @@ const (
 // fleetGrace is how long after expiring a dead replica's view stays before the leader deletes it.
 const fleetGrace = time.Minute
 
+// Every replica writes its own ReplicaView and reads the others'; the leader deletes the views of
+// replicas long gone. The views live in the Lease's namespace, the operator's own, so a Role there
+// grants them.
+//
+// +kubebuilder:rbac:groups=routing.detour.dev,resources=replicaviews,verbs=get;list;watch;create;update;delete,namespace=system
+
 // FleetOptions turn on sharing what replicas learn through ReplicaViews.
 type FleetOptions struct {
 	// Namespace holds the ReplicaViews (the leader election Lease's namespace).

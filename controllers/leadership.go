@@ -43,6 +43,13 @@ func AlwaysLeading() *Leadership {
 	return &Leadership{won: make(chan struct{}, 1), log: logr.Discard()}
 }
 
+// The elector keeps its Lease in the operator's own namespace ("system" in config/, the release
+// namespace in the chart), and records core/v1 Events on it when leadership changes hands, so a
+// Role there grants both.
+//
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete,namespace=system
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch,namespace=system
+
 // NewLeadership campaigns for the Lease namespace/name with the API server of cfg.
 func NewLeadership(cfg *rest.Config, namespace, name string, timings LeaseTimings, log logr.Logger) (*Leadership, error) {
 	cs, err := kubernetes.NewForConfig(rest.CopyConfig(cfg))

@@ -161,6 +161,9 @@ func Setup(mgr ctrl.Manager, rt *producer.Runtime, opts Options) (*Controllers, 
 		out.fleet = s.fleet
 	}
 	c := mgr.GetClient()
+	if err := indexFields(context.Background(), mgr); err != nil {
+		return nil, err
+	}
 	if err := (&BrokerPodReconciler{Client: c, Runtime: rt, brokers: s.brokers}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("broker pod controller: %w", err)
 	}

@@ -319,17 +319,15 @@ func routedMessage(s *routingv1alpha1.TopicStatus, st *producer.RouteStatus, rou
 
 // topicsOfCluster maps a Cluster to the Topics referencing it.
 func (r *TopicReconciler) topicsOfCluster(ctx context.Context, obj client.Object) []reconcile.Request {
-	return r.topicsWhere(ctx, obj.GetNamespace(), func(t *routingv1alpha1.Topic) bool {
-		return t.Spec.ClusterRef != nil && t.Spec.ClusterRef.Name == obj.GetName()
-	})
+	return r.topicsWhere(ctx, obj.GetNamespace(), nil, client.MatchingFields{clusterRefField: obj.GetName()})
 }
 
 // clusterLooked asks for a reconcile of the Topics that create themselves on a Cluster whose
 // look at the name servers just finished: the masters to create on may have changed.
 func (r *TopicReconciler) clusterLooked(cluster types.NamespacedName) {
 	reqs := r.topicsWhere(context.Background(), cluster.Namespace, func(t *routingv1alpha1.Topic) bool {
-		return t.Spec.ClusterRef != nil && t.Spec.ClusterRef.Name == cluster.Name && ptr.Deref(t.Spec.Create, false)
-	})
+		return ptr.Deref(t.Spec.Create, false)
+	}, client.MatchingFields{clusterRefField: cluster.Name})
 	for _, req := range reqs {
 		r.routeChanged.add(req.NamespacedName)
 	}

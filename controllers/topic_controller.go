@@ -303,24 +303,14 @@ func (r *TopicReconciler) topicsOfPod(ctx context.Context, obj client.Object) []
 
 // topicsOfPolicy maps a FaultPolicy (or an isolation event of it) to the Topics referencing it.
 func (r *TopicReconciler) topicsOfPolicy(ctx context.Context, obj client.Object) []reconcile.Request {
-	return r.topicsWhere(ctx, obj.GetNamespace(), func(t *routingv1alpha1.Topic) bool {
-		return t.Spec.FaultPolicyRef != nil && t.Spec.FaultPolicyRef.Name == obj.GetName()
-	})
+	return r.topicsWhere(ctx, obj.GetNamespace(), nil, client.MatchingFields{faultPolicyRefField: obj.GetName()})
 }
 
-func (r *TopicReconciler) topicsWhere(ctx context.Context, namespace string, match func(*routingv1alpha1.Topic) bool) []reconcile.Request {
-	var topics routingv1alpha1.TopicList
-	if err := r.List(ctx, &topics, client.InNamespace(namespace)); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "Listing Topics failed", "namespace", namespace)
-		return nil
-	}
-	var reqs []reconcile.Request
-	for i := range topics.Items {
-		if match(&topics.Items[i]) {
-			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&topics.Items[i])})
-		}
-	}
-	return reqs
+// topicsWhere asks for a reconcile of each Topic in namespace that opts list and match accepts
+// (nil accepts all); see requestsFor.
+func (r *TopicReconciler) topicsWhere(ctx context.Context, namespace string, match func(*routingv1alpha1.Topic) bool,
+	opts ...client.ListOption) []reconcile.Request {
+	return requestsFor(ctx, r, &routingv1alpha1.TopicList{}, namespace, match, opts...)
 }
 
 // SetupWithManager registers the reconciler with its watches: broker pods, FaultPolicies, the

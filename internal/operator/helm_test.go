@@ -114,22 +114,44 @@ func objectKey(u *unstructured.Unstructured) string {
 // find returns the object of a kind and name converted, or nil when objs has none.
 func find[T any](t *testing.T, objs []*unstructured.Unstructured, kind, name string) *T {
 	t.Helper()
+	return converted[T](t, findObject(objs, kind, name))
+}
+
+// findIn is find for an object of one namespace ("" for a cluster-scoped one): the manager's
+// Roles share a name across namespaces.
+func findIn[T any](t *testing.T, objs []*unstructured.Unstructured, kind, namespace, name string) *T {
+	t.Helper()
+	return converted[T](t, findObjectIn(objs, kind, namespace, name))
+}
+
+// converted returns u converted, or nil when u is.
+func converted[T any](t *testing.T, u *unstructured.Unstructured) *T {
+	t.Helper()
+	if u == nil {
+		return nil
+	}
+	var out T
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &out); err != nil {
+		t.Fatalf("converting %s: %v", objectKey(u), err)
+	}
+	return &out
+}
+
+// findObject returns the first object of a kind and name as rendered, in any namespace, or nil
+// when objs has none.
+func findObject(objs []*unstructured.Unstructured, kind, name string) *unstructured.Unstructured {
 	for _, u := range objs {
 		if u.GetKind() == kind && u.GetName() == name {
-			var out T
-			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &out); err != nil {
-				t.Fatalf("converting %s %s: %v", kind, name, err)
-			}
-			return &out
+			return u
 		}
 	}
 	return nil
 }
 
-// findObject returns the object of a kind and name as rendered, or nil when objs has none.
-func findObject(objs []*unstructured.Unstructured, kind, name string) *unstructured.Unstructured {
+// findObjectIn is findObject in one namespace.
+func findObjectIn(objs []*unstructured.Unstructured, kind, namespace, name string) *unstructured.Unstructured {
 	for _, u := range objs {
-		if u.GetKind() == kind && u.GetName() == name {
+		if u.GetKind() == kind && u.GetNamespace() == namespace && u.GetName() == name {
 			return u
 		}
 	}
@@ -216,7 +238,7 @@ func checkCoherent(t *testing.T, objs []*unstructured.Unstructured, prefix strin
 			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &b); err != nil {
 				t.Fatal(err)
 			}
-			if role := findObject(objs, b.RoleRef.Kind, b.RoleRef.Name); role == nil || role.GetNamespace() != b.Namespace {
+			if findObjectIn(objs, b.RoleRef.Kind, b.Namespace, b.RoleRef.Name) == nil {
 				t.Errorf("%s %s binds %s %s, which is not rendered in its namespace", u.GetKind(), b.Name, b.RoleRef.Kind, b.RoleRef.Name)
 			}
 			for _, s := range b.Subjects {
@@ -323,14 +345,20 @@ func TestHelmChartValuesChangeWhatTheySay(t *testing.T) {
 				if o.namespace != "shop" {
 					t.Errorf("--namespace %q", o.namespace)
 				}
-				role := find[rbacv1.Role](t, objs, "Role", "detour-manager-role")
-				generated := find[rbacv1.ClusterRole](t, renderedDefault(t), "ClusterRole", "detour-manager-role")
-				if role == nil || role.Namespace != "shop" || !reflect.DeepEqual(role.Rules, generated.Rules) {
-					t.Errorf("manager Role %+v; want the generated rules in namespace shop", role)
+				defaults := renderedDefault(t)
+				role := findIn[rbacv1.Role](t, objs, "Role", "shop", "detour-manager-role")
+				generated := find[rbacv1.ClusterRole](t, defaults, "ClusterRole", "detour-manager-role")
+				if role == nil || !reflect.DeepEqual(role.Rules, generated.Rules) {
+					t.Errorf("manager Role %+v; want the generated ClusterRole's rules in namespace shop", role)
 				}
-				b := find[rbacv1.RoleBinding](t, objs, "RoleBinding", "detour-manager-rolebinding")
-				if b == nil || b.Namespace != "shop" || b.RoleRef.Kind != "Role" {
+				b := findIn[rbacv1.RoleBinding](t, objs, "RoleBinding", "shop", "detour-manager-rolebinding")
+				if b == nil || b.RoleRef.Kind != "Role" {
 					t.Errorf("manager RoleBinding %+v; want a Role binding in shop", b)
+				}
+				own := findIn[rbacv1.Role](t, objs, "Role", "detour-system", "detour-manager-role")
+				generatedOwn := findIn[rbacv1.Role](t, defaults, "Role", "detour-system", "detour-manager-role")
+				if own == nil || generatedOwn == nil || !reflect.DeepEqual(own.Rules, generatedOwn.Rules) {
+					t.Errorf("manager Role %+v in the release namespace; want the generated Role's rules (%+v) there", own, generatedOwn)
 				}
 				if find[rbacv1.ClusterRole](t, objs, "ClusterRole", "detour-manager-role") != nil ||
 					find[rbacv1.ClusterRoleBinding](t, objs, "ClusterRoleBinding", "detour-manager-rolebinding") != nil {
@@ -395,8 +423,27 @@ func TestHelmChartValuesChangeWhatTheySay(t *testing.T) {
 				if o.leaderElect {
 					t.Error("--leader-elect still set")
 				}
-				if find[rbacv1.Role](t, objs, "Role", "detour-leader-election-role") != nil {
-					t.Error("the leader election Role is still rendered")
+				if find[rbacv1.Role](t, objs, "Role", "detour-manager-role") != nil {
+					t.Error("the Role over the Lease, the ReplicaViews and the facades' Services is still rendered")
+				}
+			}},
+		{name: "watching the release namespace grants both roles' rules in one Role there", values: []string{"--set", "watchNamespace=detour-system"},
+			check: func(t *testing.T, objs []*unstructured.Unstructured, _ *appsv1.Deployment, _ *Options) {
+				defaults := renderedDefault(t)
+				var want []rbacv1.PolicyRule
+				want = append(want, find[rbacv1.ClusterRole](t, defaults, "ClusterRole", "detour-manager-role").Rules...)
+				want = append(want, findIn[rbacv1.Role](t, defaults, "Role", "detour-system", "detour-manager-role").Rules...)
+				var roles []string
+				for _, u := range objs {
+					if (u.GetKind() == "Role" || u.GetKind() == "ClusterRole") && u.GetName() == "detour-manager-role" {
+						roles = append(roles, objectKey(u))
+					}
+				}
+				if !slices.Equal(roles, []string{"Role detour-system/detour-manager-role"}) {
+					t.Fatalf("manager roles %v; want the one Role detour-system/detour-manager-role", roles)
+				}
+				if role := findIn[rbacv1.Role](t, objs, "Role", "detour-system", "detour-manager-role"); !reflect.DeepEqual(role.Rules, want) {
+					t.Errorf("manager Role rules %+v; want the ClusterRole's then the Role's generated rules %+v", role.Rules, want)
 				}
 			}},
 		{name: "resources", values: []string{"--set", "resources.requests.cpu=250m,resources.limits.memory=1Gi"},
