@@ -187,3 +187,26 @@ func TestConcurrentLookupsWhileBrokersComeAndGo(t *testing.T) {
 		t.Errorf("%d brokers known, want %d", got, 64-22)
 	}
 }
+
+// TestEntryOfARemovedBrokerWhileAnUpdateBringsItBack has a route being compiled (Entry) race a
+// probe's outcome (WatchFailed) for a broker the table removed: both bring the tombstone back, and
+// under -race the handle's presence must never be read without the table's lock.
+func TestEntryOfARemovedBrokerWhileAnUpdateBringsItBack(t *testing.T) {
+	tol := New(Options{Probing: true})
+	for i := 0; i < 200; i++ {
+		tol.Entry("broker-a")
+		tol.Remove("broker-a")
+		var wg sync.WaitGroup
+		wg.Add(2)
+		var got *Entry
+		go func() { defer wg.Done(); got = tol.Entry("broker-a") }()
+		go func() { defer wg.Done(); tol.WatchFailed("broker-a", time.Second) }()
+		wg.Wait()
+		if got == nil || got.Name() != "broker-a" {
+			t.Fatalf("Entry returned %v", got)
+		}
+		if bs := tol.Brokers(); !slices.Equal(bs, []string{"broker-a"}) {
+			t.Fatalf("brokers %v after Entry and an update brought broker-a back", bs)
+		}
+	}
+}

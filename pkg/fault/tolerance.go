@@ -393,10 +393,15 @@ func (t *Tolerance) Reachable(broker string) bool {
 
 // Entry returns the broker's handle, creating its item if the broker is unknown (or removed).
 func (t *Tolerance) Entry(broker string) *Entry {
+	// present is read under mu, never on a lock-free fast path: a removed broker's tombstone is
+	// brought back by whatever next records an outcome for it (a probe of a round that started
+	// before the removal, a send, a pressure poll), under mu but without the runtime's lock that
+	// route compilation, the one caller, holds; read without mu it races with that write.
+	ev := t.lock()
 	if e := t.lookup(broker); e != nil && e.present {
+		t.unlock(&ev)
 		return e
 	}
-	ev := t.lock()
 	now := t.tick()
 	e := t.obtain(broker, now)
 	t.sync(e, now, false, 0, &ev)
