@@ -160,6 +160,7 @@ type StoredMessage struct {
 	Properties    map[string]string
 	ProducerGroup string
 	BornTimestamp int64
+	BornHost      netip.AddrPort // the sender's address; invalid for a message the broker made
 	StoreTime     time.Time
 	SysFlag, Flag int32
 	Batch         bool // arrived in a batch send (the header's batch flag was set)
@@ -230,8 +231,8 @@ type faultState struct {
 }
 
 // Broker is a simulated RocketMQ broker (a master, broker id 0) on a loopback address. It
-// answers SEND_MESSAGE, SEND_MESSAGE_V2, SEND_BATCH_MESSAGE, HEART_BEAT, GET_MAX_OFFSET and
-// UPDATE_AND_CREATE_TOPIC like a Java broker, keeps messages in memory, and misbehaves as its
+// answers SEND_MESSAGE, SEND_MESSAGE_V2, SEND_BATCH_MESSAGE, END_TRANSACTION, HEART_BEAT,
+// GET_MAX_OFFSET and UPDATE_AND_CREATE_TOPIC like a Java broker, keeps messages in memory, and misbehaves as its
 // Fault says.
 type Broker struct {
 	name      string
@@ -251,16 +252,20 @@ type Broker struct {
 	listenMu sync.Mutex
 	err      error // last error re-opening the listener
 
-	mu                sync.Mutex
-	topics            map[string]*topicState
-	requests          int64
-	byCode            map[int16]int64
-	dropped           int64
-	sends, received   int64
-	stored            int64
-	half, delayed     int64
-	heartbeats        int64
-	commitLogOffset   int64
+	mu              sync.Mutex
+	topics          map[string]*topicState
+	requests        int64
+	byCode          map[int16]int64
+	dropped         int64
+	sends, received int64
+	stored          int64
+	half, delayed   int64
+	heartbeats      int64
+	commitLogOffset int64
+	// producers are the connections that heartbeat each producer group, and settled the
+	// commit-log offsets of half messages ended or put back by a check (transaction_check.go).
+	producers         map[string][]*serverConn
+	settled           map[int64]bool
 	autoCreateRuntime atomic.Bool
 	// delayedCount and delayedBytes are the requests (and their body bytes) waiting out a
 	// delay fault.
@@ -696,6 +701,9 @@ func (b *Broker) respondTo(sc *serverConn, in *inbound, fs *faultState, refused 
 		return remoting.NewResponse(req, fs.Code, "brokersim: injected fault on "+b.name)
 	case fs.Busy && in.isSend:
 		return remoting.NewResponse(req, remoting.SystemBusy, remarkSendQueueTimeout)
+	case req.Code == remoting.HeartBeat:
+		b.registerProducers(sc, req.Body)
+		return b.serve(req)
 	case fs.IllegalMessages && in.isSend:
 		// As SendMessageProcessor answers a put its store refused (PutMessageStatus
 		// MESSAGE_ILLEGAL): the code and the remark naming the store's limits.
@@ -730,6 +738,8 @@ func (b *Broker) serve(req *remoting.Command) *remoting.Command {
 		resp := remoting.NewResponse(req, remoting.Success, "")
 		resp.ExtFields = map[string]string{"offset": strconv.FormatInt(off, 10)}
 		return resp
+	case remoting.EndTransaction:
+		return b.endTransaction(req)
 	case remoting.GetBrokerRuntimeInfo:
 		return b.runtimeInfo(req)
 	case remoting.GetBrokerConfig:

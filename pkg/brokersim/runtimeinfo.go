@@ -14,7 +14,7 @@ var idlePressure = remoting.BrokerPressure{SendQueueCapacity: 10000}
 // runtimeInfo answers GET_BROKER_RUNTIME_INFO as AdminBrokerProcessor.getBrokerRuntimeInfo does:
 // SUCCESS with the runtime table as a KVTable in the body. The table carries the send path's
 // figures (Fault.Pressure, else an idle broker's) under the Java broker's keys, in the Java
-// broker's formats, and the broker's version; the rest of a Java broker's table (store, pull,
+// broker's formats, the broker's version and how far its queues trail its log; the rest of a Java broker's table (store, pull,
 // timer and schedule statistics) is left out, as nothing reads it from a simulator.
 func (b *Broker) runtimeInfo(req *remoting.Command) *remoting.Command {
 	p := idlePressure
@@ -35,6 +35,9 @@ func (b *Broker) runtimeInfo(req *remoting.Command) *remoting.Command {
 		"putMessageEntireTimeMax":               "0",
 		"msgPutTotalTodayNow":                   "0",
 		"EndTransactionThreadPoolQueueCapacity": "100000",
+		// A simulator files every message in its queue before it answers the send, so its queues
+		// never trail its log.
+		"dispatchBehindBytes": "0",
 	}
 	body, err := json.Marshal(struct {
 		Table map[string]string `json:"table"`

@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"math/rand/v2"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -24,7 +25,7 @@ import (
 // to must not see yet. Tests can read them with Broker.Messages.
 const (
 	// HalfTopic holds transactional half messages (TRAN_MSG=true) until the producer commits
-	// or rolls them back. The simulator never commits them.
+	// or rolls them back (END_TRANSACTION, transaction.go). The simulator never checks back.
 	HalfTopic = "RMQ_SYS_TRANS_HALF_TOPIC"
 	// ScheduleTopic holds messages with a delay level (DELAY > 0), in queue level-1, until they
 	// are due. The simulator never delivers them.
@@ -351,11 +352,17 @@ func (b *Broker) send(sc *serverConn, req *remoting.Command, h *remoting.SendHea
 	if h.Batch {
 		return b.storeBatchLocked(req, h, t, qid, batch)
 	}
-	return b.storeOneLocked(req, h, t, qid)
+	return b.storeOneLocked(req, h, t, qid, sc.remoteAddrPort())
 }
 
-// storeOneLocked stores a single message. b.mu is held.
-func (b *Broker) storeOneLocked(req *remoting.Command, h *remoting.SendHeader, t *topicState, qid int) *remoting.Command {
+// remoteAddrPort is the producer's address as a stored message's born host.
+func (sc *serverConn) remoteAddrPort() netip.AddrPort {
+	ap, _ := netip.ParseAddrPort(sc.nc.RemoteAddr().String())
+	return ap
+}
+
+// storeOneLocked stores a single message sent from born. b.mu is held.
+func (b *Broker) storeOneLocked(req *remoting.Command, h *remoting.SendHeader, t *topicState, qid int, born netip.AddrPort) *remoting.Command {
 	// Before anything else the processor writes the broker's region and trace switch into the
 	// properties (for its send hooks), and they are stored with the message.
 	props := remoting.DecodeProperties(h.Properties)
@@ -409,7 +416,7 @@ func (b *Broker) storeOneLocked(req *remoting.Command, h *remoting.SendHeader, t
 			Topic: at.topic, QueueID: at.queue, QueueOffset: q.stored, MsgID: msgID,
 			UniqKey: props[remoting.PropertyUniqKey], Tags: props[remoting.PropertyTags],
 			Keys: props[remoting.PropertyKeys], Body: req.Body, Properties: props,
-			ProducerGroup: h.ProducerGroup, BornTimestamp: h.BornTimestamp, StoreTime: time.Now(),
+			ProducerGroup: h.ProducerGroup, BornTimestamp: h.BornTimestamp, BornHost: born, StoreTime: time.Now(),
 			SysFlag: sysFlag, Flag: h.Flag,
 		})
 	}

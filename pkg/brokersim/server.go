@@ -362,3 +362,10 @@ func (sc *serverConn) close() {
 		sc.srv.wg.Done()
 	}
 }
+
+// isClosed reports whether the connection is closed.
+func (sc *serverConn) isClosed() bool {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	return sc.closed
+}

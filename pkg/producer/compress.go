@@ -10,7 +10,7 @@ import (
 // DefaultMQProducer.compressMsgBodyOverHowmuch (4 KiB).
 const DefaultCompressThreshold = 4 << 10
 
-// Bits of a message's sysFlag (RocketMQ's MessageSysFlag) that the runtime sets.
+// Bits of a message's sysFlag (RocketMQ's MessageSysFlag) that the runtime sets and reads.
 const (
 	// SysFlagCompressed marks a body as compressed; every RocketMQ consumer inflates such a body
 	// before handing the message out.
@@ -19,6 +19,8 @@ const (
 	// SysFlagCompressed). Consumers from before compression types read no type bits and inflate
 	// with zlib, so the pair reads the same everywhere.
 	SysFlagZlib int32 = 0x3 << 8
+	// SysFlagCompressionType selects the compression type bits, of which SysFlagZlib is one value.
+	SysFlagCompressionType int32 = 0x7 << 8
 )
 
 // compressLevel is the zlib level RocketMQ's producer uses by default.

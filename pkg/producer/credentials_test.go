@@ -150,10 +150,10 @@ func TestRefusedProbesIsolateNothing(t *testing.T) {
 				}
 				return false
 			})
-			// Held: broker-b goes silent, isolates, comes back refusing the probes' credentials.
-			c.brokers["broker-b"].SetFault(brokersim.Fault{Refuse: true})
+			// Held: a send to broker-b fails, and broker-b, reachable all along, refuses the
+			// probes' credentials. (Refusing its connections for a moment to make the send fail
+			// would let a probe fail in that moment too, and isolate it as ProbeFailed.)
 			c.r.tolerance("test").Update("broker-b", time.Second, fault.TransportError)
-			c.brokers["broker-b"].SetFault(brokersim.Fault{})
 			rounds := c.brokers["broker-b"].Stats().RequestsByCode[remoting.GetMaxOffset]
 			waitFor(t, "three more probes of broker-b", func() bool {
 				return c.brokers["broker-b"].Stats().RequestsByCode[remoting.GetMaxOffset] >= rounds+3

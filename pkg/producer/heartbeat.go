@@ -34,6 +34,7 @@ func (r *Runtime) heartbeatRound(id string) {
 			addrs[rt.queues[i].b.addr] = true
 		}
 	}
+	groups := r.heartbeatGroups()
 	var wg sync.WaitGroup
 	for addr := range addrs {
 		wg.Add(1)
@@ -41,7 +42,7 @@ func (r *Runtime) heartbeatRound(id string) {
 			defer wg.Done()
 			ctx, cancel := context.WithTimeout(context.Background(), heartbeatTimeout)
 			defer cancel()
-			resp, err := r.client.Invoke(ctx, addr, remoting.NewHeartbeatRequest(id, r.group))
+			resp, err := r.client.Invoke(ctx, addr, remoting.NewHeartbeatRequest(id, groups...))
 			switch {
 			case err != nil:
 				r.log.V(1).Info("heartbeat failed", "broker", addr, "error", err.Error())

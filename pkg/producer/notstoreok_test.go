@@ -96,20 +96,7 @@ func TestStoredButNotOKStatus(t *testing.T) {
 	} {
 		for _, retry := range []bool{false, true} {
 			t.Run(tc.status+map[bool]string{false: "/returned", true: "/retried"}[retry], func(t *testing.T) {
-				a := startDegradedBroker(t, tc.code)
-				b := startDegradedBroker(t, tc.code)
-				r := New(Options{})
-				defer r.Close()
-				p := DefaultPolicy("p")
-				p.Retry.RetryAnotherBrokerWhenNotStoreOK = retry
-				if err := r.SetPolicy(p); err != nil {
-					t.Fatal(err)
-				}
-				r.SetBroker(Broker{Name: "a", Addr: a.ln.Addr().String(), Ready: true})
-				r.SetBroker(Broker{Name: "b", Addr: b.ln.Addr().String(), Ready: true})
-				if err := r.SetRoute(Route{Topic: "T", Policy: "p", Brokers: []BrokerQueues{{Broker: "a", WriteQueues: 1}, {Broker: "b", WriteQueues: 1}}}); err != nil {
-					t.Fatal(err)
-				}
+				r, a, b := degradedPair(t, tc.code, retry)
 				res, err := r.Send(context.Background(), &Message{Topic: "T", Body: []byte("x")})
 				if err != nil {
 					t.Fatal(err)
@@ -131,4 +118,26 @@ func TestStoredButNotOKStatus(t *testing.T) {
 			})
 		}
 	}
+}
+
+// degradedPair is a runtime whose topic T is routed to two brokers, a and b, that store every
+// message and answer code, under a policy that sends such messages to another broker as well when
+// retry is set.
+func degradedPair(t *testing.T, code int16, retry bool) (*Runtime, *degradedBroker, *degradedBroker) {
+	t.Helper()
+	a := startDegradedBroker(t, code)
+	b := startDegradedBroker(t, code)
+	r := New(Options{})
+	t.Cleanup(func() { r.Close() })
+	p := DefaultPolicy("p")
+	p.Retry.RetryAnotherBrokerWhenNotStoreOK = retry
+	if err := r.SetPolicy(p); err != nil {
+		t.Fatal(err)
+	}
+	r.SetBroker(Broker{Name: "a", Addr: a.ln.Addr().String(), Ready: true})
+	r.SetBroker(Broker{Name: "b", Addr: b.ln.Addr().String(), Ready: true})
+	if err := r.SetRoute(Route{Topic: "T", Policy: "p", Brokers: []BrokerQueues{{Broker: "a", WriteQueues: 1}, {Broker: "b", WriteQueues: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	return r, a, b
 }

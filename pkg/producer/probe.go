@@ -501,18 +501,24 @@ func (s *snapshot) probeTopics(brokers []Broker) map[string]string {
 	return topics
 }
 
-// every runs fn every interval until the runtime closes; the caller has added to r.wg.
-func (r *Runtime) every(interval time.Duration, fn func()) {
+// every runs fn every interval until the runtime closes, and at once whenever wake (at most one
+// channel) has a value; the caller has added to r.wg.
+func (r *Runtime) every(interval time.Duration, fn func(), wake ...<-chan struct{}) {
 	defer r.wg.Done()
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	var early <-chan struct{} // nil: never
+	if len(wake) > 0 {
+		early = wake[0]
+	}
 	for {
 		select {
 		case <-r.stop:
 			return
 		case <-t.C:
-			fn()
+		case <-early:
 		}
+		fn()
 	}
 }
 

@@ -23,7 +23,8 @@ const DefaultMaxAsyncInFlight = 10000
 // Options configures a Runtime.
 type Options struct {
 	// Client is the remoting client used for every request to a broker; nil means a client with
-	// default options, owned (and closed) by the Runtime. Name servers are asked on a client of
+	// default options, owned (and closed) by the Runtime, which alone receives brokers'
+	// transaction checks (SetTransactionChecker). Name servers are asked on a client of
 	// the Runtime's own whose frames are bounded by remoting.NameServerMaxFrameSize, so an answer
 	// beyond it is refused on its length alone.
 	Client *remoting.Client
@@ -118,6 +119,8 @@ type Runtime struct {
 
 	// acl holds the credentials requests are signed with and the brokers' refusals of them.
 	acl aclState
+	// checks is the transaction check-back: the checker, the groups heartbeats name, the queue.
+	checks checkBack
 
 	events *eventQueue
 	stop   chan struct{}
@@ -140,10 +143,11 @@ func New(opts Options) *Runtime {
 		peers:     make(map[string]map[string]fault.PeerClaim),
 		resolvers: make(map[string]*resolver),
 		stop:      make(chan struct{}),
+		checks:    newCheckBack(),
 	}
 	r.compressAt = compressThreshold(opts.CompressThreshold)
 	if r.client == nil {
-		r.client = remoting.NewClient(remoting.ClientOptions{})
+		r.client = remoting.NewClient(remoting.ClientOptions{OnRequest: r.serveBrokerRequest})
 		r.ownsClient = true
 	}
 	r.wire = r.client
@@ -183,13 +187,16 @@ func New(opts Options) *Runtime {
 	}
 	r.wg.Add(1)
 	go r.every(interval, r.expireIsolations)
+	r.wg.Add(1)
+	go r.checkWorker()
 	if hb := opts.HeartbeatInterval; hb >= 0 {
 		if hb == 0 {
 			hb = DefaultHeartbeatInterval
 		}
 		r.wg.Add(1)
 		id := clientID()
-		go r.every(hb, func() { r.heartbeatRound(id) })
+		// A round runs at once, too, when a transaction checker names a new group.
+		go r.every(hb, func() { r.heartbeatRound(id) }, r.checks.kick)
 	}
 	return r
 }

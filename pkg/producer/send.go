@@ -39,6 +39,9 @@ type SendResult struct {
 	QueueID int
 	// QueueOffset is the message's logical offset in that queue.
 	QueueOffset int64
+	// TransactionID is the broker's transaction id of a half message (its UNIQ_KEY, as a 5.x
+	// broker answers), or what the broker answered for any other message.
+	TransactionID string
 	// Attempts counts the attempts made, this one included.
 	Attempts int
 	// BrokersTried lists the broker of every attempt, in order.

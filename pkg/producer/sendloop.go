@@ -397,7 +397,7 @@ func (c *sendCall) stored(i int, q *queueEntry, res *attemptResult) bool {
 	c.r.noteAccepted(q.b.addr, c.topic)
 	c.result = &SendResult{
 		MsgID: c.uniq, OffsetMsgID: res.sent.MsgID, Topic: c.topic, Broker: q.b.name, QueueID: int(res.sent.QueueID),
-		QueueOffset: res.sent.QueueOffset, Attempts: i + 1, BrokersTried: c.tried, Latency: c.r.now().Sub(c.begin),
+		QueueOffset: res.sent.QueueOffset, TransactionID: res.sent.TransactionID, Attempts: i + 1, BrokersTried: c.tried, Latency: c.r.now().Sub(c.begin),
 		Status: res.status,
 	}
 	return res.status != StatusSendOK && c.pol.Retry.RetryAnotherBrokerWhenNotStoreOK && c.rules.retryNotStoreOK

@@ -1,0 +1,100 @@
+package producer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/detourmq/detour/pkg/remoting"
+)
+
+// ErrNotInRoute is wrapped by the error for a transaction end naming a broker the route does not
+// send to.
+var ErrNotInRoute = errors.New("broker not in route")
+
+// SendTransactionRoute sends m by route as a transactional half message of producer group
+// group: the broker keeps it out of consumers' sight until EndTransaction commits it, and checks
+// back with a producer of group (CHECK_TRANSACTION_STATE) when no end comes. It goes through the
+// send loop like any message, each attempt picking the broker by the route's policy, with one
+// exception: a half message a broker stored with a "stored but" status (a flush or replica
+// timeout) is not sent to another broker as well, since that would leave two half messages of one
+// transaction. Only SEND_OK makes the half message safe to commit; the caller rolls back any
+// other status. m is not modified.
+func (r *Runtime) SendTransactionRoute(ctx context.Context, route string, m *Message, group string) (*SendResult, error) {
+	begin := r.now()
+	if err := ValidateMessage(m); err != nil {
+		return nil, err
+	}
+	if group == "" {
+		return nil, errors.New("a half message needs a producer group, which the broker checks back with")
+	}
+	rt, err := r.openRoute(route, m.Topic, ModeSync, begin, r.now)
+	if err != nil {
+		return nil, err
+	}
+	c := sendCall{r: r, ctx: ctx, key: route, topic: m.Topic, mode: ModeSync, begin: begin}
+	if err := c.prepare(rt, m); err != nil {
+		return nil, err
+	}
+	c.header.ProducerGroup = group
+	c.header.SysFlag |= remoting.TransactionPrepared
+	c.header.Properties += remoting.EncodeProperty(remoting.PropertyTransactionPrep, "true") +
+		remoting.EncodeProperty(remoting.PropertyProducerGroup, group)
+	if err := checkPropertiesSize(len(c.header.Properties)); err != nil {
+		c.release()
+		return nil, err
+	}
+	c.rules.retryNotStoreOK = false
+	return c.run()
+}
+
+// endTransactionTimeout bounds an END_TRANSACTION whose context has no deadline.
+const endTransactionTimeout = 3 * time.Second
+
+// EndTransaction sends END_TRANSACTION for h to broker, one of route's brokers (the one that
+// stored the half message), and waits for its answer: nil when the broker committed or rolled
+// back, a *BrokerError when it refused (a half message it cannot find or that h does not name).
+// An end that is neither a commit nor a rollback is sent oneway, as the broker answers none.
+// The end is never sent to any other broker: only the one holding the half message can end it.
+func (r *Runtime) EndTransaction(ctx context.Context, route, broker string, h *remoting.EndTransactionHeader) error {
+	if r.closed.Load() {
+		return ErrClosed
+	}
+	addr, err := r.routeBrokerAddr(route, broker)
+	if err != nil {
+		return err
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, endTransactionTimeout)
+		defer cancel()
+	}
+	req := remoting.NewEndTransactionRequest(h)
+	if h.CommitOrRollback == remoting.TransactionNotType {
+		return r.client.InvokeOneway(ctx, addr, req)
+	}
+	resp, err := r.client.Invoke(ctx, addr, req)
+	if err != nil {
+		return err
+	}
+	if resp.Code != remoting.Success {
+		r.noteACL("", addr, broker, h.Topic, remoting.EndTransaction, resp)
+		return &BrokerError{Code: resp.Code, Remark: resp.Remark, Broker: broker, Addr: addr}
+	}
+	return nil
+}
+
+// routeBrokerAddr is the address of broker among route's brokers.
+func (r *Runtime) routeBrokerAddr(route, broker string) (string, error) {
+	rt := r.state.Load().index.get(route)
+	if rt == nil {
+		return "", &NoRouteError{Topic: route}
+	}
+	for i := range rt.queues {
+		if b := rt.queues[i].b; b.name == broker && b.addr != "" {
+			return b.addr, nil
+		}
+	}
+	return "", fmt.Errorf("%w: route %s has no broker %s with an address", ErrNotInRoute, route, broker)
+}
