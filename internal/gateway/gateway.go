@@ -142,6 +142,7 @@ type Server struct {
 	metrics  *metrics.Gateway
 
 	state    atomic.Int32
+	retiring atomic.Bool
 	inFlight atomic.Int64
 	done     chan struct{}
 	close    sync.Once
@@ -221,6 +222,18 @@ func (s *Server) Start(ctx context.Context) error {
 	s.state.Store(stateStopped)
 	s.log.Info("Send gateway stopped")
 	return nil
+}
+
+// Retire asks every client to reconnect while the gateway still serves: from now on each
+// answer closes its connection once written (Connection: close on HTTP/1.1, a GOAWAY on
+// HTTP/2). A replica retires its gateway when its shutdown delay begins, so clients that reach
+// it through a Service move to the replicas that stay while this one still answers. Without
+// it, a kept-alive connection lasts until Start's context ends the gateway, and a request sent
+// on it just as it closes is lost to the client: HTTP clients do not send a POST again.
+func (s *Server) Retire() {
+	if s.retiring.CompareAndSwap(false, true) {
+		s.log.Info("Retiring the send gateway: every answer now closes its connection")
+	}
 }
 
 func (s *Server) finish() { s.close.Do(func() { close(s.done) }) }

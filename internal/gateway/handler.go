@@ -92,8 +92,9 @@ func (s *Server) Handler() http.Handler {
 	}))
 }
 
-// instrument counts requests in flight and records each answer's status and duration, and
-// answers a request whose handling panicked (see recoverHandler).
+// instrument counts requests in flight and records each answer's status and duration, closes
+// the connection after each answer once the gateway retires, and answers a request whose
+// handling panicked (see recoverHandler).
 func (s *Server) instrument(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.inFlight.Add(1)
@@ -108,6 +109,11 @@ func (s *Server) instrument(next http.Handler) http.Handler {
 			s.inFlight.Add(-1)
 		}()
 		defer s.recoverHandler(rec, r)
+		if s.retiring.Load() {
+			// net/http closes an HTTP/1.1 connection after this answer and sends an HTTP/2
+			// GOAWAY; the header itself never reaches an HTTP/2 client.
+			w.Header().Set("Connection", "close")
+		}
 		next.ServeHTTP(rec, r)
 	})
 }

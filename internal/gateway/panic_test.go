@@ -10,9 +10,9 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 
 	"github.com/detourmq/detour/internal/metrics"
+	"github.com/detourmq/detour/internal/metrics/metricstest"
 	"github.com/detourmq/detour/pkg/producer"
 )
 
@@ -33,8 +33,12 @@ func (panickingSender) SendRoute(_ context.Context, _ string, m *producer.Messag
 // is answered 500 Internal on a connection that then closes, is counted, and spares the
 // gateway and every other connection: a caller whose connection was open before keeps using it.
 func TestAPanicWhileHandlingARequestClosesOnlyItsConnection(t *testing.T) {
-	gm := metrics.NewGateway()
-	srv, err := New(Options{Addr: "127.0.0.1:0", Sender: panickingSender{}, Metrics: gm,
+	set := metrics.NewSet()
+	reg := prometheus.NewPedanticRegistry()
+	if err := set.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := New(Options{Addr: "127.0.0.1:0", Sender: panickingSender{}, Metrics: set.Gateway,
 		Topics: TopicResolverFunc(func(context.Context, string, string) (Target, error) { return Target{Topic: "T"}, nil })})
 	if err != nil {
 		t.Fatal(err)
@@ -84,13 +88,14 @@ func TestAPanicWhileHandlingARequestClosesOnlyItsConnection(t *testing.T) {
 	if a := send(bystander, "before"); a.status != http.StatusOK {
 		t.Fatalf("before the panic: %+v", a)
 	}
-	before := counterValue(t, gm.Panics(metrics.PanicInHandler))
+	handlerPanics := "detour_gateway_panics_total{where=" + metrics.PanicInHandler + "}"
+	before := metricstest.Gathered(t, reg)[handlerPanics]
 	a := send(victim, "boom")
 	if a.status != http.StatusInternalServerError || a.body.Code != CodeInternal || !a.closed {
 		t.Fatalf("the panicking request: %d %+v, connection closing %v; want 500 %s on a closing connection",
 			a.status, a.body, a.closed, CodeInternal)
 	}
-	if got := counterValue(t, gm.Panics(metrics.PanicInHandler)) - before; got != 1 {
+	if got := metricstest.Gathered(t, reg)[handlerPanics] - before; got != 1 {
 		t.Fatalf("%v handler panics counted, want 1", got)
 	}
 	if a := send(bystander, "after"); a.status != http.StatusOK || !a.reused {
@@ -102,14 +107,4 @@ func TestAPanicWhileHandlingARequestClosesOnlyItsConnection(t *testing.T) {
 	if srv.Serving() != nil || srv.InFlight() != 0 {
 		t.Fatalf("serving %v with %d in flight; want serving, nothing in flight", srv.Serving(), srv.InFlight())
 	}
-}
-
-// counterValue reads a counter.
-func counterValue(t *testing.T, c prometheus.Counter) float64 {
-	t.Helper()
-	var m dto.Metric
-	if err := c.Write(&m); err != nil {
-		t.Fatal(err)
-	}
-	return m.GetCounter().GetValue()
 }
