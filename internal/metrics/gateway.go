@@ -64,9 +64,6 @@ func (m *Gateway) InFlight() prometheus.Gauge { return m.inFlight }
 // Panicked counts a recovered panic at where (PanicInHandler, PanicInReview).
 func (m *Gateway) Panicked(where string) { m.panics.WithLabelValues(where).Inc() }
 
-// Panics returns the panic counter of where, for reading it back.
-func (m *Gateway) Panics(where string) prometheus.Counter { return m.panics.WithLabelValues(where) }
-
 // Series returns the series of an HTTP status, looked up once per status.
 func (m *Gateway) Series(status int) *StatusSeries {
 	if status < 0 || status >= len(m.byStatus) {

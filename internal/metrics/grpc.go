@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -14,6 +15,22 @@ type GRPC struct {
 	duration *prometheus.HistogramVec
 	messages *prometheus.CounterVec
 	panics   prometheus.Counter
+	checks   *prometheus.CounterVec
+
+	// bySeries and byMessageCode cache each series once looked up: label values are a small
+	// fixed set, and a lookup by label values hashes them under a lock on every call, which the
+	// send path would otherwise pay twice per message.
+	bySeries      sync.Map // callKey → *callSeries
+	byMessageCode sync.Map // code → prometheus.Counter
+}
+
+// callKey names the series of one method answered with one code.
+type callKey struct{ method, code string }
+
+// callSeries are the series a call of one method and code counts into.
+type callSeries struct {
+	calls    prometheus.Counter
+	duration prometheus.Observer
 }
 
 // NewGRPC creates the gRPC endpoint's collectors, unregistered.
@@ -31,25 +48,56 @@ func NewGRPC() *GRPC {
 			[]string{"code"}),
 		panics: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "panics_total",
 			Help: "Panics recovered in the RocketMQ gRPC endpoint's handlers; each failed its call with INTERNAL."}),
+		checks: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "transaction_checks_total",
+			Help: "Brokers' transaction check-backs the RocketMQ gRPC endpoint was offered, by outcome: asked (handed to a producer of the topic), no_producer (no producer stream here publishes the topic) or queue_full (the producer's stream had too many commands waiting). Only asked reaches a producer; the broker checks the others again at its next round."},
+			[]string{"outcome"}),
 	}
 }
 
+// Outcomes of a transaction check-back offered to the endpoint.
+const (
+	CheckAsked      = "asked"
+	CheckNoProducer = "no_producer"
+	CheckQueueFull  = "queue_full"
+)
+
+// TransactionCheck counts one check-back offered to the endpoint, by its outcome.
+func (m *GRPC) TransactionCheck(outcome string) { m.checks.WithLabelValues(outcome).Inc() }
+
 // collectors are every collector of m.
 func (m *GRPC) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.calls, m.duration, m.messages, m.panics}
+	return []prometheus.Collector{m.calls, m.duration, m.messages, m.panics, m.checks}
 }
 
 // CallDone counts one answered unary call, or one ended stream (took is then 0 and not
 // observed: a stream lasts as long as its client).
 func (m *GRPC) CallDone(method, code string, took time.Duration) {
-	m.calls.WithLabelValues(method, code).Inc()
+	s := m.series(method, code)
+	s.calls.Inc()
 	if took > 0 {
-		m.duration.WithLabelValues(method).Observe(took.Seconds())
+		s.duration.Observe(took.Seconds())
 	}
 }
 
+// series returns the series of a method and code, looked up once.
+func (m *GRPC) series(method, code string) *callSeries {
+	key := callKey{method, code}
+	if s, ok := m.bySeries.Load(key); ok {
+		return s.(*callSeries)
+	}
+	s, _ := m.bySeries.LoadOrStore(key, &callSeries{
+		calls: m.calls.WithLabelValues(method, code), duration: m.duration.WithLabelValues(method)})
+	return s.(*callSeries)
+}
+
 // MessageAnswered counts one message of a SendMessage answer with its entry's status code.
-func (m *GRPC) MessageAnswered(code string) { m.messages.WithLabelValues(code).Inc() }
+func (m *GRPC) MessageAnswered(code string) {
+	c, ok := m.byMessageCode.Load(code)
+	if !ok {
+		c, _ = m.byMessageCode.LoadOrStore(code, m.messages.WithLabelValues(code))
+	}
+	c.(prometheus.Counter).Inc()
+}
 
 // Panicked counts a recovered panic.
 func (m *GRPC) Panicked() { m.panics.Inc() }

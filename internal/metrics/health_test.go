@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/detourmq/detour/internal/metrics/metricstest"
 	"github.com/detourmq/detour/internal/poll"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -20,24 +21,7 @@ func healthSeries(t *testing.T, c prometheus.Collector) map[string]float64 {
 	t.Helper()
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(c)
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]float64{}
-	for _, mf := range families {
-		for _, m := range mf.GetMetric() {
-			key := mf.GetName() + "{"
-			for i, l := range m.GetLabel() {
-				if i > 0 {
-					key += ","
-				}
-				key += l.GetName() + "=" + l.GetValue()
-			}
-			got[key+"}"] = m.GetGauge().GetValue()
-		}
-	}
-	return got
+	return metricstest.Gathered(t, reg)
 }
 
 // TestHealthMetricsShowWhatAlertsAreWrittenAgainst proves the series the alerting rules read
