@@ -17,7 +17,7 @@ import (
 // clientIDHeader names the client in every call; the Proxy refuses calls without it.
 const clientIDHeader = "x-mq-client-id"
 
-// unsupportedMessage is the reason given for the calls detour does not serve itself.
+// unsupportedMessage is the reason given for the calls detour neither serves nor forwards.
 const unsupportedMessage = "detour serves producers only: this call needs a RocketMQ Proxy to forward to, and none is configured"
 
 // okStatus is the status of a call that did what it was asked.
@@ -39,9 +39,10 @@ func requireClientID(ctx context.Context) *rmqpb.Status {
 	return newStatus(rmqpb.Code_CLIENT_ID_REQUIRED, "missing %s header: every call must name its client", clientIDHeader)
 }
 
-// unsupported is the status of a call detour does not serve, after the client-id check.
-func unsupported(ctx context.Context) *rmqpb.Status {
-	if st := requireClientID(ctx); st != nil {
+// unsupported is the status of a call detour does not serve, after the signature and client-id
+// checks.
+func (s *Server) unsupported(ctx context.Context) *rmqpb.Status {
+	if _, st := s.admit(ctx); st != nil {
 		return st
 	}
 	return &rmqpb.Status{Code: rmqpb.Code_UNSUPPORTED, Message: unsupportedMessage}
@@ -75,85 +76,128 @@ func addressScheme(host string) rmqpb.AddressScheme {
 	return rmqpb.AddressScheme_IPv6
 }
 
-// Heartbeat answers OK: the runtime keeps its own heartbeats to the brokers, and a producer's
-// heartbeat carries nothing detour needs.
-func (s *Server) Heartbeat(ctx context.Context, _ *rmqpb.HeartbeatRequest) (*rmqpb.HeartbeatResponse, error) {
-	if st := requireClientID(ctx); st != nil {
+// Heartbeat answers a producer's heartbeat OK (the runtime keeps its own heartbeats to the
+// brokers, and a producer's carries nothing detour needs) and forwards a consumer's, which
+// registers its group with the Proxy.
+func (s *Server) Heartbeat(ctx context.Context, req *rmqpb.HeartbeatRequest) (*rmqpb.HeartbeatResponse, error) {
+	if isConsumer(req.GetClientType()) {
+		return forwardUnary(s, ctx, nil, req, rmqpb.MessagingServiceClient.Heartbeat,
+			func(st *rmqpb.Status) *rmqpb.HeartbeatResponse { return &rmqpb.HeartbeatResponse{Status: st} })
+	}
+	if _, st := s.admit(ctx); st != nil {
 		return &rmqpb.HeartbeatResponse{Status: st}, nil
 	}
 	return &rmqpb.HeartbeatResponse{Status: okStatus()}, nil
 }
 
-// NotifyClientTermination answers OK: detour keeps no state per producer.
-func (s *Server) NotifyClientTermination(ctx context.Context, _ *rmqpb.NotifyClientTerminationRequest) (*rmqpb.NotifyClientTerminationResponse, error) {
-	if st := requireClientID(ctx); st != nil {
+// NotifyClientTermination answers a producer OK (detour keeps no state per producer); a
+// consumer's (it names its group) is forwarded to its Proxy, and the client forgotten.
+func (s *Server) NotifyClientTermination(ctx context.Context, req *rmqpb.NotifyClientTerminationRequest) (*rmqpb.NotifyClientTerminationResponse, error) {
+	if _, st := s.admit(ctx); st != nil {
 		return &rmqpb.NotifyClientTerminationResponse{Status: st}, nil
 	}
-	return &rmqpb.NotifyClientTerminationResponse{Status: okStatus()}, nil
-}
-
-// EndTransaction is not served yet: detour sends no half messages.
-func (s *Server) EndTransaction(ctx context.Context, _ *rmqpb.EndTransactionRequest) (*rmqpb.EndTransactionResponse, error) {
-	st := unsupported(ctx)
-	if st.Code == rmqpb.Code_UNSUPPORTED {
-		st.Message = "detour does not send transactional messages yet, so it holds no transaction to end"
+	id := callerID(ctx)
+	if req.Group == nil || s.affinity.lookup(id) == nil {
+		return &rmqpb.NotifyClientTerminationResponse{Status: okStatus()}, nil
 	}
-	return &rmqpb.EndTransactionResponse{Status: st}, nil
+	defer s.affinity.forget(id)
+	return forwardUnary(s, ctx, nil, req, rmqpb.MessagingServiceClient.NotifyClientTermination,
+		func(st *rmqpb.Status) *rmqpb.NotifyClientTerminationResponse {
+			return &rmqpb.NotifyClientTerminationResponse{Status: st}
+		})
 }
 
-// QueryAssignment is a consumer's call (see unsupportedMessage).
-func (s *Server) QueryAssignment(ctx context.Context, _ *rmqpb.QueryAssignmentRequest) (*rmqpb.QueryAssignmentResponse, error) {
-	return &rmqpb.QueryAssignmentResponse{Status: unsupported(ctx)}, nil
+// QueryAssignment is forwarded to the Proxy. The Proxy answers the endpoints the client sent
+// with its own gRPC port in place of the client's (useEndpointPortFromRequest is off by
+// default), so the assignments are given this endpoint's address, as routes are: a push
+// consumer then receives here too.
+func (s *Server) QueryAssignment(ctx context.Context, req *rmqpb.QueryAssignmentRequest) (*rmqpb.QueryAssignmentResponse, error) {
+	resp, err := forwardUnary(s, ctx, req.GetTopic(), req, rmqpb.MessagingServiceClient.QueryAssignment,
+		func(st *rmqpb.Status) *rmqpb.QueryAssignmentResponse {
+			return &rmqpb.QueryAssignmentResponse{Status: st}
+		})
+	if err != nil || resp == nil {
+		return resp, err
+	}
+	ep := s.accessPoint(ctx, req.GetEndpoints())
+	for _, a := range resp.GetAssignments() {
+		if b := a.GetMessageQueue().GetBroker(); b != nil {
+			b.Endpoints = ep
+		}
+	}
+	return resp, nil
 }
 
-// ReceiveMessage is a consumer's call: one answer with the status, as the Proxy fails a receive.
-func (s *Server) ReceiveMessage(_ *rmqpb.ReceiveMessageRequest, stream grpc.ServerStreamingServer[rmqpb.ReceiveMessageResponse]) error {
-	return stream.Send(&rmqpb.ReceiveMessageResponse{Content: &rmqpb.ReceiveMessageResponse_Status{Status: unsupported(stream.Context())}})
+// ReceiveMessage is forwarded to the Proxy, its long poll included: the client's deadline is
+// the upstream call's.
+func (s *Server) ReceiveMessage(req *rmqpb.ReceiveMessageRequest, stream grpc.ServerStreamingServer[rmqpb.ReceiveMessageResponse]) error {
+	return forwardServerStream(s, stream, req.GetMessageQueue().GetTopic(), req, rmqpb.MessagingServiceClient.ReceiveMessage,
+		func(st *rmqpb.Status) *rmqpb.ReceiveMessageResponse {
+			return &rmqpb.ReceiveMessageResponse{Content: &rmqpb.ReceiveMessageResponse_Status{Status: st}}
+		})
 }
 
-// AckMessage is a consumer's call.
-func (s *Server) AckMessage(ctx context.Context, _ *rmqpb.AckMessageRequest) (*rmqpb.AckMessageResponse, error) {
-	return &rmqpb.AckMessageResponse{Status: unsupported(ctx)}, nil
+// AckMessage is forwarded to the Proxy.
+func (s *Server) AckMessage(ctx context.Context, req *rmqpb.AckMessageRequest) (*rmqpb.AckMessageResponse, error) {
+	return forwardUnary(s, ctx, req.GetTopic(), req, rmqpb.MessagingServiceClient.AckMessage,
+		func(st *rmqpb.Status) *rmqpb.AckMessageResponse { return &rmqpb.AckMessageResponse{Status: st} })
 }
 
-// ForwardMessageToDeadLetterQueue is a consumer's call.
-func (s *Server) ForwardMessageToDeadLetterQueue(ctx context.Context, _ *rmqpb.ForwardMessageToDeadLetterQueueRequest) (*rmqpb.ForwardMessageToDeadLetterQueueResponse, error) {
-	return &rmqpb.ForwardMessageToDeadLetterQueueResponse{Status: unsupported(ctx)}, nil
+// ForwardMessageToDeadLetterQueue is forwarded to the Proxy.
+func (s *Server) ForwardMessageToDeadLetterQueue(ctx context.Context, req *rmqpb.ForwardMessageToDeadLetterQueueRequest) (*rmqpb.ForwardMessageToDeadLetterQueueResponse, error) {
+	return forwardUnary(s, ctx, req.GetTopic(), req, rmqpb.MessagingServiceClient.ForwardMessageToDeadLetterQueue,
+		func(st *rmqpb.Status) *rmqpb.ForwardMessageToDeadLetterQueueResponse {
+			return &rmqpb.ForwardMessageToDeadLetterQueueResponse{Status: st}
+		})
 }
 
-// PullMessage is a consumer's call: one answer with the status.
-func (s *Server) PullMessage(_ *rmqpb.PullMessageRequest, stream grpc.ServerStreamingServer[rmqpb.PullMessageResponse]) error {
-	return stream.Send(&rmqpb.PullMessageResponse{Content: &rmqpb.PullMessageResponse_Status{Status: unsupported(stream.Context())}})
+// PullMessage is forwarded to the Proxy.
+func (s *Server) PullMessage(req *rmqpb.PullMessageRequest, stream grpc.ServerStreamingServer[rmqpb.PullMessageResponse]) error {
+	return forwardServerStream(s, stream, req.GetMessageQueue().GetTopic(), req, rmqpb.MessagingServiceClient.PullMessage,
+		func(st *rmqpb.Status) *rmqpb.PullMessageResponse {
+			return &rmqpb.PullMessageResponse{Content: &rmqpb.PullMessageResponse_Status{Status: st}}
+		})
 }
 
-// UpdateOffset is a consumer's call.
-func (s *Server) UpdateOffset(ctx context.Context, _ *rmqpb.UpdateOffsetRequest) (*rmqpb.UpdateOffsetResponse, error) {
-	return &rmqpb.UpdateOffsetResponse{Status: unsupported(ctx)}, nil
+// UpdateOffset is forwarded to the Proxy.
+func (s *Server) UpdateOffset(ctx context.Context, req *rmqpb.UpdateOffsetRequest) (*rmqpb.UpdateOffsetResponse, error) {
+	return forwardUnary(s, ctx, req.GetMessageQueue().GetTopic(), req, rmqpb.MessagingServiceClient.UpdateOffset,
+		func(st *rmqpb.Status) *rmqpb.UpdateOffsetResponse { return &rmqpb.UpdateOffsetResponse{Status: st} })
 }
 
-// GetOffset is a consumer's call.
-func (s *Server) GetOffset(ctx context.Context, _ *rmqpb.GetOffsetRequest) (*rmqpb.GetOffsetResponse, error) {
-	return &rmqpb.GetOffsetResponse{Status: unsupported(ctx)}, nil
+// GetOffset is forwarded to the Proxy.
+func (s *Server) GetOffset(ctx context.Context, req *rmqpb.GetOffsetRequest) (*rmqpb.GetOffsetResponse, error) {
+	return forwardUnary(s, ctx, req.GetMessageQueue().GetTopic(), req, rmqpb.MessagingServiceClient.GetOffset,
+		func(st *rmqpb.Status) *rmqpb.GetOffsetResponse { return &rmqpb.GetOffsetResponse{Status: st} })
 }
 
-// QueryOffset is a consumer's call.
-func (s *Server) QueryOffset(ctx context.Context, _ *rmqpb.QueryOffsetRequest) (*rmqpb.QueryOffsetResponse, error) {
-	return &rmqpb.QueryOffsetResponse{Status: unsupported(ctx)}, nil
+// QueryOffset is forwarded to the Proxy.
+func (s *Server) QueryOffset(ctx context.Context, req *rmqpb.QueryOffsetRequest) (*rmqpb.QueryOffsetResponse, error) {
+	return forwardUnary(s, ctx, req.GetMessageQueue().GetTopic(), req, rmqpb.MessagingServiceClient.QueryOffset,
+		func(st *rmqpb.Status) *rmqpb.QueryOffsetResponse { return &rmqpb.QueryOffsetResponse{Status: st} })
 }
 
-// ChangeInvisibleDuration is a consumer's call.
-func (s *Server) ChangeInvisibleDuration(ctx context.Context, _ *rmqpb.ChangeInvisibleDurationRequest) (*rmqpb.ChangeInvisibleDurationResponse, error) {
-	return &rmqpb.ChangeInvisibleDurationResponse{Status: unsupported(ctx)}, nil
+// ChangeInvisibleDuration is forwarded to the Proxy.
+func (s *Server) ChangeInvisibleDuration(ctx context.Context, req *rmqpb.ChangeInvisibleDurationRequest) (*rmqpb.ChangeInvisibleDurationResponse, error) {
+	return forwardUnary(s, ctx, req.GetTopic(), req, rmqpb.MessagingServiceClient.ChangeInvisibleDuration,
+		func(st *rmqpb.Status) *rmqpb.ChangeInvisibleDurationResponse {
+			return &rmqpb.ChangeInvisibleDurationResponse{Status: st}
+		})
 }
 
-// RecallMessage would need the broker's recall handle, which detour's answers do not carry yet.
-func (s *Server) RecallMessage(ctx context.Context, _ *rmqpb.RecallMessageRequest) (*rmqpb.RecallMessageResponse, error) {
-	return &rmqpb.RecallMessageResponse{Status: unsupported(ctx)}, nil
+// RecallMessage is forwarded to the Proxy: the recall handle names the broker that stored the
+// message, which the Proxy reaches.
+func (s *Server) RecallMessage(ctx context.Context, req *rmqpb.RecallMessageRequest) (*rmqpb.RecallMessageResponse, error) {
+	return forwardUnary(s, ctx, req.GetTopic(), req, rmqpb.MessagingServiceClient.RecallMessage,
+		func(st *rmqpb.Status) *rmqpb.RecallMessageResponse { return &rmqpb.RecallMessageResponse{Status: st} })
 }
 
-// SyncLiteSubscription is a consumer's call.
-func (s *Server) SyncLiteSubscription(ctx context.Context, _ *rmqpb.SyncLiteSubscriptionRequest) (*rmqpb.SyncLiteSubscriptionResponse, error) {
-	return &rmqpb.SyncLiteSubscriptionResponse{Status: unsupported(ctx)}, nil
+// SyncLiteSubscription is forwarded to the Proxy.
+func (s *Server) SyncLiteSubscription(ctx context.Context, req *rmqpb.SyncLiteSubscriptionRequest) (*rmqpb.SyncLiteSubscriptionResponse, error) {
+	return forwardUnary(s, ctx, req.GetTopic(), req, rmqpb.MessagingServiceClient.SyncLiteSubscription,
+		func(st *rmqpb.Status) *rmqpb.SyncLiteSubscriptionResponse {
+			return &rmqpb.SyncLiteSubscriptionResponse{Status: st}
+		})
 }
 
 // accessPoint is the endpoint routes name: the advertised one, else the access point the client

@@ -3,6 +3,8 @@ package grpcfront
 import (
 	"bytes"
 	"compress/gzip"
+	"crypto/sha1"
+	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -79,6 +81,38 @@ func FuzzSendMessageRequest(f *testing.F) {
 		}
 		if total > producer.MaxMessageSize {
 			t.Fatalf("bodies of %d bytes accepted", total)
+		}
+	})
+}
+
+// FuzzAuthorizationHeader feeds arbitrary authorization headers to the parser: nothing panics,
+// a header over the bound is refused whatever it holds, and an accepted one names an access key
+// without its scope and a signature of SHA-1's size.
+func FuzzAuthorizationHeader(f *testing.F) {
+	sig := strings.Repeat("0A", 20)
+	for _, seed := range []string{
+		"MQv2-HMAC-SHA1 Credential=ak,SignedHeaders=x-mq-date-time,Signature=" + sig,
+		"MQv2-HMAC-SHA1 Credential=ak/20260301/region, SignedHeaders=x-mq-date-time, Signature=" + strings.ToLower(sig),
+		"MQv2-HMAC-SHA1 Credential=ak,Signature=" + sig + ",Extra=1",
+		"MQv2-HMAC-SHA1 Credential=ak,Credential=bk,Signature=" + sig,
+		"MQv2-HMAC-SHA1 Credential=,Signature=" + sig,
+		"MQv2-HMAC-SHA1 Credential==,Signature==",
+		"MQv2-HMAC-SHA1 ,,,",
+		"MQv2-HMAC-SHA1",
+		"",
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, header string) {
+		call, err := parseAuthorization(header)
+		if len(header) > maxAuthorizationLen && err == nil {
+			t.Fatalf("a header of %d bytes was accepted", len(header))
+		}
+		if err != nil {
+			return
+		}
+		if call.accessKey == "" || strings.Contains(call.accessKey, "/") || len(call.signature) != sha1.Size {
+			t.Fatalf("accepted %q as key %q, signature of %d bytes", header, call.accessKey, len(call.signature))
 		}
 	})
 }

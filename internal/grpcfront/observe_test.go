@@ -6,19 +6,27 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/detourmq/detour/internal/metrics"
+	"github.com/detourmq/detour/internal/metrics/metricstest"
 	"github.com/detourmq/detour/pkg/rmqpb"
 )
 
-// TestCallsAndMessagesAreCountedByTheirCodes proves the endpoint counts each call by method and
-// the RocketMQ code it was answered with, each message of a send by its entry's code, and a
-// handler's panic both as a panic and as the INTERNAL call it became.
-func TestCallsAndMessagesAreCountedByTheirCodes(t *testing.T) {
+// newCountedTestBed is a testBed whose endpoint counts into a registered metrics set, and the
+// registry to gather it from.
+func newCountedTestBed(t *testing.T) (*testBed, prometheus.Gatherer) {
+	t.Helper()
 	set := metrics.NewSet()
 	reg := prometheus.NewPedanticRegistry()
 	if err := set.Register(reg); err != nil {
 		t.Fatal(err)
 	}
-	bed := newTestBed(t, func(o *Options) { o.Metrics = set.GRPC })
+	return newTestBed(t, func(o *Options) { o.Metrics = set.GRPC }), reg
+}
+
+// TestCallsAndMessagesAreCountedByTheirCodes proves the endpoint counts each call by method and
+// the RocketMQ code it was answered with, each message of a send by its entry's code, and a
+// handler's panic both as a panic and as the INTERNAL call it became.
+func TestCallsAndMessagesAreCountedByTheirCodes(t *testing.T) {
+	bed, reg := newCountedTestBed(t)
 	if resp := bed.send(t, newMessage("Orders", "one"), newMessage("Orders", "two")); resp.Status.Code != rmqpb.Code_OK {
 		t.Fatalf("answer %v", resp)
 	}
@@ -28,7 +36,7 @@ func TestCallsAndMessagesAreCountedByTheirCodes(t *testing.T) {
 	if _, err := bed.client.QueryRoute(asClient(t), &rmqpb.QueryRouteRequest{Topic: &rmqpb.Resource{Name: "Boom"}}); err == nil {
 		t.Fatal("a panicking call succeeded")
 	}
-	got := gathered(t, reg)
+	got := metricstest.Gathered(t, reg)
 	refused := rmqpb.Code_TOPIC_NOT_FOUND.String()
 	for series, want := range map[string]float64{
 		"detour_grpc_calls_total{code=OK,method=SendMessage}":              1,
@@ -43,34 +51,4 @@ func TestCallsAndMessagesAreCountedByTheirCodes(t *testing.T) {
 			t.Errorf("%s = %v, want %v (all: %v)", series, got[series], want, got)
 		}
 	}
-}
-
-// gathered reads reg's series as name{label=value,...} -> value (counters; histograms by their
-// count), labels in name order.
-func gathered(t *testing.T, reg prometheus.Gatherer) map[string]float64 {
-	t.Helper()
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]float64{}
-	for _, mf := range families {
-		for _, m := range mf.GetMetric() {
-			labels := "{"
-			for i, l := range m.GetLabel() {
-				if i > 0 {
-					labels += ","
-				}
-				labels += l.GetName() + "=" + l.GetValue()
-			}
-			labels += "}"
-			switch {
-			case m.GetCounter() != nil:
-				out[mf.GetName()+labels] = m.GetCounter().GetValue()
-			case m.GetHistogram() != nil:
-				out[mf.GetName()+"_count"+labels] = float64(m.GetHistogram().GetSampleCount())
-			}
-		}
-	}
-	return out
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -14,9 +15,8 @@ import (
 )
 
 // acceptedTypes are the message types detour sends, listed on every queue: the runtime does not
-// know a topic's type, and a client that validates types then refuses what detour cannot send
-// (transactional messages) before sending it.
-var acceptedTypes = []rmqpb.MessageType{rmqpb.MessageType_NORMAL, rmqpb.MessageType_FIFO, rmqpb.MessageType_DELAY}
+// know a topic's type, so every queue accepts every type detour can send.
+var acceptedTypes = []rmqpb.MessageType{rmqpb.MessageType_NORMAL, rmqpb.MessageType_FIFO, rmqpb.MessageType_DELAY, rmqpb.MessageType_TRANSACTION}
 
 // maxEchoedAddresses bounds the access point a route echoes back.
 const maxEchoedAddresses = 16
@@ -27,7 +27,12 @@ const maxEchoedAddresses = 16
 // READ, the others READ_WRITE; when no broker is writable all are, as a route without writable
 // queues would stop the client from sending at all, and detour still picks the broker.
 func (s *Server) QueryRoute(ctx context.Context, req *rmqpb.QueryRouteRequest) (*rmqpb.QueryRouteResponse, error) {
-	if st := requireClientID(ctx); st != nil {
+	who, st := s.admit(ctx)
+	if st != nil {
+		return &rmqpb.QueryRouteResponse{Status: st}, nil
+	}
+	// Before resolving, so that a key learns nothing of the topics it may not use.
+	if st := who.authorizeSend(req.GetTopic()); st != nil {
 		return &rmqpb.QueryRouteResponse{Status: st}, nil
 	}
 	target, st := s.resolve(ctx, req.GetTopic())
@@ -102,29 +107,59 @@ const (
 	backoffMultiplier = 2
 )
 
-// Telemetry answers every Settings a producer announces with detour's publishing settings and
-// keeps the stream open until the client ends it: the clients wait for that answer before their
-// first route query. A consumer's Settings get UNSUPPORTED.
+// Telemetry serves a producer's stream and forwards a consumer's. The first command tells
+// which: a consumer's Settings (its client type, or a subscription) send the whole stream to the
+// consumer's Proxy (forwardTelemetry). A producer's Settings are answered with detour's
+// publishing settings, and the stream kept open until the client ends it: the clients wait for
+// that answer before their first route query.
 func (s *Server) Telemetry(stream grpc.BidiStreamingServer[rmqpb.TelemetryCommand, rmqpb.TelemetryCommand]) error {
-	if st := requireClientID(stream.Context()); st != nil {
+	// The Proxy checks every command, but a stream's metadata is its first one's: checking it once
+	// is the same. A refusal is the stream's one answer, as the Proxy ends it after one.
+	if _, st := s.admit(stream.Context()); st != nil {
 		return stream.Send(&rmqpb.TelemetryCommand{Status: st})
 	}
+	cmd, err := stream.Recv()
+	if err != nil {
+		return nil // the client ended the stream, or went away
+	}
+	if settings := cmd.GetSettings(); settings != nil && isConsumerSettings(settings) {
+		return s.forwardTelemetry(stream, cmd, subscribedTopic(settings))
+	}
+	return s.serveProducerTelemetry(stream, cmd)
+}
+
+// serveProducerTelemetry answers a producer's Settings for as long as its stream lasts, and
+// keeps the stream registered under the topics the Settings publish, so a broker's check-back on
+// a half message of one reaches the producer (checkback.go) through a writer of the stream's own.
+func (s *Server) serveProducerTelemetry(stream grpc.BidiStreamingServer[rmqpb.TelemetryCommand, rmqpb.TelemetryCommand], cmd *rmqpb.TelemetryCommand) error {
+	ps := &producerStream{stream: stream, out: make(chan *rmqpb.TelemetryCommand, producerStreamQueue), done: make(chan struct{})}
+	var writer sync.WaitGroup
+	writer.Add(1)
+	go ps.writeQueued(&writer)
+	defer func() {
+		s.orphans.remove(ps)
+		close(ps.done)
+		writer.Wait() // nothing may write to the stream once the handler returns
+	}()
 	for {
-		cmd, err := stream.Recv()
-		if err != nil {
-			return nil // the client ended the stream, or went away
+		if settings := cmd.GetSettings(); settings != nil { // else an answer to a command detour never sends
+			answer := s.settingsAnswer(settings)
+			if answer.GetSettings() != nil {
+				s.orphans.register(ps, s.publishedTargets(ps, settings))
+			}
+			if err := ps.send(answer); err != nil {
+				return nil
+			}
 		}
-		settings := cmd.GetSettings()
-		if settings == nil {
-			continue // answers to commands detour never sends
-		}
-		if err := stream.Send(s.settingsAnswer(settings)); err != nil {
+		var err error
+		if cmd, err = stream.Recv(); err != nil {
 			return nil
 		}
 	}
 }
 
-// settingsAnswer is the answer to a client's Settings.
+// settingsAnswer is the answer to a producer's Settings; Settings that are neither a producer's
+// nor a consumer's get UNSUPPORTED.
 func (s *Server) settingsAnswer(in *rmqpb.Settings) *rmqpb.TelemetryCommand {
 	pub := in.GetPublishing()
 	if pub == nil || (in.ClientType != nil && in.GetClientType() != rmqpb.ClientType_PRODUCER) {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 
@@ -42,6 +43,8 @@ type outgoing struct {
 	id        string
 	group     string
 	deliverAt time.Time
+	// transactional: sent as a half message, ended by EndTransaction.
+	transactional bool
 }
 
 // SendMessage sends the request's messages, detour picking the broker whatever queue the client
@@ -50,12 +53,16 @@ type outgoing struct {
 // entry says whether its message was stored; the answer's status is the first entry's failure,
 // or OK. The sending ends early enough for the answer to reach the client before its deadline.
 func (s *Server) SendMessage(ctx context.Context, req *rmqpb.SendMessageRequest) (*rmqpb.SendMessageResponse, error) {
-	if st := requireClientID(ctx); st != nil {
+	who, st := s.admit(ctx)
+	if st != nil {
 		return &rmqpb.SendMessageResponse{Status: st}, nil
 	}
 	msgs := req.GetMessages()
 	out, st := s.decodeRequest(msgs)
 	if st != nil {
+		return refusedAll(msgs, st), nil
+	}
+	if st := who.authorizeSend(msgs[0].GetTopic()); st != nil {
 		return refusedAll(msgs, st), nil
 	}
 	target, st := s.resolve(ctx, msgs[0].GetTopic())
@@ -68,9 +75,12 @@ func (s *Server) SendMessage(ctx context.Context, req *rmqpb.SendMessageRequest)
 	ctx, cancel := sendContext(ctx)
 	defer cancel()
 	var entries []*rmqpb.SendResultEntry
-	if len(out) == 1 {
+	switch {
+	case len(out) == 1 && out[0].transactional:
+		entries = []*rmqpb.SendResultEntry{s.sendHalf(ctx, target, out[0])}
+	case len(out) == 1:
 		entries = []*rmqpb.SendResultEntry{s.sendOne(ctx, target.key(), out[0])}
-	} else {
+	default:
 		entries = s.sendBatch(ctx, target.key(), out)
 	}
 	resp := &rmqpb.SendMessageResponse{Status: okStatus(), Entries: entries}
@@ -120,9 +130,9 @@ func (s *Server) decodeRequest(msgs []*rmqpb.Message) ([]outgoing, *rmqpb.Status
 	}
 	if len(out) > 1 {
 		for i, o := range out {
-			if o.group != "" || !o.deliverAt.IsZero() {
+			if o.group != "" || !o.deliverAt.IsZero() || o.transactional {
 				return nil, newStatus(rmqpb.Code_BAD_REQUEST,
-					"message %d has a message group or a delivery time: several messages in one request are a batch, stored together at once on one queue, so such messages are sent one per request", i)
+					"message %d has a message group or a delivery time or is transactional: several messages in one request are a batch, stored together at once on one queue, so such messages are sent one per request", i)
 			}
 		}
 	}
@@ -140,8 +150,6 @@ func (s *Server) decodeMessage(m *rmqpb.Message, budget int) (outgoing, *rmqpb.S
 		return outgoing{}, newStatus(rmqpb.Code_ILLEGAL_MESSAGE_ID, "a message needs a message_id of 1 to 128 characters, as the client makes")
 	}
 	switch sys.GetMessageType() {
-	case rmqpb.MessageType_TRANSACTION:
-		return outgoing{}, newStatus(rmqpb.Code_UNSUPPORTED, "detour does not send transactional messages yet")
 	case rmqpb.MessageType_LITE, rmqpb.MessageType_PRIORITY:
 		return outgoing{}, newStatus(rmqpb.Code_UNSUPPORTED, "detour does not send %s messages", sys.GetMessageType())
 	}
@@ -170,7 +178,40 @@ func (s *Server) decodeMessage(m *rmqpb.Message, budget int) (outgoing, *rmqpb.S
 		return outgoing{}, newStatus(rmqpb.Code_MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
 			"a message has a message group (FIFO) or a delivery time (delay), not both")
 	}
+	if sys.GetMessageType() == rmqpb.MessageType_TRANSACTION {
+		if st := transactional(&o, sys); st != nil {
+			return outgoing{}, st
+		}
+	}
 	return o, nil
+}
+
+// maxTransactionRecovery bounds a half message's orphaned-transaction recovery time, as the
+// Proxy's maxTransactionRecoverySecond (1 h) does.
+const maxTransactionRecovery = time.Hour
+
+// transactional marks o as a half message: neither a message group nor a delivery time goes
+// with it, and its orphaned-transaction recovery time, when set, becomes the broker's
+// CHECK_IMMUNITY_TIME_IN_SECONDS (no check-back before it), in whole seconds as the Proxy
+// passes it.
+func transactional(o *outgoing, sys *rmqpb.SystemProperties) *rmqpb.Status {
+	if o.group != "" || !o.deliverAt.IsZero() {
+		return newStatus(rmqpb.Code_MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
+			"a transactional message has neither a message group nor a delivery time")
+	}
+	o.transactional = true
+	if sys.OrphanedTransactionRecoveryDuration == nil {
+		return nil
+	}
+	d := sys.OrphanedTransactionRecoveryDuration
+	if err := d.CheckValid(); err != nil || d.AsDuration() < 0 {
+		return newStatus(rmqpb.Code_BAD_REQUEST, "orphaned_transaction_recovery_duration is not a non-negative duration")
+	}
+	if d.AsDuration() > maxTransactionRecovery {
+		return newStatus(rmqpb.Code_BAD_REQUEST, "the orphaned transaction recovery time is %s, over the limit of %s", d.AsDuration(), maxTransactionRecovery)
+	}
+	o.msg.Properties[remoting.PropertyCheckImmunitySeconds] = strconv.FormatInt(int64(d.AsDuration()/time.Second), 10)
+	return nil
 }
 
 // messageBody is the body as stored: decompressed when the client sent it gzipped, at most

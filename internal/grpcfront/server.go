@@ -1,8 +1,11 @@
 // Package grpcfront serves RocketMQ 5's gRPC protocol (apache.rocketmq.v2.MessagingService) to
 // the 5.x SDKs' producers from detour's producer runtime, in the seat of RocketMQ's Proxy: routes
 // point the clients at this endpoint, and detour picks the broker for every message, whichever
-// queue the client chose. Calls detour does not serve yet (consumers, transactions) are answered
-// UNSUPPORTED, naming what is missing.
+// queue the client chose; transactional messages go as half messages to the broker detour picks,
+// and EndTransaction ends them there. Consumers' calls are forwarded to the RocketMQ Proxy their
+// topic's Target names (see forward.go); without one they are answered
+// UNSUPPORTED, naming what is missing. Given access keys (Options.Credentials), it checks every
+// call's signature as the Proxy does, and each key's topics.
 //
 // Every answer's outcome is a RocketMQ status inside the response, as the Proxy answers; the
 // gRPC status is OK unless the call itself is broken.
@@ -67,6 +70,9 @@ type Target struct {
 	// BrokerPrefix starts the runtime's names of the route's brokers; routes name brokers
 	// without it, as RocketMQ does.
 	BrokerPrefix string
+	// Upstream, when set, is the RocketMQ Proxy consumers' calls on the topic are forwarded to;
+	// nil answers them UNSUPPORTED.
+	Upstream *Upstream
 }
 
 func (t Target) key() string {
@@ -97,6 +103,10 @@ type Options struct {
 	Runtime *producer.Runtime
 	// Topics resolves the clients' topics; required.
 	Topics TopicResolver
+	// Credentials, when set, are the access keys calls must be signed with (RocketMQ's
+	// MQv2-HMAC-SHA1 signature, see auth.go): an unsigned or wrongly signed call is answered
+	// UNAUTHORIZED, a send or route query on a topic its key may not send to FORBIDDEN.
+	Credentials AccessKeys
 	// TLS, when set, is served to clients that start with a TLS handshake (the SDKs' default).
 	TLS *tls.Config
 	// AllowPlaintext also serves clients without TLS on the same port. Without TLS the endpoint
@@ -113,8 +123,20 @@ type Options struct {
 	ShutdownTimeout time.Duration
 	// Metrics are the process's gRPC endpoint collectors; nil counts into an unregistered set.
 	Metrics *metrics.GRPC
+	// UpstreamHint says where a topic's Proxy is declared, in the UNSUPPORTED answer to a
+	// consumer's call on a topic without one; empty means a generic hint.
+	UpstreamHint string
+	// MaxClients bounds the clients whose Proxy is remembered (affinity); 0 means
+	// DefaultMaxClients.
+	MaxClients int
+	// ClientIdle forgets a client's Proxy after this long without a call, and closes a Proxy
+	// connection without calls for as long; 0 means DefaultClientIdle.
+	ClientIdle time.Duration
 	// Logger receives failures that are the endpoint's fault.
 	Logger logr.Logger
+
+	// now is the clock of the forwarder's tables; nil means time.Now.
+	now func() time.Time
 }
 
 // Server is the RocketMQ gRPC endpoint. It is a controller-runtime Runnable that runs on every
@@ -129,6 +151,11 @@ type Server struct {
 	metrics  *metrics.GRPC
 	adv      *rmqpb.Endpoints // nil: echo the client's access point
 	close    sync.Once
+
+	upstreamHint string
+	affinity     *affinity
+	upstreams    *upstreams
+	orphans      *orphanRegistry
 }
 
 // New validates opts and binds the listener at once, so a taken port fails start-up.
@@ -145,10 +172,27 @@ func New(opts Options) (*Server, error) {
 	if opts.ShutdownTimeout <= 0 {
 		opts.ShutdownTimeout = DefaultShutdownTimeout
 	}
-	s := &Server{opts: opts, log: opts.Logger, metrics: opts.Metrics}
+	if opts.MaxClients < 0 || opts.ClientIdle < 0 {
+		return nil, errors.New("grpcfront: MaxClients and ClientIdle must not be negative")
+	}
+	if opts.MaxClients == 0 {
+		opts.MaxClients = DefaultMaxClients
+	}
+	if opts.ClientIdle == 0 {
+		opts.ClientIdle = DefaultClientIdle
+	}
+	if opts.now == nil {
+		opts.now = time.Now
+	}
+	if opts.UpstreamHint == "" {
+		opts.UpstreamHint = defaultUpstreamHint
+	}
+	s := &Server{opts: opts, log: opts.Logger, metrics: opts.Metrics, upstreamHint: opts.UpstreamHint,
+		affinity: newAffinity(opts.MaxClients, opts.ClientIdle, opts.now), upstreams: newUpstreams(opts.ClientIdle, opts.now)}
 	if s.metrics == nil {
 		s.metrics = metrics.NewGRPC()
 	}
+	s.orphans = &orphanRegistry{byTopic: map[string][]registered{}}
 	if opts.Advertise != "" {
 		ep, err := parseEndpoints(opts.Advertise)
 		if err != nil {
@@ -179,6 +223,7 @@ func New(opts Options) (*Server, error) {
 		grpc.ChainStreamInterceptor(s.countStream, s.recoverStream),
 	)
 	rmqpb.RegisterMessagingServiceServer(s.grpc, s)
+	s.orphans.checker = opts.Runtime.AddTransactionChecker(s.recoverOrphan)
 	return s, nil
 }
 
@@ -195,6 +240,7 @@ func (s *Server) Start(ctx context.Context) error {
 	go func() { served <- s.grpc.Serve(s.listener) }()
 	select {
 	case err := <-served:
+		s.orphans.checker.Remove()
 		return err
 	case <-ctx.Done():
 	}
@@ -208,6 +254,8 @@ func (s *Server) Start(ctx context.Context) error {
 		s.log.Info("Calls still in flight when the RocketMQ endpoint's shutdown timeout ran out; cutting them", "timeout", s.opts.ShutdownTimeout)
 		s.grpc.Stop()
 	}
+	s.upstreams.close()
+	s.orphans.checker.Remove()
 	return nil
 }
 
@@ -217,6 +265,8 @@ func (s *Server) Close() error {
 	s.close.Do(func() {
 		s.grpc.Stop()
 		_ = s.listener.Close()
+		s.upstreams.close()
+		s.orphans.checker.Remove()
 	})
 	return nil
 }

@@ -411,6 +411,59 @@ func (Encoding) EnumDescriptor() ([]byte, []int) {
 	return file_apache_rocketmq_v2_definition_proto_rawDescGZIP(), []int{6}
 }
 
+// DigestType is how a body_digest was computed.
+type DigestType int32
+
+const (
+	DigestType_DIGEST_TYPE_UNSPECIFIED DigestType = 0
+	DigestType_CRC32                   DigestType = 1
+	DigestType_MD5                     DigestType = 2
+	DigestType_SHA1                    DigestType = 3
+)
+
+// Enum value maps for DigestType.
+var (
+	DigestType_name = map[int32]string{
+		0: "DIGEST_TYPE_UNSPECIFIED",
+		1: "CRC32",
+		2: "MD5",
+		3: "SHA1",
+	}
+	DigestType_value = map[string]int32{
+		"DIGEST_TYPE_UNSPECIFIED": 0,
+		"CRC32":                   1,
+		"MD5":                     2,
+		"SHA1":                    3,
+	}
+)
+
+func (x DigestType) Enum() *DigestType {
+	p := new(DigestType)
+	*p = x
+	return p
+}
+
+func (x DigestType) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (DigestType) Descriptor() protoreflect.EnumDescriptor {
+	return file_apache_rocketmq_v2_definition_proto_enumTypes[7].Descriptor()
+}
+
+func (DigestType) Type() protoreflect.EnumType {
+	return &file_apache_rocketmq_v2_definition_proto_enumTypes[7]
+}
+
+func (x DigestType) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use DigestType.Descriptor instead.
+func (DigestType) EnumDescriptor() ([]byte, []int) {
+	return file_apache_rocketmq_v2_definition_proto_rawDescGZIP(), []int{7}
+}
+
 // Code is the outcome of a call, carried in the answer's Status while the gRPC status is OK.
 type Code int32
 
@@ -600,11 +653,11 @@ func (x Code) String() string {
 }
 
 func (Code) Descriptor() protoreflect.EnumDescriptor {
-	return file_apache_rocketmq_v2_definition_proto_enumTypes[7].Descriptor()
+	return file_apache_rocketmq_v2_definition_proto_enumTypes[8].Descriptor()
 }
 
 func (Code) Type() protoreflect.EnumType {
-	return &file_apache_rocketmq_v2_definition_proto_enumTypes[7]
+	return &file_apache_rocketmq_v2_definition_proto_enumTypes[8]
 }
 
 func (x Code) Number() protoreflect.EnumNumber {
@@ -613,7 +666,7 @@ func (x Code) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Code.Descriptor instead.
 func (Code) EnumDescriptor() ([]byte, []int) {
-	return file_apache_rocketmq_v2_definition_proto_rawDescGZIP(), []int{7}
+	return file_apache_rocketmq_v2_definition_proto_rawDescGZIP(), []int{8}
 }
 
 // RetryPolicy is how often and how fast a client retries; the server's Settings answer sets it.
@@ -1111,22 +1164,81 @@ func (x *MessageQueue) GetAcceptMessageTypes() []MessageType {
 	return nil
 }
 
-// SystemProperties are the properties the protocol defines for every message. Only those a
-// producer sets are declared; the ones a broker fills in for consumers stay unknown fields.
+// Digest is a checksum of a message's body as sent, in upper-case hex for MD5 and SHA1.
+type Digest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Type          DigestType             `protobuf:"varint,1,opt,name=type,proto3,enum=apache.rocketmq.v2.DigestType" json:"type,omitempty"`
+	Checksum      string                 `protobuf:"bytes,2,opt,name=checksum,proto3" json:"checksum,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Digest) Reset() {
+	*x = Digest{}
+	mi := &file_apache_rocketmq_v2_definition_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Digest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Digest) ProtoMessage() {}
+
+func (x *Digest) ProtoReflect() protoreflect.Message {
+	mi := &file_apache_rocketmq_v2_definition_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Digest.ProtoReflect.Descriptor instead.
+func (*Digest) Descriptor() ([]byte, []int) {
+	return file_apache_rocketmq_v2_definition_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *Digest) GetType() DigestType {
+	if x != nil {
+		return x.Type
+	}
+	return DigestType_DIGEST_TYPE_UNSPECIFIED
+}
+
+func (x *Digest) GetChecksum() string {
+	if x != nil {
+		return x.Checksum
+	}
+	return ""
+}
+
+// SystemProperties are the properties the protocol defines for every message. Declared are
+// those a producer sets and those detour fills in when it hands a stored half message back to
+// its producer for a check; the rest stay unknown fields.
 type SystemProperties struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Tag   *string                `protobuf:"bytes,1,opt,name=tag,proto3,oneof" json:"tag,omitempty"`
 	Keys  []string               `protobuf:"bytes,2,rep,name=keys,proto3" json:"keys,omitempty"`
 	// message_id is made by the client; the broker stores it as the message's UNIQ_KEY.
-	MessageId     string                 `protobuf:"bytes,3,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
-	BodyEncoding  Encoding               `protobuf:"varint,5,opt,name=body_encoding,json=bodyEncoding,proto3,enum=apache.rocketmq.v2.Encoding" json:"body_encoding,omitempty"`
-	MessageType   MessageType            `protobuf:"varint,6,opt,name=message_type,json=messageType,proto3,enum=apache.rocketmq.v2.MessageType" json:"message_type,omitempty"`
-	BornTimestamp *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=born_timestamp,json=bornTimestamp,proto3" json:"born_timestamp,omitempty"`
-	BornHost      string                 `protobuf:"bytes,8,opt,name=born_host,json=bornHost,proto3" json:"born_host,omitempty"`
+	MessageId      string                 `protobuf:"bytes,3,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
+	BodyDigest     *Digest                `protobuf:"bytes,4,opt,name=body_digest,json=bodyDigest,proto3" json:"body_digest,omitempty"`
+	BodyEncoding   Encoding               `protobuf:"varint,5,opt,name=body_encoding,json=bodyEncoding,proto3,enum=apache.rocketmq.v2.Encoding" json:"body_encoding,omitempty"`
+	MessageType    MessageType            `protobuf:"varint,6,opt,name=message_type,json=messageType,proto3,enum=apache.rocketmq.v2.MessageType" json:"message_type,omitempty"`
+	BornTimestamp  *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=born_timestamp,json=bornTimestamp,proto3" json:"born_timestamp,omitempty"`
+	BornHost       string                 `protobuf:"bytes,8,opt,name=born_host,json=bornHost,proto3" json:"born_host,omitempty"`
+	StoreTimestamp *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=store_timestamp,json=storeTimestamp,proto3,oneof" json:"store_timestamp,omitempty"`
+	StoreHost      string                 `protobuf:"bytes,10,opt,name=store_host,json=storeHost,proto3" json:"store_host,omitempty"`
 	// delivery_timestamp makes the message a delayed one.
 	DeliveryTimestamp *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=delivery_timestamp,json=deliveryTimestamp,proto3,oneof" json:"delivery_timestamp,omitempty"`
 	// queue_id is the client's choice of queue; detour picks the broker itself.
 	QueueId int32 `protobuf:"varint,13,opt,name=queue_id,json=queueId,proto3" json:"queue_id,omitempty"`
+	// queue_offset is where the broker stored the message in its queue.
+	QueueOffset *int64 `protobuf:"varint,14,opt,name=queue_offset,json=queueOffset,proto3,oneof" json:"queue_offset,omitempty"`
 	// message_group makes the message a FIFO one: a group's messages stay on one queue.
 	MessageGroup                        *string              `protobuf:"bytes,17,opt,name=message_group,json=messageGroup,proto3,oneof" json:"message_group,omitempty"`
 	TraceContext                        *string              `protobuf:"bytes,18,opt,name=trace_context,json=traceContext,proto3,oneof" json:"trace_context,omitempty"`
@@ -1137,7 +1249,7 @@ type SystemProperties struct {
 
 func (x *SystemProperties) Reset() {
 	*x = SystemProperties{}
-	mi := &file_apache_rocketmq_v2_definition_proto_msgTypes[8]
+	mi := &file_apache_rocketmq_v2_definition_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1149,7 +1261,7 @@ func (x *SystemProperties) String() string {
 func (*SystemProperties) ProtoMessage() {}
 
 func (x *SystemProperties) ProtoReflect() protoreflect.Message {
-	mi := &file_apache_rocketmq_v2_definition_proto_msgTypes[8]
+	mi := &file_apache_rocketmq_v2_definition_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1162,7 +1274,7 @@ func (x *SystemProperties) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SystemProperties.ProtoReflect.Descriptor instead.
 func (*SystemProperties) Descriptor() ([]byte, []int) {
-	return file_apache_rocketmq_v2_definition_proto_rawDescGZIP(), []int{8}
+	return file_apache_rocketmq_v2_definition_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SystemProperties) GetTag() string {
@@ -1184,6 +1296,13 @@ func (x *SystemProperties) GetMessageId() string {
 		return x.MessageId
 	}
 	return ""
+}
+
+func (x *SystemProperties) GetBodyDigest() *Digest {
+	if x != nil {
+		return x.BodyDigest
+	}
+	return nil
 }
 
 func (x *SystemProperties) GetBodyEncoding() Encoding {
@@ -1214,6 +1333,20 @@ func (x *SystemProperties) GetBornHost() string {
 	return ""
 }
 
+func (x *SystemProperties) GetStoreTimestamp() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StoreTimestamp
+	}
+	return nil
+}
+
+func (x *SystemProperties) GetStoreHost() string {
+	if x != nil {
+		return x.StoreHost
+	}
+	return ""
+}
+
 func (x *SystemProperties) GetDeliveryTimestamp() *timestamppb.Timestamp {
 	if x != nil {
 		return x.DeliveryTimestamp
@@ -1224,6 +1357,13 @@ func (x *SystemProperties) GetDeliveryTimestamp() *timestamppb.Timestamp {
 func (x *SystemProperties) GetQueueId() int32 {
 	if x != nil {
 		return x.QueueId
+	}
+	return 0
+}
+
+func (x *SystemProperties) GetQueueOffset() int64 {
+	if x != nil && x.QueueOffset != nil {
+		return *x.QueueOffset
 	}
 	return 0
 }
@@ -1262,7 +1402,7 @@ type Message struct {
 
 func (x *Message) Reset() {
 	*x = Message{}
-	mi := &file_apache_rocketmq_v2_definition_proto_msgTypes[9]
+	mi := &file_apache_rocketmq_v2_definition_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1274,7 +1414,7 @@ func (x *Message) String() string {
 func (*Message) ProtoMessage() {}
 
 func (x *Message) ProtoReflect() protoreflect.Message {
-	mi := &file_apache_rocketmq_v2_definition_proto_msgTypes[9]
+	mi := &file_apache_rocketmq_v2_definition_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1287,7 +1427,7 @@ func (x *Message) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Message.ProtoReflect.Descriptor instead.
 func (*Message) Descriptor() ([]byte, []int) {
-	return file_apache_rocketmq_v2_definition_proto_rawDescGZIP(), []int{9}
+	return file_apache_rocketmq_v2_definition_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Message) GetTopic() *Resource {
@@ -1328,7 +1468,7 @@ type Assignment struct {
 
 func (x *Assignment) Reset() {
 	*x = Assignment{}
-	mi := &file_apache_rocketmq_v2_definition_proto_msgTypes[10]
+	mi := &file_apache_rocketmq_v2_definition_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1340,7 +1480,7 @@ func (x *Assignment) String() string {
 func (*Assignment) ProtoMessage() {}
 
 func (x *Assignment) ProtoReflect() protoreflect.Message {
-	mi := &file_apache_rocketmq_v2_definition_proto_msgTypes[10]
+	mi := &file_apache_rocketmq_v2_definition_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1353,7 +1493,7 @@ func (x *Assignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Assignment.ProtoReflect.Descriptor instead.
 func (*Assignment) Descriptor() ([]byte, []int) {
-	return file_apache_rocketmq_v2_definition_proto_rawDescGZIP(), []int{10}
+	return file_apache_rocketmq_v2_definition_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Assignment) GetMessageQueue() *MessageQueue {
@@ -1374,7 +1514,7 @@ type Status struct {
 
 func (x *Status) Reset() {
 	*x = Status{}
-	mi := &file_apache_rocketmq_v2_definition_proto_msgTypes[11]
+	mi := &file_apache_rocketmq_v2_definition_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1386,7 +1526,7 @@ func (x *Status) String() string {
 func (*Status) ProtoMessage() {}
 
 func (x *Status) ProtoReflect() protoreflect.Message {
-	mi := &file_apache_rocketmq_v2_definition_proto_msgTypes[11]
+	mi := &file_apache_rocketmq_v2_definition_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1399,7 +1539,7 @@ func (x *Status) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Status.ProtoReflect.Descriptor instead.
 func (*Status) Descriptor() ([]byte, []int) {
-	return file_apache_rocketmq_v2_definition_proto_rawDescGZIP(), []int{11}
+	return file_apache_rocketmq_v2_definition_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Status) GetCode() Code {
@@ -1417,8 +1557,8 @@ func (x *Status) GetMessage() string {
 }
 
 // Settings is what a client announces on its Telemetry stream and what the server answers with.
-// A consumer's subscription (field 6), user agent (7), metric (8) and client properties (9) are
-// not read by detour and stay unknown fields.
+// The user agent (7), metric (8) and client properties (9) are not read by detour and stay
+// unknown fields, forwarded as they came.
 type Settings struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	ClientType     *ClientType            `protobuf:"varint,1,opt,name=client_type,json=clientType,proto3,enum=apache.rocketmq.v2.ClientType,oneof" json:"client_type,omitempty"`
@@ -1428,6 +1568,7 @@ type Settings struct {
 	// Types that are valid to be assigned to PubSub:
 	//
 	//	*Settings_Publishing
+	//	*Settings_Subscription
 	PubSub        isSettings_PubSub `protobuf_oneof:"pub_sub"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1435,7 +1576,7 @@ type Settings struct {
 
 func (x *Settings) Reset() {
 	*x = Settings{}
-	mi := &file_apache_rocketmq_v2_definition_proto_msgTypes[12]
+	mi := &file_apache_rocketmq_v2_definition_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1447,7 +1588,7 @@ func (x *Settings) String() string {
 func (*Settings) ProtoMessage() {}
 
 func (x *Settings) ProtoReflect() protoreflect.Message {
-	mi := &file_apache_rocketmq_v2_definition_proto_msgTypes[12]
+	mi := &file_apache_rocketmq_v2_definition_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1460,7 +1601,7 @@ func (x *Settings) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Settings.ProtoReflect.Descriptor instead.
 func (*Settings) Descriptor() ([]byte, []int) {
-	return file_apache_rocketmq_v2_definition_proto_rawDescGZIP(), []int{12}
+	return file_apache_rocketmq_v2_definition_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Settings) GetClientType() ClientType {
@@ -1507,6 +1648,15 @@ func (x *Settings) GetPublishing() *Publishing {
 	return nil
 }
 
+func (x *Settings) GetSubscription() *Subscription {
+	if x != nil {
+		if x, ok := x.PubSub.(*Settings_Subscription); ok {
+			return x.Subscription
+		}
+	}
+	return nil
+}
+
 type isSettings_PubSub interface {
 	isSettings_PubSub()
 }
@@ -1515,7 +1665,113 @@ type Settings_Publishing struct {
 	Publishing *Publishing `protobuf:"bytes,5,opt,name=publishing,proto3,oneof"`
 }
 
+type Settings_Subscription struct {
+	Subscription *Subscription `protobuf:"bytes,6,opt,name=subscription,proto3,oneof"`
+}
+
 func (*Settings_Publishing) isSettings_PubSub() {}
+
+func (*Settings_Subscription) isSettings_PubSub() {}
+
+// Subscription is a consumer's part of Settings. detour reads only which group and topics it
+// names, to find the Proxy its calls go to; its filters (field 2 of each entry) and the
+// server-pushed fields (3 and up) stay unknown fields.
+type Subscription struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         *Resource              `protobuf:"bytes,1,opt,name=group,proto3,oneof" json:"group,omitempty"`
+	Subscriptions []*SubscriptionEntry   `protobuf:"bytes,2,rep,name=subscriptions,proto3" json:"subscriptions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Subscription) Reset() {
+	*x = Subscription{}
+	mi := &file_apache_rocketmq_v2_definition_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Subscription) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Subscription) ProtoMessage() {}
+
+func (x *Subscription) ProtoReflect() protoreflect.Message {
+	mi := &file_apache_rocketmq_v2_definition_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Subscription.ProtoReflect.Descriptor instead.
+func (*Subscription) Descriptor() ([]byte, []int) {
+	return file_apache_rocketmq_v2_definition_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *Subscription) GetGroup() *Resource {
+	if x != nil {
+		return x.Group
+	}
+	return nil
+}
+
+func (x *Subscription) GetSubscriptions() []*SubscriptionEntry {
+	if x != nil {
+		return x.Subscriptions
+	}
+	return nil
+}
+
+// SubscriptionEntry is one topic a consumer subscribes to.
+type SubscriptionEntry struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         *Resource              `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubscriptionEntry) Reset() {
+	*x = SubscriptionEntry{}
+	mi := &file_apache_rocketmq_v2_definition_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubscriptionEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubscriptionEntry) ProtoMessage() {}
+
+func (x *SubscriptionEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_apache_rocketmq_v2_definition_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubscriptionEntry.ProtoReflect.Descriptor instead.
+func (*SubscriptionEntry) Descriptor() ([]byte, []int) {
+	return file_apache_rocketmq_v2_definition_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *SubscriptionEntry) GetTopic() *Resource {
+	if x != nil {
+		return x.Topic
+	}
+	return nil
+}
 
 // Publishing is a producer's part of Settings: its topics, and the server's limits.
 type Publishing struct {
@@ -1529,7 +1785,7 @@ type Publishing struct {
 
 func (x *Publishing) Reset() {
 	*x = Publishing{}
-	mi := &file_apache_rocketmq_v2_definition_proto_msgTypes[13]
+	mi := &file_apache_rocketmq_v2_definition_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1541,7 +1797,7 @@ func (x *Publishing) String() string {
 func (*Publishing) ProtoMessage() {}
 
 func (x *Publishing) ProtoReflect() protoreflect.Message {
-	mi := &file_apache_rocketmq_v2_definition_proto_msgTypes[13]
+	mi := &file_apache_rocketmq_v2_definition_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1554,7 +1810,7 @@ func (x *Publishing) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Publishing.ProtoReflect.Descriptor instead.
 func (*Publishing) Descriptor() ([]byte, []int) {
-	return file_apache_rocketmq_v2_definition_proto_rawDescGZIP(), []int{13}
+	return file_apache_rocketmq_v2_definition_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Publishing) GetTopics() []*Resource {
@@ -1617,23 +1873,35 @@ const file_apache_rocketmq_v2_definition_proto_rawDesc = "" +
 	"permission\x18\x03 \x01(\x0e2\x1e.apache.rocketmq.v2.PermissionR\n" +
 	"permission\x122\n" +
 	"\x06broker\x18\x04 \x01(\v2\x1a.apache.rocketmq.v2.BrokerR\x06broker\x12Q\n" +
-	"\x14accept_message_types\x18\x05 \x03(\x0e2\x1f.apache.rocketmq.v2.MessageTypeR\x12acceptMessageTypes\"\xe5\x05\n" +
+	"\x14accept_message_types\x18\x05 \x03(\x0e2\x1f.apache.rocketmq.v2.MessageTypeR\x12acceptMessageTypes\"X\n" +
+	"\x06Digest\x122\n" +
+	"\x04type\x18\x01 \x01(\x0e2\x1e.apache.rocketmq.v2.DigestTypeR\x04type\x12\x1a\n" +
+	"\bchecksum\x18\x02 \x01(\tR\bchecksum\"\xd8\a\n" +
 	"\x10SystemProperties\x12\x15\n" +
 	"\x03tag\x18\x01 \x01(\tH\x00R\x03tag\x88\x01\x01\x12\x12\n" +
 	"\x04keys\x18\x02 \x03(\tR\x04keys\x12\x1d\n" +
 	"\n" +
-	"message_id\x18\x03 \x01(\tR\tmessageId\x12A\n" +
+	"message_id\x18\x03 \x01(\tR\tmessageId\x12;\n" +
+	"\vbody_digest\x18\x04 \x01(\v2\x1a.apache.rocketmq.v2.DigestR\n" +
+	"bodyDigest\x12A\n" +
 	"\rbody_encoding\x18\x05 \x01(\x0e2\x1c.apache.rocketmq.v2.EncodingR\fbodyEncoding\x12B\n" +
 	"\fmessage_type\x18\x06 \x01(\x0e2\x1f.apache.rocketmq.v2.MessageTypeR\vmessageType\x12A\n" +
 	"\x0eborn_timestamp\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\rbornTimestamp\x12\x1b\n" +
-	"\tborn_host\x18\b \x01(\tR\bbornHost\x12N\n" +
-	"\x12delivery_timestamp\x18\v \x01(\v2\x1a.google.protobuf.TimestampH\x01R\x11deliveryTimestamp\x88\x01\x01\x12\x19\n" +
-	"\bqueue_id\x18\r \x01(\x05R\aqueueId\x12(\n" +
-	"\rmessage_group\x18\x11 \x01(\tH\x02R\fmessageGroup\x88\x01\x01\x12(\n" +
-	"\rtrace_context\x18\x12 \x01(\tH\x03R\ftraceContext\x88\x01\x01\x12s\n" +
-	"&orphaned_transaction_recovery_duration\x18\x13 \x01(\v2\x19.google.protobuf.DurationH\x04R#orphanedTransactionRecoveryDuration\x88\x01\x01B\x06\n" +
-	"\x04_tagB\x15\n" +
-	"\x13_delivery_timestampB\x10\n" +
+	"\tborn_host\x18\b \x01(\tR\bbornHost\x12H\n" +
+	"\x0fstore_timestamp\x18\t \x01(\v2\x1a.google.protobuf.TimestampH\x01R\x0estoreTimestamp\x88\x01\x01\x12\x1d\n" +
+	"\n" +
+	"store_host\x18\n" +
+	" \x01(\tR\tstoreHost\x12N\n" +
+	"\x12delivery_timestamp\x18\v \x01(\v2\x1a.google.protobuf.TimestampH\x02R\x11deliveryTimestamp\x88\x01\x01\x12\x19\n" +
+	"\bqueue_id\x18\r \x01(\x05R\aqueueId\x12&\n" +
+	"\fqueue_offset\x18\x0e \x01(\x03H\x03R\vqueueOffset\x88\x01\x01\x12(\n" +
+	"\rmessage_group\x18\x11 \x01(\tH\x04R\fmessageGroup\x88\x01\x01\x12(\n" +
+	"\rtrace_context\x18\x12 \x01(\tH\x05R\ftraceContext\x88\x01\x01\x12s\n" +
+	"&orphaned_transaction_recovery_duration\x18\x13 \x01(\v2\x19.google.protobuf.DurationH\x06R#orphanedTransactionRecoveryDuration\x88\x01\x01B\x06\n" +
+	"\x04_tagB\x12\n" +
+	"\x10_store_timestampB\x15\n" +
+	"\x13_delivery_timestampB\x0f\n" +
+	"\r_queue_offsetB\x10\n" +
 	"\x0e_message_groupB\x10\n" +
 	"\x0e_trace_contextB)\n" +
 	"'_orphaned_transaction_recovery_duration\"\xc1\x02\n" +
@@ -1650,7 +1918,7 @@ const file_apache_rocketmq_v2_definition_proto_rawDesc = "" +
 	"\rmessage_queue\x18\x01 \x01(\v2 .apache.rocketmq.v2.MessageQueueR\fmessageQueue\"P\n" +
 	"\x06Status\x12,\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x18.apache.rocketmq.v2.CodeR\x04code\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage\"\xc2\x03\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"\x8a\x04\n" +
 	"\bSettings\x12D\n" +
 	"\vclient_type\x18\x01 \x01(\x0e2\x1e.apache.rocketmq.v2.ClientTypeH\x01R\n" +
 	"clientType\x88\x01\x01\x12E\n" +
@@ -1659,12 +1927,19 @@ const file_apache_rocketmq_v2_definition_proto_rawDesc = "" +
 	"\x0frequest_timeout\x18\x04 \x01(\v2\x19.google.protobuf.DurationH\x04R\x0erequestTimeout\x88\x01\x01\x12@\n" +
 	"\n" +
 	"publishing\x18\x05 \x01(\v2\x1e.apache.rocketmq.v2.PublishingH\x00R\n" +
-	"publishingB\t\n" +
+	"publishing\x12F\n" +
+	"\fsubscription\x18\x06 \x01(\v2 .apache.rocketmq.v2.SubscriptionH\x00R\fsubscriptionB\t\n" +
 	"\apub_subB\x0e\n" +
 	"\f_client_typeB\x0f\n" +
 	"\r_access_pointB\x11\n" +
 	"\x0f_backoff_policyB\x12\n" +
-	"\x10_request_timeout\"\x9a\x01\n" +
+	"\x10_request_timeout\"\x9e\x01\n" +
+	"\fSubscription\x127\n" +
+	"\x05group\x18\x01 \x01(\v2\x1c.apache.rocketmq.v2.ResourceH\x00R\x05group\x88\x01\x01\x12K\n" +
+	"\rsubscriptions\x18\x02 \x03(\v2%.apache.rocketmq.v2.SubscriptionEntryR\rsubscriptionsB\b\n" +
+	"\x06_group\"G\n" +
+	"\x11SubscriptionEntry\x122\n" +
+	"\x05topic\x18\x01 \x01(\v2\x1c.apache.rocketmq.v2.ResourceR\x05topic\"\x9a\x01\n" +
 	"\n" +
 	"Publishing\x124\n" +
 	"\x06topics\x18\x01 \x03(\v2\x1c.apache.rocketmq.v2.ResourceR\x06topics\x12\"\n" +
@@ -1713,7 +1988,13 @@ const file_apache_rocketmq_v2_definition_proto_rawDesc = "" +
 	"\bEncoding\x12\x18\n" +
 	"\x14ENCODING_UNSPECIFIED\x10\x00\x12\f\n" +
 	"\bIDENTITY\x10\x01\x12\b\n" +
-	"\x04GZIP\x10\x02*\xca\v\n" +
+	"\x04GZIP\x10\x02*G\n" +
+	"\n" +
+	"DigestType\x12\x1b\n" +
+	"\x17DIGEST_TYPE_UNSPECIFIED\x10\x00\x12\t\n" +
+	"\x05CRC32\x10\x01\x12\a\n" +
+	"\x03MD5\x10\x02\x12\b\n" +
+	"\x04SHA1\x10\x03*\xca\v\n" +
 	"\x04Code\x12\x14\n" +
 	"\x10CODE_UNSPECIFIED\x10\x00\x12\b\n" +
 	"\x02OK\x10\xa0\x9c\x01\x12\x16\n" +
@@ -1782,8 +2063,8 @@ func file_apache_rocketmq_v2_definition_proto_rawDescGZIP() []byte {
 	return file_apache_rocketmq_v2_definition_proto_rawDescData
 }
 
-var file_apache_rocketmq_v2_definition_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_apache_rocketmq_v2_definition_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_apache_rocketmq_v2_definition_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
+var file_apache_rocketmq_v2_definition_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_apache_rocketmq_v2_definition_proto_goTypes = []any{
 	(Permission)(0),               // 0: apache.rocketmq.v2.Permission
 	(TransactionResolution)(0),    // 1: apache.rocketmq.v2.TransactionResolution
@@ -1792,59 +2073,70 @@ var file_apache_rocketmq_v2_definition_proto_goTypes = []any{
 	(MessageType)(0),              // 4: apache.rocketmq.v2.MessageType
 	(ClientType)(0),               // 5: apache.rocketmq.v2.ClientType
 	(Encoding)(0),                 // 6: apache.rocketmq.v2.Encoding
-	(Code)(0),                     // 7: apache.rocketmq.v2.Code
-	(*RetryPolicy)(nil),           // 8: apache.rocketmq.v2.RetryPolicy
-	(*ExponentialBackoff)(nil),    // 9: apache.rocketmq.v2.ExponentialBackoff
-	(*CustomizedBackoff)(nil),     // 10: apache.rocketmq.v2.CustomizedBackoff
-	(*Resource)(nil),              // 11: apache.rocketmq.v2.Resource
-	(*Address)(nil),               // 12: apache.rocketmq.v2.Address
-	(*Endpoints)(nil),             // 13: apache.rocketmq.v2.Endpoints
-	(*Broker)(nil),                // 14: apache.rocketmq.v2.Broker
-	(*MessageQueue)(nil),          // 15: apache.rocketmq.v2.MessageQueue
-	(*SystemProperties)(nil),      // 16: apache.rocketmq.v2.SystemProperties
-	(*Message)(nil),               // 17: apache.rocketmq.v2.Message
-	(*Assignment)(nil),            // 18: apache.rocketmq.v2.Assignment
-	(*Status)(nil),                // 19: apache.rocketmq.v2.Status
-	(*Settings)(nil),              // 20: apache.rocketmq.v2.Settings
-	(*Publishing)(nil),            // 21: apache.rocketmq.v2.Publishing
-	nil,                           // 22: apache.rocketmq.v2.Message.UserPropertiesEntry
-	(*durationpb.Duration)(nil),   // 23: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 24: google.protobuf.Timestamp
+	(DigestType)(0),               // 7: apache.rocketmq.v2.DigestType
+	(Code)(0),                     // 8: apache.rocketmq.v2.Code
+	(*RetryPolicy)(nil),           // 9: apache.rocketmq.v2.RetryPolicy
+	(*ExponentialBackoff)(nil),    // 10: apache.rocketmq.v2.ExponentialBackoff
+	(*CustomizedBackoff)(nil),     // 11: apache.rocketmq.v2.CustomizedBackoff
+	(*Resource)(nil),              // 12: apache.rocketmq.v2.Resource
+	(*Address)(nil),               // 13: apache.rocketmq.v2.Address
+	(*Endpoints)(nil),             // 14: apache.rocketmq.v2.Endpoints
+	(*Broker)(nil),                // 15: apache.rocketmq.v2.Broker
+	(*MessageQueue)(nil),          // 16: apache.rocketmq.v2.MessageQueue
+	(*Digest)(nil),                // 17: apache.rocketmq.v2.Digest
+	(*SystemProperties)(nil),      // 18: apache.rocketmq.v2.SystemProperties
+	(*Message)(nil),               // 19: apache.rocketmq.v2.Message
+	(*Assignment)(nil),            // 20: apache.rocketmq.v2.Assignment
+	(*Status)(nil),                // 21: apache.rocketmq.v2.Status
+	(*Settings)(nil),              // 22: apache.rocketmq.v2.Settings
+	(*Subscription)(nil),          // 23: apache.rocketmq.v2.Subscription
+	(*SubscriptionEntry)(nil),     // 24: apache.rocketmq.v2.SubscriptionEntry
+	(*Publishing)(nil),            // 25: apache.rocketmq.v2.Publishing
+	nil,                           // 26: apache.rocketmq.v2.Message.UserPropertiesEntry
+	(*durationpb.Duration)(nil),   // 27: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 28: google.protobuf.Timestamp
 }
 var file_apache_rocketmq_v2_definition_proto_depIdxs = []int32{
-	9,  // 0: apache.rocketmq.v2.RetryPolicy.exponential_backoff:type_name -> apache.rocketmq.v2.ExponentialBackoff
-	10, // 1: apache.rocketmq.v2.RetryPolicy.customized_backoff:type_name -> apache.rocketmq.v2.CustomizedBackoff
-	23, // 2: apache.rocketmq.v2.ExponentialBackoff.initial:type_name -> google.protobuf.Duration
-	23, // 3: apache.rocketmq.v2.ExponentialBackoff.max:type_name -> google.protobuf.Duration
-	23, // 4: apache.rocketmq.v2.CustomizedBackoff.next:type_name -> google.protobuf.Duration
+	10, // 0: apache.rocketmq.v2.RetryPolicy.exponential_backoff:type_name -> apache.rocketmq.v2.ExponentialBackoff
+	11, // 1: apache.rocketmq.v2.RetryPolicy.customized_backoff:type_name -> apache.rocketmq.v2.CustomizedBackoff
+	27, // 2: apache.rocketmq.v2.ExponentialBackoff.initial:type_name -> google.protobuf.Duration
+	27, // 3: apache.rocketmq.v2.ExponentialBackoff.max:type_name -> google.protobuf.Duration
+	27, // 4: apache.rocketmq.v2.CustomizedBackoff.next:type_name -> google.protobuf.Duration
 	3,  // 5: apache.rocketmq.v2.Endpoints.scheme:type_name -> apache.rocketmq.v2.AddressScheme
-	12, // 6: apache.rocketmq.v2.Endpoints.addresses:type_name -> apache.rocketmq.v2.Address
-	13, // 7: apache.rocketmq.v2.Broker.endpoints:type_name -> apache.rocketmq.v2.Endpoints
-	11, // 8: apache.rocketmq.v2.MessageQueue.topic:type_name -> apache.rocketmq.v2.Resource
+	13, // 6: apache.rocketmq.v2.Endpoints.addresses:type_name -> apache.rocketmq.v2.Address
+	14, // 7: apache.rocketmq.v2.Broker.endpoints:type_name -> apache.rocketmq.v2.Endpoints
+	12, // 8: apache.rocketmq.v2.MessageQueue.topic:type_name -> apache.rocketmq.v2.Resource
 	0,  // 9: apache.rocketmq.v2.MessageQueue.permission:type_name -> apache.rocketmq.v2.Permission
-	14, // 10: apache.rocketmq.v2.MessageQueue.broker:type_name -> apache.rocketmq.v2.Broker
+	15, // 10: apache.rocketmq.v2.MessageQueue.broker:type_name -> apache.rocketmq.v2.Broker
 	4,  // 11: apache.rocketmq.v2.MessageQueue.accept_message_types:type_name -> apache.rocketmq.v2.MessageType
-	6,  // 12: apache.rocketmq.v2.SystemProperties.body_encoding:type_name -> apache.rocketmq.v2.Encoding
-	4,  // 13: apache.rocketmq.v2.SystemProperties.message_type:type_name -> apache.rocketmq.v2.MessageType
-	24, // 14: apache.rocketmq.v2.SystemProperties.born_timestamp:type_name -> google.protobuf.Timestamp
-	24, // 15: apache.rocketmq.v2.SystemProperties.delivery_timestamp:type_name -> google.protobuf.Timestamp
-	23, // 16: apache.rocketmq.v2.SystemProperties.orphaned_transaction_recovery_duration:type_name -> google.protobuf.Duration
-	11, // 17: apache.rocketmq.v2.Message.topic:type_name -> apache.rocketmq.v2.Resource
-	22, // 18: apache.rocketmq.v2.Message.user_properties:type_name -> apache.rocketmq.v2.Message.UserPropertiesEntry
-	16, // 19: apache.rocketmq.v2.Message.system_properties:type_name -> apache.rocketmq.v2.SystemProperties
-	15, // 20: apache.rocketmq.v2.Assignment.message_queue:type_name -> apache.rocketmq.v2.MessageQueue
-	7,  // 21: apache.rocketmq.v2.Status.code:type_name -> apache.rocketmq.v2.Code
-	5,  // 22: apache.rocketmq.v2.Settings.client_type:type_name -> apache.rocketmq.v2.ClientType
-	13, // 23: apache.rocketmq.v2.Settings.access_point:type_name -> apache.rocketmq.v2.Endpoints
-	8,  // 24: apache.rocketmq.v2.Settings.backoff_policy:type_name -> apache.rocketmq.v2.RetryPolicy
-	23, // 25: apache.rocketmq.v2.Settings.request_timeout:type_name -> google.protobuf.Duration
-	21, // 26: apache.rocketmq.v2.Settings.publishing:type_name -> apache.rocketmq.v2.Publishing
-	11, // 27: apache.rocketmq.v2.Publishing.topics:type_name -> apache.rocketmq.v2.Resource
-	28, // [28:28] is the sub-list for method output_type
-	28, // [28:28] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	7,  // 12: apache.rocketmq.v2.Digest.type:type_name -> apache.rocketmq.v2.DigestType
+	17, // 13: apache.rocketmq.v2.SystemProperties.body_digest:type_name -> apache.rocketmq.v2.Digest
+	6,  // 14: apache.rocketmq.v2.SystemProperties.body_encoding:type_name -> apache.rocketmq.v2.Encoding
+	4,  // 15: apache.rocketmq.v2.SystemProperties.message_type:type_name -> apache.rocketmq.v2.MessageType
+	28, // 16: apache.rocketmq.v2.SystemProperties.born_timestamp:type_name -> google.protobuf.Timestamp
+	28, // 17: apache.rocketmq.v2.SystemProperties.store_timestamp:type_name -> google.protobuf.Timestamp
+	28, // 18: apache.rocketmq.v2.SystemProperties.delivery_timestamp:type_name -> google.protobuf.Timestamp
+	27, // 19: apache.rocketmq.v2.SystemProperties.orphaned_transaction_recovery_duration:type_name -> google.protobuf.Duration
+	12, // 20: apache.rocketmq.v2.Message.topic:type_name -> apache.rocketmq.v2.Resource
+	26, // 21: apache.rocketmq.v2.Message.user_properties:type_name -> apache.rocketmq.v2.Message.UserPropertiesEntry
+	18, // 22: apache.rocketmq.v2.Message.system_properties:type_name -> apache.rocketmq.v2.SystemProperties
+	16, // 23: apache.rocketmq.v2.Assignment.message_queue:type_name -> apache.rocketmq.v2.MessageQueue
+	8,  // 24: apache.rocketmq.v2.Status.code:type_name -> apache.rocketmq.v2.Code
+	5,  // 25: apache.rocketmq.v2.Settings.client_type:type_name -> apache.rocketmq.v2.ClientType
+	14, // 26: apache.rocketmq.v2.Settings.access_point:type_name -> apache.rocketmq.v2.Endpoints
+	9,  // 27: apache.rocketmq.v2.Settings.backoff_policy:type_name -> apache.rocketmq.v2.RetryPolicy
+	27, // 28: apache.rocketmq.v2.Settings.request_timeout:type_name -> google.protobuf.Duration
+	25, // 29: apache.rocketmq.v2.Settings.publishing:type_name -> apache.rocketmq.v2.Publishing
+	23, // 30: apache.rocketmq.v2.Settings.subscription:type_name -> apache.rocketmq.v2.Subscription
+	12, // 31: apache.rocketmq.v2.Subscription.group:type_name -> apache.rocketmq.v2.Resource
+	24, // 32: apache.rocketmq.v2.Subscription.subscriptions:type_name -> apache.rocketmq.v2.SubscriptionEntry
+	12, // 33: apache.rocketmq.v2.SubscriptionEntry.topic:type_name -> apache.rocketmq.v2.Resource
+	12, // 34: apache.rocketmq.v2.Publishing.topics:type_name -> apache.rocketmq.v2.Resource
+	35, // [35:35] is the sub-list for method output_type
+	35, // [35:35] is the sub-list for method input_type
+	35, // [35:35] is the sub-list for extension type_name
+	35, // [35:35] is the sub-list for extension extendee
+	0,  // [0:35] is the sub-list for field type_name
 }
 
 func init() { file_apache_rocketmq_v2_definition_proto_init() }
@@ -1856,17 +2148,19 @@ func file_apache_rocketmq_v2_definition_proto_init() {
 		(*RetryPolicy_ExponentialBackoff)(nil),
 		(*RetryPolicy_CustomizedBackoff)(nil),
 	}
-	file_apache_rocketmq_v2_definition_proto_msgTypes[8].OneofWrappers = []any{}
-	file_apache_rocketmq_v2_definition_proto_msgTypes[12].OneofWrappers = []any{
+	file_apache_rocketmq_v2_definition_proto_msgTypes[9].OneofWrappers = []any{}
+	file_apache_rocketmq_v2_definition_proto_msgTypes[13].OneofWrappers = []any{
 		(*Settings_Publishing)(nil),
+		(*Settings_Subscription)(nil),
 	}
+	file_apache_rocketmq_v2_definition_proto_msgTypes[14].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_apache_rocketmq_v2_definition_proto_rawDesc), len(file_apache_rocketmq_v2_definition_proto_rawDesc)),
-			NumEnums:      8,
-			NumMessages:   15,
+			NumEnums:      9,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
