@@ -310,6 +310,40 @@ func TestClusterValidation(t *testing.T) {
 	}
 }
 
+// TestClusterProxyValidation proves that the API server refuses a Cluster's spec.proxy that
+// breaks a rule, saying what must hold, and accepts the ways of reaching a Proxy.
+func TestClusterProxyValidation(t *testing.T) {
+	needsEnvtest(t)
+	ns := newNamespace(t)
+	ca := []byte("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n")
+	cases := []struct {
+		name    string
+		proxy   routingv1alpha1.ClusterProxy
+		wantErr string
+	}{
+		{"a plaintext Proxy is accepted", routingv1alpha1.ClusterProxy{Address: "rocketmq-proxy.rocketmq.svc:8081"}, ""},
+		{"a TLS Proxy with its CA is accepted", routingv1alpha1.ClusterProxy{Address: "10.0.0.9:8081",
+			TLS: &routingv1alpha1.ClusterProxyTLS{CABundle: ca, ServerName: "rocketmq-proxy"}}, ""},
+		{"a TLS Proxy without verification is accepted", routingv1alpha1.ClusterProxy{Address: "proxy:8081",
+			TLS: &routingv1alpha1.ClusterProxyTLS{InsecureSkipVerify: ptr.To(true)}}, ""},
+		{"an address without a port is refused", routingv1alpha1.ClusterProxy{Address: "proxy"}, "spec.proxy.address in body should match"},
+		{"a port beyond 65535 is refused", routingv1alpha1.ClusterProxy{Address: "proxy:70000"}, "address must be host:port with a port from 1 to 65535"},
+		{"a port of zero is refused", routingv1alpha1.ClusterProxy{Address: "proxy:0"}, "address must be host:port with a port from 1 to 65535"},
+		{"no address is refused", routingv1alpha1.ClusterProxy{}, "spec.proxy.address"},
+		{"a CA with verification off is refused", routingv1alpha1.ClusterProxy{Address: "proxy:8081",
+			TLS: &routingv1alpha1.ClusterProxyTLS{CABundle: ca, InsecureSkipVerify: ptr.To(true)}}, "caBundle and insecureSkipVerify: true must not both be set"},
+		{"a server name that is no host name is refused", routingv1alpha1.ClusterProxy{Address: "proxy:8081",
+			TLS: &routingv1alpha1.ClusterProxyTLS{ServerName: "proxy:8081"}}, "spec.proxy.tls.serverName in body should match"},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cl := &routingv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "proxied-" + itoa(i)},
+				Spec: routingv1alpha1.ClusterSpec{NameServers: []string{"namesrv:9876"}, Proxy: &tc.proxy}}
+			expectCreate(t, cl, tc.wantErr)
+		})
+	}
+}
+
 // TestTopicCannotMoveBetweenClusterAndSelector proves a Topic keeps the kind of route it was
 // created with.
 func TestTopicCannotMoveBetweenClusterAndSelector(t *testing.T) {

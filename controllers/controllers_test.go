@@ -494,7 +494,14 @@ func TestStatusWritesAreCoalescedUnderAnEventStorm(t *testing.T) {
 		return nil
 	})
 
+	// The storm: one broker's pod flips between Ready and NotReady every millisecond, as the
+	// broker-pod controller would push it; each flip is an isolation change.
+	const stormFor = 3 * time.Second
+	flipper := c.brokers[2]
+	// writes counts the status writes the watch delivers; sawFinal is set once one of them holds
+	// the state the storm ends on, so the count is read only after the watch has caught up.
 	var writes atomic.Int64
+	var sawFinal atomic.Bool
 	watchCtx, stopWatch := context.WithCancel(context.Background())
 	defer stopWatch()
 	w, err := k8sWatchClient.Watch(watchCtx, &routingv1alpha1.FaultPolicyList{}, client.InNamespace(ns))
@@ -503,16 +510,18 @@ func TestStatusWritesAreCoalescedUnderAnEventStorm(t *testing.T) {
 	}
 	go func() {
 		for ev := range w.ResultChan() {
-			if ev.Type == "MODIFIED" {
-				writes.Add(1)
+			if ev.Type != "MODIFIED" {
+				continue
+			}
+			writes.Add(1)
+			if fp, ok := ev.Object.(*routingv1alpha1.FaultPolicy); ok {
+				if ib := isolatedIn(fp, flipper.Name()); ib != nil && ib.Reason == routingv1alpha1.IsolationPodNotReady {
+					sawFinal.Store(true)
+				}
 			}
 		}
 	}()
 
-	// The storm: one broker's pod flips between Ready and NotReady every millisecond, as the
-	// broker-pod controller would push it; each flip is an isolation change.
-	const stormFor = 3 * time.Second
-	flipper := c.brokers[2]
 	flips := 0
 	start := time.Now()
 	for elapsed := time.Duration(0); elapsed < stormFor; elapsed = time.Since(start) {
@@ -530,6 +539,12 @@ func TestStatusWritesAreCoalescedUnderAnEventStorm(t *testing.T) {
 	eventually(t, "status shows the final state", func() error {
 		if ib := isolatedIn(getPolicy(t, ns, "storm"), flipper.Name()); ib == nil || ib.Reason != routingv1alpha1.IsolationPodNotReady {
 			return fmt.Errorf("entry = %+v", ib)
+		}
+		return nil
+	})
+	eventually(t, "the watch to deliver the write of the final state", func() error {
+		if !sawFinal.Load() {
+			return fmt.Errorf("%d writes delivered, none with the final state yet", writes.Load())
 		}
 		return nil
 	})

@@ -59,6 +59,54 @@ type ClusterSpec struct {
 	// true. Unset sends unsigned requests, which a broker with authentication on refuses.
 	// +optional
 	CredentialsSecretRef *CredentialsSecretReference `json:"credentialsSecretRef,omitempty"`
+
+	// proxy is the cluster's RocketMQ Proxy (5.x). detour's gRPC endpoint serves producers
+	// itself and forwards consumers' calls on the cluster's topics (assignments, receives, acks,
+	// offsets, their Telemetry streams) to it unchanged, each client to one Proxy. Unset answers
+	// consumers' calls UNSUPPORTED.
+	// +optional
+	Proxy *ClusterProxy `json:"proxy,omitempty"`
+}
+
+// ClusterProxy is where a cluster's RocketMQ Proxy serves gRPC, and how to reach it.
+type ClusterProxy struct {
+	// address is the Proxy's gRPC endpoint as host:port (its grpcServerPort, 8081 by default);
+	// a Service's DNS name works.
+	// +required
+	// +kubebuilder:validation:MinLength=3
+	// +kubebuilder:validation:MaxLength=261
+	// +kubebuilder:validation:Pattern=`^[a-zA-Z0-9]([-a-zA-Z0-9.]*[a-zA-Z0-9])?:[0-9]{1,5}$`
+	// +kubebuilder:validation:XValidation:rule="int(self.split(':')[1]) >= 1 && int(self.split(':')[1]) <= 65535",message="address must be host:port with a port from 1 to 65535"
+	Address string `json:"address"`
+
+	// tls makes the connection to the Proxy TLS. Unset connects in plaintext, which the Proxy
+	// serves on the same port as TLS.
+	// +optional
+	TLS *ClusterProxyTLS `json:"tls,omitempty"`
+}
+
+// ClusterProxyTLS is how the Proxy's certificate is checked. With neither caBundle nor
+// insecureSkipVerify, it must chain to the manager's system roots.
+// +kubebuilder:validation:XValidation:rule="!(has(self.caBundle) && has(self.insecureSkipVerify) && self.insecureSkipVerify)",message="caBundle and insecureSkipVerify: true must not both be set: a CA is only checked when verification is on"
+type ClusterProxyTLS struct {
+	// caBundle is the PEM bundle of the CA(s) the Proxy's certificate must chain to.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=65536
+	CABundle []byte `json:"caBundle,omitempty"`
+
+	// serverName is the name the Proxy's certificate must carry; empty means the host of address.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-zA-Z0-9]([-a-zA-Z0-9.]*[a-zA-Z0-9])?$`
+	ServerName string `json:"serverName,omitempty"`
+
+	// insecureSkipVerify accepts any certificate the Proxy presents: the connection is encrypted
+	// but the Proxy is not authenticated. The Proxy's own certificate is self-signed by default
+	// (tlsTestModeEnable), so without its CA this is the only way to speak TLS to it.
+	// +optional
+	InsecureSkipVerify *bool `json:"insecureSkipVerify,omitempty"`
 }
 
 // CredentialsSecretReference names a Secret, in the referring object's namespace, with keys

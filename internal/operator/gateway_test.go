@@ -28,6 +28,8 @@ type answer struct {
 	ok     gateway.SendResponse
 	err    gateway.ErrorResponse
 	header http.Header
+	// closes: the answer ended its connection (Connection: close, which the client strips).
+	closes bool
 }
 
 func postMessage(t *testing.T, c *http.Client, url, contentType, token string, body []byte, headers map[string]string) answer {
@@ -56,7 +58,7 @@ func doRequest(t *testing.T, c *http.Client, req *http.Request) answer {
 	}
 	defer res.Body.Close()
 	data, _ := io.ReadAll(res.Body)
-	a := answer{status: res.StatusCode, header: res.Header}
+	a := answer{status: res.StatusCode, header: res.Header, closes: res.Close}
 	target := any(&a.err)
 	if res.StatusCode == http.StatusOK {
 		target = &a.ok

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
@@ -22,6 +23,7 @@ type grpcOptions struct {
 	certDir        string
 	allowPlaintext bool
 	advertise      string
+	accessKeys     string // namespace/name of the access keys Secret; "" checks no signatures
 }
 
 // register adds the endpoint's flags.
@@ -36,6 +38,25 @@ func (g *grpcOptions) register(fs *flag.FlagSet) {
 		"Also serve gRPC clients without TLS on the same port (SDKs with TLS turned off).")
 	fs.StringVar(&g.advertise, "grpc-advertise-address", "",
 		"host:port routes name as every broker's endpoint; empty echoes the access point each client queried with, as RocketMQ's Proxy does.")
+	fs.StringVar(&g.accessKeys, "grpc-access-keys-secret", "",
+		"namespace/name of a Secret of access keys every gRPC call must be signed with (as the SDKs' credentials providers sign): "+
+			"data key <accessKey> holds its secret, <accessKey>.topics the comma-separated topics it may send to, or * for all. Empty serves unsigned calls.")
+}
+
+// validate refuses an access keys Secret the manager cannot watch: outside --namespace, its cache
+// holds no Secret.
+func (g *grpcOptions) validate(namespace string) error {
+	if g.accessKeys == "" {
+		return nil
+	}
+	ref, err := parseSecretRef(g.accessKeys)
+	if err != nil {
+		return fmt.Errorf("--grpc-access-keys-secret %w, got %q", err, g.accessKeys)
+	}
+	if namespace != "" && ref.Namespace != namespace {
+		return fmt.Errorf("--grpc-access-keys-secret %s is outside --namespace %s, which is all the manager watches", g.accessKeys, namespace)
+	}
+	return nil
 }
 
 // addGRPCFront adds the gRPC endpoint to the manager when it is enabled.
@@ -48,6 +69,14 @@ func (op *Operator) addGRPCFront(o *Options, tlsOpts []func(*tls.Config)) error 
 		Addr: g.addr, Runtime: op.rt, Topics: grpcfront.TopicResolverFunc(op.resolveRocketMQTopic),
 		AllowPlaintext: g.allowPlaintext, Advertise: g.advertise, ShutdownTimeout: o.shutdownTimeout,
 		Metrics: processMetrics().GRPC, Logger: op.log.WithName("grpc"),
+		UpstreamHint: "declare the RocketMQ Proxy in spec.proxy of the Topic's Cluster",
+	}
+	if g.accessKeys != "" {
+		ref, err := parseSecretRef(g.accessKeys)
+		if err != nil {
+			return err
+		}
+		opts.Credentials = &secretAccessKeys{key: ref, meta: op.mgr.GetClient(), api: op.mgr.GetAPIReader(), log: op.log.WithName("grpc")}
 	}
 	if g.secure {
 		dir := g.certDir
@@ -97,8 +126,12 @@ func (op *Operator) resolveRocketMQTopic(ctx context.Context, namespace, topic s
 		return grpcfront.Target{}, fmt.Errorf("%w: no Topic publishes %s", grpcfront.ErrTopicNotFound, topic)
 	case 1:
 		t := found[0]
+		up, err := op.topicProxy(ctx, t)
+		if err != nil {
+			return grpcfront.Target{}, err
+		}
 		return grpcfront.Target{Topic: t.Spec.TopicName, Route: controllers.RouteKey(t.Namespace, t.Name),
-			BrokerPrefix: controllers.TopicBrokerPrefix(t)}, nil
+			BrokerPrefix: controllers.TopicBrokerPrefix(t), Upstream: up}, nil
 	}
 	names := make([]string, len(found))
 	for i, t := range found {
@@ -107,4 +140,34 @@ func (op *Operator) resolveRocketMQTopic(ctx context.Context, namespace, topic s
 	sort.Strings(names)
 	return grpcfront.Target{}, fmt.Errorf("%w: Topics %s all publish %s; set the client's namespace to the Kubernetes namespace of the one meant",
 		grpcfront.ErrTopicNotFound, strings.Join(names, ", "), topic)
+}
+
+// topicProxy is the RocketMQ Proxy of a Topic's Cluster (spec.proxy), nil when the Topic has no
+// Cluster, or its Cluster declares no Proxy.
+func (op *Operator) topicProxy(ctx context.Context, t *routingv1alpha1.Topic) (*grpcfront.Upstream, error) {
+	if t.Spec.ClusterRef == nil {
+		return nil, nil
+	}
+	var c routingv1alpha1.Cluster
+	err := op.mgr.GetClient().Get(ctx, client.ObjectKey{Namespace: t.Namespace, Name: t.Spec.ClusterRef.Name}, &c)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return clusterProxy(c.Spec.Proxy), nil
+}
+
+// clusterProxy is the endpoint's Upstream for a Cluster's spec.proxy.
+func clusterProxy(p *routingv1alpha1.ClusterProxy) *grpcfront.Upstream {
+	if p == nil {
+		return nil
+	}
+	up := &grpcfront.Upstream{Addr: p.Address}
+	if p.TLS != nil {
+		up.TLS = &grpcfront.UpstreamTLS{CA: p.TLS.CABundle, ServerName: p.TLS.ServerName,
+			InsecureSkipVerify: p.TLS.InsecureSkipVerify != nil && *p.TLS.InsecureSkipVerify}
+	}
+	return up
 }

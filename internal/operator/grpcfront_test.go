@@ -30,13 +30,7 @@ func TestGRPCEndpointServesTopicsByTheirRocketMQName(t *testing.T) {
 	op := startOperator(t, adminConfig, testOptions(t, ns))
 	op.waitForRoute(t, "GrpcOrders", 2)
 
-	conn, err := grpc.NewClient(op.grpc.Addr().String(),
-		grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{InsecureSkipVerify: true}))) //nolint:gosec // as the SDKs do
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	c := rmqpb.NewMessagingServiceClient(conn)
+	c := dialGRPC(t, op)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	ctx = metadata.AppendToOutgoingContext(ctx, "x-mq-client-id", "manager-test@1")
@@ -74,4 +68,17 @@ func TestGRPCEndpointServesTopicsByTheirRocketMQName(t *testing.T) {
 	if n := storedCounts(brokers...)[id]; n != 1 {
 		t.Fatalf("message stored %d times", n)
 	}
+}
+
+// dialGRPC connects to the operator's gRPC endpoint over TLS, trusting any certificate as the
+// SDKs do, closed when the test ends.
+func dialGRPC(t *testing.T, op *runningOperator) rmqpb.MessagingServiceClient {
+	t.Helper()
+	conn, err := grpc.NewClient(op.grpc.Addr().String(),
+		grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{InsecureSkipVerify: true}))) //nolint:gosec // as the SDKs do
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return rmqpb.NewMessagingServiceClient(conn)
 }

@@ -340,6 +340,12 @@ func TestHelmChartValuesChangeWhatTheySay(t *testing.T) {
 					t.Error("a PodDisruptionBudget with minAvailable 1 for one replica blocks every drain")
 				}
 			}},
+		{name: "gRPC access keys are read from the watched namespace", values: []string{"--set", "grpc.accessKeysSecret=grpc-keys,watchNamespace=shop"},
+			check: func(t *testing.T, _ []*unstructured.Unstructured, _ *appsv1.Deployment, o *Options) {
+				if o.grpc.accessKeys != "shop/grpc-keys" {
+					t.Errorf("--grpc-access-keys-secret %q", o.grpc.accessKeys)
+				}
+			}},
 		{name: "namespace scope binds a Role there", values: []string{"--set", "watchNamespace=shop"},
 			check: func(t *testing.T, objs []*unstructured.Unstructured, _ *appsv1.Deployment, o *Options) {
 				if o.namespace != "shop" {

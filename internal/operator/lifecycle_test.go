@@ -304,7 +304,8 @@ func decodeAnswer(res *http.Response) (a struct {
 
 // TestShutdownDelayKeepsServingWhileNotReady proves that with --shutdown-delay a stopping
 // replica reports not ready at once but still accepts sends until the delay is over, so a
-// Service can stop routing to it before it stops listening.
+// Service can stop routing to it before it stops listening, and that each answer in the delay
+// closes its connection, so a client with a kept-alive one moves too.
 func TestShutdownDelayKeepsServingWhileNotReady(t *testing.T) {
 	needsEnvtest(t)
 	ns := newNamespace(t)
@@ -329,10 +330,15 @@ func TestShutdownDelayKeepsServingWhileNotReady(t *testing.T) {
 	if err := op.gw.Serving(); err != nil {
 		t.Fatalf("the gateway stopped serving during the shutdown delay: %v", err)
 	}
-	a := postMessage(t, &http.Client{Transport: &http.Transport{DisableKeepAlives: true}},
+	keepAlive := &http.Transport{}
+	defer keepAlive.CloseIdleConnections()
+	a := postMessage(t, &http.Client{Transport: keepAlive},
 		messagesURL(op.gw.URL(), ns, "orders"), "text/plain", "", []byte("late"), nil)
 	if a.status != http.StatusOK || storedCounts(b)[a.ok.MsgID] != 1 {
 		t.Fatalf("a send during the shutdown delay: %d %+v; want 200 and stored", a.status, a.err)
+	}
+	if !a.closes {
+		t.Errorf("a send during the shutdown delay left its connection open: the client would keep it to a stopping replica")
 	}
 	if err := <-stopped; err != nil {
 		t.Fatalf("stopping: %v", err)

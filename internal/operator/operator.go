@@ -367,7 +367,8 @@ func (op *Operator) addFacade(o *Options, set *metrics.Set, log logr.Logger) err
 }
 
 // Run starts the manager and blocks until ctx ends. Shutdown goes in the order that loses no
-// acknowledged message: readiness drops and the replica keeps serving for the shutdown delay;
+// acknowledged message: readiness drops and the replica keeps serving for the shutdown delay,
+// each gateway answer closing its connection so clients move to the replicas that stay;
 // then the gateway stops accepting and waits for the sends in flight (it stops first, with the
 // other runnables that need no leader); then the controllers and caches stop; and only then is
 // the runtime closed.
@@ -381,6 +382,9 @@ func (op *Operator) Run(ctx context.Context) error {
 			return // the manager ended on its own
 		}
 		op.stopping.Store(true)
+		if op.gw != nil {
+			op.gw.Retire()
+		}
 		if op.shutdownDelay > 0 {
 			op.log.Info("Stopping: reporting not ready while still serving", "delay", op.shutdownDelay)
 			select {

@@ -136,7 +136,7 @@ func (o *Options) Validate() error {
 	if o.shutdownTimeout <= 0 || o.shutdownDelay < 0 {
 		return errors.New("--shutdown-timeout must be positive and --shutdown-delay not negative")
 	}
-	return nil
+	return o.grpc.validate(o.namespace)
 }
 
 // Logger is the logger the zap flags describe, writing to w.
