@@ -7,8 +7,9 @@
 #                               CA certificates, user 65532
 #   detour.e2e/rocketmq:5.5.0   the Debian Java 17 root (hack/setup-e2e.sh) with real Apache
 #                               RocketMQ's server and client jars (hack/setup-rocketmq.sh) under
-#                               /opt/rocketmq, the Java driver of hack/rocketmq, and detourctl
-#                               (the readiness probe: `detourctl ping`)
+#                               /opt/rocketmq, RocketMQ 5's gRPC SDK apart from them in
+#                               /opt/rocketmq/grpc, the Java drivers of hack/rocketmq, and
+#                               detourctl (the readiness probe: `detourctl ping`)
 #
 #   hack/e2e-images.sh OUT_DIR
 set -euo pipefail
@@ -36,7 +37,7 @@ cp /etc/ssl/certs/ca-certificates.crt "$work/manager/etc/ssl/certs/"
 image -o "$out/manager.tar" -name detour.e2e/manager:dev -user 65532:65532 -entrypoint '["/manager"]' -layer "$work/manager"
 
 version=$(cat "$DETOUR_ROCKETMQ/5/server/version")
-cp -rL "$DETOUR_ROCKETMQ/5/server" "$DETOUR_ROCKETMQ/5/client" "$work/rocketmq/opt/rocketmq/"
+cp -rL "$DETOUR_ROCKETMQ/5/server" "$DETOUR_ROCKETMQ/5/client" "$DETOUR_ROCKETMQ/5/grpc" "$work/rocketmq/opt/rocketmq/"
 build "$work/rocketmq/usr/local/bin/detourctl" ./cmd/detourctl
 image -o "$out/rocketmq.tar" -name "detour.e2e/rocketmq:$version" -workdir /opt/rocketmq \
   -layer "$DETOUR_E2E_ASSETS/jvm-bookworm-openjdk17.tar" -layer "$work/rocketmq"

@@ -9,15 +9,16 @@
 # Layout of the folder: <line>/server (class path of the name server and broker), <line>/client
 # (class path of the client plus the driver jar), each with a file `version`; and 5/grpc, the class
 # path of RocketMQ 5's gRPC SDK (rocketmq-client-java, a shaded jar kept apart from the remoting
-# client's classes) plus its driver jar (src/grpc). Lines:
+# client's classes) plus its driver jar (src/grpc); and 5/proxy, the class path of RocketMQ 5's
+# Proxy (rocketmq-proxy, with its own gRPC and Netty), also with a file `version`. Lines:
 #   5: server 5.5.0, client 5.5.0 (the newest 5.x whose modules all resolve), gRPC SDK 5.2.0 (the
-#      newest published);
+#      newest published), Proxy 5.5.0;
 #   4: server 4.9.7, client 4.9.8 (4.9.8's client is published; its broker and name server are not).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 src="$here/rocketmq"
-server5=5.5.0 client5=5.5.0 grpc5=5.2.0 server4=4.9.7 client4=4.9.8
+server5=5.5.0 client5=5.5.0 grpc5=5.2.0 proxy5=5.5.0 server4=4.9.7 client4=4.9.8
 
 need() { # need <command> <what to install>
   command -v "$1" >/dev/null 2>&1 && return
@@ -29,7 +30,7 @@ need mvn "Maven 3 (Debian: apt-get install maven)"
 need javac "a Java compiler, 11 or newer (Debian: apt-get install openjdk-17-jdk-headless)"
 
 key=$( (cat "$src/pom.xml"; find "$src/src" -type f -name '*.java' | LC_ALL=C sort | xargs cat;
-  echo "$server5 $client5 $grpc5 $server4 $client4") | sha256sum | cut -c1-16)
+  echo "$server5 $client5 $grpc5 $proxy5 $server4 $client4") | sha256sum | cut -c1-16)
 cache_root=${DETOUR_ROCKETMQ_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/detour/rocketmq}
 dest="$cache_root/$key"
 
@@ -58,6 +59,7 @@ resolve() { # resolve <line> <side> <version>
 }
 resolve 5 server "$server5"
 resolve 5 client "$client5"
+resolve 5 proxy "$proxy5"
 resolve_grpc() { # resolve_grpc <version>: the gRPC SDK's class path and the driver built on it alone
   local out="$work/out/5/grpc" classes="$work/grpc-classes"
   echo "setup-rocketmq: resolving RocketMQ's gRPC SDK $1 from Maven Central" >&2

@@ -2,8 +2,10 @@ package compat_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -184,6 +186,30 @@ var conformanceCases = []conformanceCase{
 		o := p.sendObs(ctx, t, p.strict, remoting.SendMessageV2, header(diffTopic, 1, map[string]string{"TRAN_MSG": "true", "PGROUP": "detour_conformance"}), []byte("m"))
 		return o
 	}},
+	{name: "committed half message becomes visible where it was sent", run: func(ctx context.Context, t *testing.T, p peer) observation {
+		return p.endObs(ctx, t, nil, 1)
+	}},
+	{name: "rolled back half message never becomes visible", run: func(ctx context.Context, t *testing.T, p peer) observation {
+		return p.endObs(ctx, t, func(h *remoting.EndTransactionHeader) { h.CommitOrRollback = remoting.TransactionRollback }, 1)
+	}},
+	{name: "a second commit stores the message again", run: func(ctx context.Context, t *testing.T, p peer) observation {
+		return p.endObs(ctx, t, nil, 2)
+	}},
+	{name: "commit from a check-back becomes visible", run: func(ctx context.Context, t *testing.T, p peer) observation {
+		return p.endObs(ctx, t, func(h *remoting.EndTransactionHeader) { h.FromTransactionCheck = true }, 1)
+	}},
+	{name: "end naming another producer group is refused", remark: true, run: func(ctx context.Context, t *testing.T, p peer) observation {
+		return p.endObs(ctx, t, func(h *remoting.EndTransactionHeader) { h.ProducerGroup = "detour_other" }, 1)
+	}},
+	{name: "end naming another half-queue offset is refused", remark: true, run: func(ctx context.Context, t *testing.T, p peer) observation {
+		return p.endObs(ctx, t, func(h *remoting.EndTransactionHeader) { h.TranStateTableOffset += 1000 }, 1)
+	}},
+	{name: "end at a commit-log offset past the log is refused", remark: true, run: func(ctx context.Context, t *testing.T, p peer) observation {
+		return p.endObs(ctx, t, func(h *remoting.EndTransactionHeader) { h.CommitLogOffset = 1 << 50 }, 1)
+	}},
+	{name: "end of unknown state is not answered", run: func(ctx context.Context, t *testing.T, p peer) observation {
+		return p.endObs(ctx, t, func(h *remoting.EndTransactionHeader) { h.CommitOrRollback = remoting.TransactionNotType }, 1)
+	}},
 	{name: "delayed message is acknowledged but not yet visible", run: func(ctx context.Context, t *testing.T, p peer) observation {
 		return p.sendObs(ctx, t, p.strict, remoting.SendMessageV2, header(diffTopic, 1, map[string]string{"DELAY": "4"}), []byte("m"))
 	}},
@@ -215,12 +241,70 @@ var conformanceCases = []conformanceCase{
 		if err != nil {
 			return observation{Code: resp.Code, Note: err.Error()}
 		}
-		return observation{Code: resp.Code, Note: pressureForms(table)}
+		return observation{Code: resp.Code, Note: pressureForms(table) + "; " + dispatchForm(table)}
 	}},
 	{name: "unknown request code is REQUEST_CODE_NOT_SUPPORTED", remark: true, run: func(ctx context.Context, t *testing.T, p peer) observation {
 		resp := p.invoke(ctx, t, p.strict, remoting.NewRequest(9999, nil, nil))
 		return observation{Code: resp.Code, Remark: resp.Remark}
 	}},
+}
+
+// txGroup is the producer group of the differential's half messages.
+const txGroup = "detour_conformance"
+
+// endObs sends a half message to queue 1 of diffTopic, then ends it ends times with the header
+// edit makes of the one naming it, and observes the last end's code and remark and the change
+// in visible messages. An end without an answer is noted as such.
+func (p peer) endObs(ctx context.Context, t *testing.T, edit func(*remoting.EndTransactionHeader), ends int) observation {
+	t.Helper()
+	h := header(diffTopic, 1, map[string]string{remoting.PropertyTransactionPrep: "true", remoting.PropertyProducerGroup: txGroup})
+	h.ProducerGroup = txGroup
+	h.SysFlag = remoting.TransactionPrepared
+	resp := p.invoke(ctx, t, p.strict, remoting.NewSendRequest(&h, []byte("tx"), true))
+	sent, err := remoting.ParseSendResponse(resp)
+	if err != nil {
+		t.Fatalf("%s: half message: %v", p.name, err)
+	}
+	_, clo, err := remoting.ParseOffsetMsgID(sent.MsgID)
+	if err != nil {
+		t.Fatalf("%s: %v", p.name, err)
+	}
+	uniq := remoting.DecodeProperties(h.Properties)[remoting.PropertyUniqKey]
+	end := &remoting.EndTransactionHeader{Topic: diffTopic, ProducerGroup: txGroup, TranStateTableOffset: sent.QueueOffset,
+		CommitLogOffset: clo, CommitOrRollback: remoting.TransactionCommit, MsgID: uniq, TransactionID: sent.TransactionID}
+	if edit != nil {
+		edit(end)
+	}
+	before := p.visible(ctx, t, p.strict, diffTopic)
+	var o observation
+	for range ends {
+		o = p.endOnce(ctx, t, end)
+	}
+	// The committed message reaches the consume queue asynchronously; give it the moment it needs.
+	var after int64
+	for range 40 {
+		if after = p.visible(ctx, t, p.strict, diffTopic); after-before >= int64(ends) {
+			break
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	o.Visible = after - before
+	return o
+}
+
+// endOnce sends one END_TRANSACTION and observes its answer, or notes that none came.
+func (p peer) endOnce(ctx context.Context, t *testing.T, end *remoting.EndTransactionHeader) observation {
+	t.Helper()
+	wait, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	resp, err := p.client.Invoke(wait, p.strict, remoting.NewEndTransactionRequest(end))
+	switch {
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, remoting.ErrTimeout):
+		return observation{Note: "no answer"}
+	case err != nil:
+		t.Fatalf("%s: END_TRANSACTION: %v", p.name, err)
+	}
+	return observation{Code: resp.Code, Remark: resp.Remark}
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -239,6 +323,19 @@ func pressureForms(table map[string]string) string {
 	return fmt.Sprintf("capacity %d, size %s, head wait %s, page-cache lock %s, put p99 %s", p.SendQueueCapacity,
 		known(float64(p.SendQueueSize)), known(float64(p.SendQueueHeadWaitMillis)), known(float64(p.PageCacheLockMillis)),
 		known(p.PutLatency99Millis))
+}
+
+// dispatchForm says whether a runtime table reports how far the consume queues trail the commit
+// log (dispatchBehindBytes), a whole number of bytes, which the harness waits on before counting.
+func dispatchForm(table map[string]string) string {
+	v, ok := table["dispatchBehindBytes"]
+	if !ok {
+		return "no dispatchBehindBytes"
+	}
+	if _, err := strconv.ParseInt(v, 10, 64); err != nil {
+		return fmt.Sprintf("dispatchBehindBytes %q is not a whole number", v)
+	}
+	return "dispatchBehindBytes a whole number"
 }
 
 // idleTimeout is the third broker's serverChannelMaxIdleTimeSeconds (RocketMQ's default is 120 s).
@@ -302,6 +399,18 @@ func TestBrokersimAnswersAsTheRealBroker(t *testing.T) {
 			t.Logf("%s: code %d, visible %+d %s %q", tc.name, want.Code, want.Visible, want.Note, want.Remark)
 		})
 	}
+	// The transaction canary: on the real broker a commit and a rollback must be told apart by
+	// what the table observes, or the transaction rows above would pass against a simulator
+	// that ignored END_TRANSACTION altogether.
+	t.Run("canary: a rollback is observed unlike a commit", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		commit := real.endObs(ctx, t, nil, 1)
+		rollback := real.endObs(ctx, t, func(h *remoting.EndTransactionHeader) { h.CommitOrRollback = remoting.TransactionRollback }, 1)
+		if commit == rollback {
+			t.Fatalf("a commit and a rollback both observe %+v", commit)
+		}
+	})
 	// The canary: a broker whose table names the send queue's head wait differently (as a
 	// release that renamed it would) must not pass as the real broker's.
 	t.Run("canary: a runtime table with a renamed key diverges", func(t *testing.T) {

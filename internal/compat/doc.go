@@ -9,7 +9,9 @@
 //     rules say, in a clear error or a retry on another broker, and nothing is stored twice;
 //   - faults on real processes (paused, killed, stopped, resumed brokers) are survived with the
 //     Detour policy;
-//   - brokersim answers a table of requests exactly as the real 5.x broker does.
+//   - brokersim answers a table of requests exactly as the real 5.x broker does;
+//   - RocketMQ 5's gRPC SDKs (Java, and Python from hack/setup-python-client.sh in
+//     DETOUR_PYTHON_CLIENT) send through detour's gRPC endpoint.
 //
 // Run one suite alone with, for example:
 //

@@ -11,7 +11,7 @@ import (
 
 // newRuntime returns a producer runtime that routes topic over every broker of c with queues write
 // queues each, under policy, after creating the topic on each broker with UPDATE_AND_CREATE_TOPIC.
-func newRuntime(t *testing.T, c *rmqtest.Cluster, topic string, queues int, policy producer.Policy) *producer.Runtime {
+func newRuntime(t testing.TB, c *rmqtest.Cluster, topic string, queues int, policy producer.Policy) *producer.Runtime {
 	t.Helper()
 	r := producer.New(producer.Options{ProducerGroup: "detour_compat"})
 	t.Cleanup(func() { _ = r.Close() })

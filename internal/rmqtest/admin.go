@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
+	"github.com/detourmq/detour/internal/poll"
 	"github.com/detourmq/detour/pkg/remoting"
 )
 
@@ -99,6 +101,24 @@ func (b *Broker) Config(ctx context.Context) (map[string]string, error) {
 	return out, nil
 }
 
+// CreateTopic creates (or updates) a topic on the broker with queues read and write queues,
+// readable and writable (UPDATE_AND_CREATE_TOPIC, as `mqadmin updateTopic` does).
+func (b *Broker) CreateTopic(ctx context.Context, topic string, queues int) error {
+	if queues < 1 || queues > 1<<16 {
+		return fmt.Errorf("rmqtest: create topic %s: %d queues, want 1..65536", topic, queues)
+	}
+	n := int32(queues) //nolint:gosec // bounded above
+	req := remoting.NewCreateTopicRequest(topic, n, n, 6)
+	resp, err := b.c.client.Invoke(ctx, b.Addr, req)
+	if err != nil {
+		return fmt.Errorf("rmqtest: create topic %s on %s: %w", topic, b.Name, err)
+	}
+	if resp.Code != remoting.Success {
+		return fmt.Errorf("rmqtest: create topic %s on %s: %w", topic, b.Name, &remoting.ResponseError{Code: resp.Code, Remark: resp.Remark})
+	}
+	return nil
+}
+
 // MaxOffset is the number of messages a queue of a topic holds on the broker (GET_MAX_OFFSET).
 func (b *Broker) MaxOffset(ctx context.Context, topic string, queueID int) (int64, error) {
 	resp, err := b.c.invoke(ctx, b.Addr, remoting.GetMaxOffset, map[string]string{"topic": topic, "queueId": strconv.Itoa(queueID)}, nil)
@@ -106,6 +126,39 @@ func (b *Broker) MaxOffset(ctx context.Context, topic string, queueID int) (int6
 		return 0, err
 	}
 	return strconv.ParseInt(resp.ExtFields["offset"], 10, 64)
+}
+
+// awaitDispatched waits until the broker has built its consume queues from everything its
+// commit log holds: a broker acknowledges a send once the commit log has it and dispatches to the
+// queues, whose offsets Stored reads, a moment later, longer on a loaded machine. A broker whose
+// runtime table does not report it is not waited for.
+func (b *Broker) awaitDispatched(ctx context.Context) error {
+	err := poll.Wait(dispatchWait(ctx), 50*time.Millisecond, func() error {
+		resp, err := b.c.client.Invoke(ctx, b.Addr, remoting.NewGetBrokerRuntimeInfoRequest())
+		if err != nil {
+			return err
+		}
+		table, err := remoting.ParseBrokerRuntimeInfo(resp)
+		if err != nil {
+			return err
+		}
+		if behind, ok := table["dispatchBehindBytes"]; ok && behind != "0" {
+			return fmt.Errorf("%s bytes of the commit log not yet dispatched", behind)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("broker %s: %w", b.Name, err)
+	}
+	return nil
+}
+
+// dispatchWait is how long awaitDispatched may wait: until ctx's deadline, or 10 s.
+func dispatchWait(ctx context.Context) time.Duration {
+	if d, ok := ctx.Deadline(); ok {
+		return time.Until(d)
+	}
+	return 10 * time.Second
 }
 
 // Stored counts the messages a topic holds on every broker, summed over its queues as the name
@@ -120,6 +173,9 @@ func (c *Cluster) Stored(ctx context.Context, topic string) (map[string]int64, e
 		b := c.findBroker(q.BrokerName)
 		if b == nil {
 			continue
+		}
+		if err := b.awaitDispatched(ctx); err != nil {
+			return nil, err
 		}
 		for id := 0; id < int(max(q.ReadQueueNums, q.WriteQueueNums)); id++ {
 			n, err := b.MaxOffset(ctx, topic, id)

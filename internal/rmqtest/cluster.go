@@ -57,6 +57,7 @@ type Cluster struct {
 	nsAddr  string
 	client  *remoting.Client
 	brokers []*Broker
+	proxies []*Proxy
 }
 
 // Broker is one real master broker.
@@ -168,6 +169,11 @@ func (c *Cluster) brokerList() string {
 
 // newProcess prepares a JVM running main with the line's server class path in its own folder.
 func (c *Cluster) newProcess(name, main string, heap ...string) *process {
+	return c.newProcessOn(name, main, c.Dist.ServerClassPath, heap...)
+}
+
+// newProcessOn prepares a JVM running main with class path cp in its own folder.
+func (c *Cluster) newProcessOn(name, main, cp string, heap ...string) *process {
 	dir := filepath.Join(c.dir, name)
 	if err := os.MkdirAll(filepath.Join(dir, "conf"), 0o755); err != nil {
 		c.t.Fatal(err)
@@ -181,7 +187,7 @@ func (c *Cluster) newProcess(name, main string, heap ...string) *process {
 	}
 	argv := append([]string{"java"}, heap...)
 	argv = append(argv, JVMFlags...)
-	argv = append(argv, "-Duser.home="+dir, "-Drocketmq.home.dir="+dir, "-cp", c.Dist.ServerClassPath, main)
+	argv = append(argv, "-Duser.home="+dir, "-Drocketmq.home.dir="+dir, "-cp", cp, main)
 	return &process{name: name, dir: dir, argv: argv, logPath: filepath.Join(dir, name+".out")}
 }
 
@@ -342,9 +348,12 @@ func (c *Cluster) poll(p *process, what string, check func(context.Context) erro
 	return fmt.Errorf("rmqtest: %s not up within %v: %v; log:\n%s", what, startTimeout, last, p.logTail(4000))
 }
 
-// shutdown kills every process and prints their logs when the test failed.
+// shutdown kills every process, proxies first, and prints their logs when the test failed.
 func (c *Cluster) shutdown() {
 	procs := []*process{}
+	for _, px := range c.proxies {
+		procs = append(procs, px.proc)
+	}
 	for _, b := range c.brokers {
 		procs = append(procs, b.proc)
 	}

@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-// process is one JVM the harness started: a name server or a broker.
+// process is one JVM the harness started: a name server, a broker or a proxy.
 type process struct {
 	name    string   // for messages and log file names
 	dir     string   // its home: logs, config, store
@@ -155,11 +155,12 @@ func (p *process) logContains(s string) bool {
 	return false
 }
 
-// rocketmqLogs are the log files RocketMQ writes under its user.home: 5.x's logs/rocketmqlogs and
+// rocketmqLogs are the log files RocketMQ writes under its user.home: 5.x's logs/rocketmqlogs (the
+// Proxy's too) and
 // the harness's own logback configuration for 4.x.
 func (p *process) rocketmqLogs() []string {
 	var files []string
-	for _, name := range []string{"logs/rocketmqlogs/broker.log", "logs/rocketmqlogs/namesrv.log", "logs/rocketmq.log"} {
+	for _, name := range []string{"logs/rocketmqlogs/broker.log", "logs/rocketmqlogs/namesrv.log", "logs/rocketmqlogs/proxy.log", "logs/rocketmq.log"} {
 		f := filepath.Join(p.dir, name)
 		if _, err := os.Stat(f); err == nil {
 			files = append(files, f)
