@@ -51,8 +51,8 @@ type cluster struct {
 	cs            *kubernetes.Clientset
 	c             client.Client
 	// nameServer is the RocketMQ name-server Service's address; facade the detour-namesrv
-	// Service's; gateway the send gateway's base URL.
-	nameServer, facade, gateway string
+	// Service's; gateway the send gateway's base URL; grpc the detour-grpc Service's address.
+	nameServer, facade, gateway, grpc string
 }
 
 var (
@@ -171,6 +171,9 @@ func (k *cluster) deployRocketMQ(t *testing.T) error {
 		return err
 	}
 	k.gateway = "https://" + gw
+	if k.grpc, err = k.serviceAddr(operatorNamespace, "detour-grpc"); err != nil {
+		return err
+	}
 	return nil
 }
 

@@ -4,8 +4,10 @@
 // scheduler, controller manager) with real Apache RocketMQ in pods: deployed as a user deploys it
 // (`kubectl apply -k config/default`), then driven through rolling restarts, a frozen broker, the
 // loss of the leader, an eviction, a certificate rotation, a black-holed broker under a
-// whole-cluster FaultPolicy and that policy's deletion. `make test-e2e` starts the node
-// (hack/e2e-cluster.sh), runs these tests inside its network namespace and tears it down.
+// whole-cluster FaultPolicy and that policy's deletion; RocketMQ 5's Java gRPC SDK sends beside
+// the gateway's senders through a broker's rolling restart and the frozen broker. `make test-e2e`
+// starts the node (hack/e2e-cluster.sh), runs these tests inside its network namespace and tears
+// it down.
 //
 // The tests run in file order and share one deployment: each leaves the cluster as it found it.
 package e2e
@@ -17,6 +19,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -109,12 +112,14 @@ func TestGatewaySendsForSendersOnly(t *testing.T) {
 }
 
 // TestRollingRestartOfABrokerLosesNoSend: `kubectl rollout restart` of a broker StatefulSet while
-// senders use the gateway: no send fails and a Java consumer reads back every acknowledged
-// message.
+// senders use the gateway and RocketMQ 5's Java gRPC SDK uses the detour-grpc Service: no send
+// fails and a Java consumer reads back every acknowledged message, the SDK's by its receipts' ids.
 func TestRollingRestartOfABrokerLosesNoSend(t *testing.T) {
 	k := deploy(t)
+	gr := k.startGRPCTraffic(t)
 	tr := k.startTraffic(t, k.token(t, "sender"), 4, 100*time.Millisecond)
 	k.waitAcked(t, tr, 40)
+	gr.waitAcked(t, 10)
 	start := time.Now()
 	if _, err := k.kubectl(nil, "-n", namespace, "rollout", "restart", "statefulset/broker-a"); err != nil {
 		t.Fatal(err)
@@ -125,6 +130,7 @@ func TestRollingRestartOfABrokerLosesNoSend(t *testing.T) {
 	t.Logf("broker-a restarted and Ready again in %v", time.Since(start).Round(100*time.Millisecond))
 	k.waitBrokerServes(t, tr, "broker-a")
 	acked := tr.finish(t)
+	maps.Copy(acked, gr.finish(t))
 	if t.Failed() {
 		// Whose readiness probes failed meanwhile tells whether a healthy broker turned NotReady
 		// while broker-a restarted, which leaves broker-a the only broker with a Ready pod.
@@ -136,10 +142,12 @@ func TestRollingRestartOfABrokerLosesNoSend(t *testing.T) {
 }
 
 // TestFrozenBrokerIsIsolatedAndReturns: a broker's JVM stopped (SIGSTOP from the node) fails its
-// readiness probe; detour isolates it before sends fail, `kubectl get faultpolicies` shows why, and
-// the broker returns once thawed.
+// readiness probe; detour isolates it before sends fail, through the gateway and from RocketMQ 5's
+// Java gRPC SDK alike, `kubectl get faultpolicies` shows why, the broker returns once thawed, and a
+// Java consumer reads back every acknowledged message.
 func TestFrozenBrokerIsIsolatedAndReturns(t *testing.T) {
 	k := deploy(t)
+	gr := k.startGRPCTraffic(t)
 	tr := k.startTraffic(t, k.token(t, "sender"), 4, 100*time.Millisecond)
 	// Start from a healthy cluster: no broker isolated, sends landing on both.
 	eventually(t, 2*time.Minute, "no broker isolated before the freeze", func() error {
@@ -151,6 +159,7 @@ func TestFrozenBrokerIsIsolatedAndReturns(t *testing.T) {
 	for _, b := range brokers {
 		k.waitBrokerServes(t, tr, b)
 	}
+	gr.waitAcked(t, 10)
 	id := containerID(t, k.brokerPod(t, "broker-b"))
 	if err := k.ctr("tasks", "kill", "--signal", "SIGSTOP", id); err != nil {
 		t.Fatal(err)
@@ -201,7 +210,9 @@ func TestFrozenBrokerIsIsolatedAndReturns(t *testing.T) {
 		return nil
 	})
 	k.waitBrokerServes(t, tr, "broker-b")
-	tr.finish(t)
+	acked := tr.finish(t)
+	maps.Copy(acked, gr.finish(t))
+	k.checkReadBack(t, acked)
 }
 
 // TestUnmodifiedJavaProducerThroughTheFacade: RocketMQ's own Java producer, with its default

@@ -170,12 +170,25 @@ func (k *cluster) consumed(t *testing.T, atLeast int) map[string]bool {
 	return ids
 }
 
+// The class paths in the RocketMQ image (hack/e2e-images.sh): RocketMQ's remoting client, and
+// RocketMQ 5's gRPC SDK, each with the Java driver built on it.
+const (
+	remotingClassPath = "/opt/rocketmq/client/*"
+	grpcClassPath     = "/opt/rocketmq/grpc/*"
+)
+
 // runJava starts a pod running one of the Java driver's programs (hack/rocketmq) with RocketMQ's
-// own client.
+// own remoting client.
 func (k *cluster) runJava(t *testing.T, name, main string, args ...string) {
 	t.Helper()
+	k.runJavaOn(t, name, remotingClassPath, main, args...)
+}
+
+// runJavaOn starts a pod running main from the class path cp of the RocketMQ image.
+func (k *cluster) runJavaOn(t *testing.T, name, cp, main string, args ...string) {
+	t.Helper()
 	cmd := append([]string{"java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Duser.home=/tmp",
-		"-Drocketmq.client.logRoot=/tmp/logs", "-cp", "/opt/rocketmq/client/*", main}, args...)
+		"-Drocketmq.client.logRoot=/tmp/logs", "-cp", cp, main}, args...)
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: map[string]string{"app": "rocketmq-client"}},
 		Spec: corev1.PodSpec{
