@@ -12,6 +12,10 @@ ENVTEST_ASSETS = $(shell hack/setup-envtest.sh)
 # ROCKETMQ_DIST is where hack/setup-rocketmq.sh puts real Apache RocketMQ (name server, broker,
 # client, from Maven Central) and the Java test driver; it needs Java and Maven.
 ROCKETMQ_DIST = $(shell hack/setup-rocketmq.sh)
+# PYTHON_CLIENT is where hack/setup-python-client.sh installs RocketMQ's Python gRPC client (a
+# virtual environment from hack/rocketmq/python/requirements.txt) and its test driver; it needs
+# python3 with its venv module.
+PYTHON_CLIENT = $(shell hack/setup-python-client.sh)
 # HELM is the Helm client hack/setup-helm.sh builds from its Go module (hack/helm) and caches.
 HELM = $(shell hack/setup-helm.sh)
 # PROTOC is Debian's protobuf-compiler, which hack/setup-protoc.sh installs when it is missing; its
@@ -96,6 +100,10 @@ vet: ## Run go vet.
 rocketmq: ## Resolve (first time) and print the real RocketMQ folder for the real-RocketMQ tests.
 	@hack/setup-rocketmq.sh
 
+.PHONY: python-client
+python-client: ## Install (first time) and print RocketMQ's Python gRPC client folder for the real-client tests.
+	@hack/setup-python-client.sh
+
 .PHONY: helm
 helm: ## Build (first time) and print the Helm client that lints and renders charts/detour.
 	@hack/setup-helm.sh
@@ -110,11 +118,12 @@ test: vet ## Run all tests (never from the test cache): unit, fuzz seeds, envtes
 	@# -json through hack/testreport: every top-level test is named with its result, failures in full.
 	@helm="$(HELM)"; [[ -n "$$helm" ]] || { echo "make test: hack/setup-helm.sh failed (see above)" >&2; exit 1; }
 	@promtool="$(PROMTOOL)"; [[ -n "$$promtool" ]] || { echo "make test: hack/setup-promtool.sh failed (see above)" >&2; exit 1; }
-	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" DETOUR_ROCKETMQ="$(ROCKETMQ_DIST)" DETOUR_HELM="$(HELM)" DETOUR_PROMTOOL="$(PROMTOOL)" $(GO) test -json -race -count=1 -timeout $(TEST_TIMEOUT) ./... \
+	@pyclient="$(PYTHON_CLIENT)"; [[ -n "$$pyclient" ]] || { echo "make test: hack/setup-python-client.sh failed (see above)" >&2; exit 1; }
+	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" DETOUR_ROCKETMQ="$(ROCKETMQ_DIST)" DETOUR_HELM="$(HELM)" DETOUR_PROMTOOL="$(PROMTOOL)" DETOUR_PYTHON_CLIENT="$(PYTHON_CLIENT)" $(GO) test -json -race -count=1 -timeout $(TEST_TIMEOUT) ./... \
 		| $(GO) run ./hack/testreport
 
 .PHONY: test-unit
-test-unit: ## Run the fast tier (go test -short -race): no envtest, Java, Helm, promtool or kubectl; minutes, for the inner loop.
+test-unit: ## Run the fast tier (go test -short -race): no envtest, Java, Python, Helm, promtool or kubectl; minutes, for the inner loop.
 	$(GO) test -short -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 .PHONY: test-e2e
