@@ -39,8 +39,11 @@ type clusterDescriber struct {
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 
-	mu    sync.Mutex
-	looks map[types.NamespacedName]*clusterLook
+	mu sync.Mutex
+	// stopped is set once Start's manager stops: from then on no look starts, since a look's
+	// wg.Add would race the wg.Wait of the stop (a reconcile may still be running).
+	stopped bool
+	looks   map[types.NamespacedName]*clusterLook
 	// onDone are called with the Cluster's key whenever one of its looks finishes.
 	onDone []func(types.NamespacedName)
 }
@@ -72,10 +75,13 @@ func newClusterDescriber(rt *producer.Runtime, timeout time.Duration) *clusterDe
 // NeedLeaderElection implements manager.LeaderElectionRunnable: it serves every replica.
 func (d *clusterDescriber) NeedLeaderElection() bool { return false }
 
-// Start implements manager.Runnable: it waits for the manager to stop, then ends the looks in
-// flight and waits for them.
+// Start implements manager.Runnable: it waits for the manager to stop, then starts no more looks,
+// ends the looks in flight and waits for them.
 func (d *clusterDescriber) Start(ctx context.Context) error {
 	<-ctx.Done()
+	d.mu.Lock()
+	d.stopped = true
+	d.mu.Unlock()
 	d.cancel()
 	d.wg.Wait()
 	return nil
@@ -116,7 +122,7 @@ func (d *clusterDescriber) latest(key types.NamespacedName, nameServers []string
 		d.looks[key] = l
 	}
 	now := time.Now()
-	if !l.inFlight && !now.Before(l.next) {
+	if !d.stopped && !l.inFlight && !now.Before(l.next) {
 		d.startLocked(key, l, refresh)
 	}
 	again = refresh
