@@ -141,12 +141,15 @@ func (r *Runtime) SetNameServerRoute(spec NameServerRoute) error {
 		return fmt.Errorf("route %s: refresh %v is shorter than %v", spec.Topic, spec.Refresh, MinRouteRefresh)
 	}
 	spec.NameServers = slices.Clone(spec.NameServers)
-	if r.closed.Load() {
-		return ErrClosed
-	}
 
 	key := spec.key()
 	r.mu.Lock()
+	// Close marks the runtime closed before it takes r.mu and waits for r.wg after: checked and
+	// added to under the lock, a resolver either counts in that wait or is never started.
+	if r.closed.Load() {
+		r.mu.Unlock()
+		return ErrClosed
+	}
 	res, ok := r.resolvers[key]
 	if ok {
 		res.mu.Lock()
@@ -165,6 +168,7 @@ func (r *Runtime) SetNameServerRoute(spec NameServerRoute) error {
 	}
 	res = &resolver{kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}), spec: spec}
 	r.resolvers[key] = res
+	r.wg.Add(1)
 	r.mu.Unlock()
 
 	if spec.Async {
@@ -172,7 +176,6 @@ func (r *Runtime) SetNameServerRoute(spec NameServerRoute) error {
 	} else {
 		r.refresh(res)
 	}
-	r.wg.Add(1)
 	go r.resolveLoop(res)
 	return nil
 }
