@@ -24,11 +24,13 @@ type Runtime struct {
 	statusWrites   *prometheus.CounterVec
 	coalesced      prometheus.Counter
 	refusals       *prometheus.CounterVec
+	checksDropped  *prometheus.CounterVec
 }
 
 var (
 	_ producer.Metrics                  = (*Runtime)(nil)
 	_ producer.CredentialRefusalMetrics = (*Runtime)(nil)
+	_ producer.TransactionCheckMetrics  = (*Runtime)(nil)
 )
 
 // NewRuntime creates the runtime's collectors, unregistered.
@@ -62,13 +64,16 @@ func NewRuntime() *Runtime {
 		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "credential_refusals_total",
 			Help: "Requests a broker refused for detour's credentials, by broker and reason (AuthenticationFailed, Forbidden)."},
 			[]string{"broker", "reason"}),
+		checksDropped: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "transaction_checks_dropped_total",
+			Help: "Brokers' transaction check-backs the runtime dropped, by reason: queue_full (too many waiting for the checkers), malformed (the check did not decode), unknown_broker (no route names its address) or not_taken (no checker took it, as when no producer of the topic is connected here). The broker checks again at its next round, up to its check limit."},
+			[]string{"reason"}),
 	}
 }
 
 // collectors are every collector of m.
 func (m *Runtime) collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.sends, m.attempts, m.attemptLatency, m.retries, m.isolations, m.isolated,
-		m.statusWrites, m.coalesced, m.refusals}
+		m.statusWrites, m.coalesced, m.refusals, m.checksDropped}
 }
 
 // SendDone implements producer.Metrics.
@@ -94,6 +99,11 @@ func (m *Runtime) IsolationChanged(policy, broker string, isolated bool, reason 
 	if isolated {
 		m.isolations.WithLabelValues(policy, broker, string(reason)).Inc()
 	}
+}
+
+// TransactionCheckDropped implements producer.TransactionCheckMetrics.
+func (m *Runtime) TransactionCheckDropped(reason string) {
+	m.checksDropped.WithLabelValues(reason).Inc()
 }
 
 // CredentialsRefused implements producer.CredentialRefusalMetrics.

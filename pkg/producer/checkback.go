@@ -23,6 +23,27 @@ const maxPendingChecks = 256
 // maxProducerGroups bounds the groups one checker may have heartbeat.
 const maxProducerGroups = 4096
 
+// TransactionCheckMetrics is implemented by Metrics that count the brokers' transaction checks
+// the runtime drops; the runtime calls TransactionCheckDropped once per dropped check, with one
+// of the CheckDropped reasons, when Options.Metrics implements it.
+type TransactionCheckMetrics interface {
+	TransactionCheckDropped(reason string)
+}
+
+// Reasons the runtime drops a broker's transaction check. The broker checks again at its next
+// round, up to its check limit.
+const (
+	// CheckDroppedQueueFull: more than maxPendingChecks checks were waiting for the checkers.
+	CheckDroppedQueueFull = "queue_full"
+	// CheckDroppedMalformed: the check's header or its half message did not decode.
+	CheckDroppedMalformed = "malformed"
+	// CheckDroppedUnknownBroker: the check came from an address no route names.
+	CheckDroppedUnknownBroker = "unknown_broker"
+	// CheckDroppedNotTaken: no checker took the check (none was added, or none knows a producer
+	// of the message's topic).
+	CheckDroppedNotTaken = "not_taken"
+)
+
 // TransactionCheck is a broker's question about one half message it holds.
 type TransactionCheck struct {
 	// Broker is the runtime's name of the broker that asks: the one to end the transaction on.
@@ -151,8 +172,16 @@ func (r *Runtime) serveBrokerRequest(addr string, req *remoting.Command) *remoti
 	case r.checks.pending <- pendingCheck{addr: addr, req: req}:
 	default:
 		r.log.Info("Dropped a broker's transaction check: too many waiting; the broker checks again", "broker", addr, "waiting", maxPendingChecks)
+		r.checkDropped(CheckDroppedQueueFull)
 	}
 	return nil
+}
+
+// checkDropped counts a dropped check when the runtime's metrics count them.
+func (r *Runtime) checkDropped(reason string) {
+	if m, ok := r.metrics.(TransactionCheckMetrics); ok {
+		m.TransactionCheckDropped(reason)
+	}
 }
 
 // checkWorker hands queued checks to the checker until the runtime closes.
@@ -174,21 +203,25 @@ func (r *Runtime) handOver(pc pendingCheck) {
 	checkers := slices.Clone(r.checks.checkers)
 	r.checks.mu.Unlock()
 	if len(checkers) == 0 {
+		r.checkDropped(CheckDroppedNotTaken)
 		return
 	}
 	h, err := remoting.ParseCheckTransactionStateHeader(pc.req)
 	if err != nil {
 		r.log.Info("Ignored a broker's transaction check with a broken header", "broker", pc.addr, "error", err.Error())
+		r.checkDropped(CheckDroppedMalformed)
 		return
 	}
 	m, err := remoting.DecodeStoredMessage(pc.req.Body)
 	if err != nil {
 		r.log.Info("Ignored a broker's transaction check with a broken message", "broker", pc.addr, "error", err.Error())
+		r.checkDropped(CheckDroppedMalformed)
 		return
 	}
 	name, ok := r.brokerAt(pc.addr, h.BrokerName)
 	if !ok {
 		r.log.Info("Ignored a transaction check from a broker the runtime does not know", "broker", pc.addr, "brokerName", h.BrokerName)
+		r.checkDropped(CheckDroppedUnknownBroker)
 		return
 	}
 	check := TransactionCheck{Broker: name, Header: *h, Message: m}
@@ -198,6 +231,7 @@ func (r *Runtime) handOver(pc pendingCheck) {
 		}
 	}
 	r.log.V(1).Info("No checker took a broker's transaction check; the broker checks again", "broker", name, "topic", m.Topic)
+	r.checkDropped(CheckDroppedNotTaken)
 }
 
 // brokerAt is the runtime's name of the routed broker at addr (heartbeats go to routed brokers

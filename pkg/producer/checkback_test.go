@@ -2,6 +2,9 @@ package producer
 
 import (
 	"context"
+	"maps"
+	"net/netip"
+	"sync"
 	"testing"
 	"time"
 
@@ -80,21 +83,138 @@ func TestABrokersCheckBackReachesTheCheckerOfItsGroupAndItsEndSettlesIt(t *testi
 	}
 }
 
+// checkCounts counts the checks a runtime drops, by reason.
+type checkCounts struct {
+	NopMetrics
+	mu      sync.Mutex
+	dropped map[string]int
+}
+
+// TransactionCheckDropped implements TransactionCheckMetrics.
+func (c *checkCounts) TransactionCheckDropped(reason string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.dropped[reason]++
+}
+
+// of reads the count of one reason.
+func (c *checkCounts) of(reason string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.dropped[reason]
+}
+
+// droppedBed is a runtime that heartbeats nobody and routes topic T to broker "ns/prod/broker-a"
+// at 127.0.0.1:10911 (no broker listens: checks are handed to serveBrokerRequest as a connection's
+// reader would), counting the checks it drops.
+func droppedBed(t *testing.T) (*Runtime, *checkCounts) {
+	t.Helper()
+	counts := &checkCounts{dropped: map[string]int{}}
+	r := New(Options{HeartbeatInterval: -1, Metrics: counts})
+	t.Cleanup(func() { r.Close() })
+	r.SetBroker(Broker{Name: "ns/prod/broker-a", Addr: "127.0.0.1:10911", Ready: true})
+	if err := r.SetRoute(Route{Topic: "T", Brokers: []BrokerQueues{{Broker: "ns/prod/broker-a", WriteQueues: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	return r, counts
+}
+
+// aCheck is a well-formed check of a half message of T, as broker-a sends it.
+func aCheck(t *testing.T) *remoting.Command {
+	t.Helper()
+	record, err := remoting.EncodeStoredMessage(&remoting.StoredMessage{Topic: "T", Body: []byte("order 7"),
+		BornHost: netip.MustParseAddrPort("127.0.0.1:50000"), StoreHost: netip.MustParseAddrPort("127.0.0.1:10911"),
+		Properties: map[string]string{"UNIQ_KEY": "7F00000100002A9F0000000000000007"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return remoting.NewCheckTransactionStateRequest(&remoting.CheckTransactionStateHeader{Topic: "RMQ_SYS_TRANS_HALF_TOPIC",
+		MsgID: "7F00000100002A9F0000000000000007", BrokerName: "broker-a"}, record)
+}
+
 // TestChecksBeyondTheQueueAreDroppedNotHeld proves a broker flooding the runtime with checks
-// while its checker is stuck costs at most maxPendingChecks queued checks: the rest are dropped.
+// while its checker is stuck costs at most maxPendingChecks queued checks: the rest are dropped
+// and counted as queue_full, one each.
 func TestChecksBeyondTheQueueAreDroppedNotHeld(t *testing.T) {
-	r := New(Options{HeartbeatInterval: -1})
-	defer r.Close()
-	release := make(chan struct{})
+	r, counts := droppedBed(t)
+	release, holding := make(chan struct{}), make(chan struct{}, 1)
 	defer close(release)
-	r.AddTransactionChecker(func(TransactionCheck) bool { <-release; return true })
-	req := remoting.NewCheckTransactionStateRequest(&remoting.CheckTransactionStateHeader{}, nil)
-	for range 3 * maxPendingChecks {
-		if resp := r.serveBrokerRequest("127.0.0.1:1", req); resp != nil {
+	r.AddTransactionChecker(func(TransactionCheck) bool {
+		select {
+		case holding <- struct{}{}:
+		default:
+		}
+		<-release
+		return true
+	})
+	req := aCheck(t)
+	r.serveBrokerRequest("127.0.0.1:10911", req)
+	select {
+	case <-holding: // the worker is stuck in the checker with the first check
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first check never reached the checker")
+	}
+	const flood = 3 * maxPendingChecks
+	for range flood {
+		if resp := r.serveBrokerRequest("127.0.0.1:10911", req); resp != nil {
 			t.Fatalf("a oneway check was answered: %+v", resp)
 		}
 	}
-	if n := len(r.checks.pending); n > maxPendingChecks {
-		t.Fatalf("%d checks queued, over the bound of %d", n, maxPendingChecks)
+	if n := len(r.checks.pending); n != maxPendingChecks {
+		t.Fatalf("%d checks queued, want the bound of %d", n, maxPendingChecks)
+	}
+	if got := counts.of(CheckDroppedQueueFull); got != flood-maxPendingChecks {
+		t.Fatalf("%d checks counted as dropped for a full queue, want %d", got, flood-maxPendingChecks)
+	}
+}
+
+// TestADroppedCheckIsCountedByWhyItWasDropped proves each check the runtime cannot hand to a
+// checker is counted once, by its reason; a check a checker takes counts nothing.
+func TestADroppedCheckIsCountedByWhyItWasDropped(t *testing.T) {
+	broken := aCheck(t)
+	broken.Body = broken.Body[:len(broken.Body)/2]
+	noOffsets := aCheck(t)
+	delete(noOffsets.ExtFields, "commitLogOffset")
+	tests := []struct {
+		name     string
+		from     string
+		req      *remoting.Command
+		checkers []bool // whether each checker added takes the check
+		want     string // "" when the check is taken
+	}{
+		{"taken", "127.0.0.1:10911", aCheck(t), []bool{false, true}, ""},
+		{"no checker takes it", "127.0.0.1:10911", aCheck(t), []bool{false, false}, CheckDroppedNotTaken},
+		{"no checker at all", "127.0.0.1:10911", aCheck(t), nil, CheckDroppedNotTaken},
+		{"a broker no route names", "127.0.0.1:10999", aCheck(t), []bool{true}, CheckDroppedUnknownBroker},
+		{"a record cut short", "127.0.0.1:10911", broken, []bool{true}, CheckDroppedMalformed},
+		{"a header without its offsets", "127.0.0.1:10911", noOffsets, []bool{true}, CheckDroppedMalformed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, counts := droppedBed(t)
+			offered := make(chan bool, len(tt.checkers))
+			for _, takes := range tt.checkers {
+				r.AddTransactionChecker(func(TransactionCheck) bool { offered <- takes; return takes })
+			}
+			r.serveBrokerRequest(tt.from, tt.req)
+			poll.Until(t, 10*time.Second, 5*time.Millisecond, "the check handled", func() error {
+				if tt.want != "" && counts.of(tt.want) == 0 {
+					return poll.ErrNotYet
+				}
+				if tt.want == "" && len(offered) < len(tt.checkers) {
+					return poll.ErrNotYet
+				}
+				return nil
+			})
+			counts.mu.Lock()
+			defer counts.mu.Unlock()
+			want := map[string]int{}
+			if tt.want != "" {
+				want[tt.want] = 1
+			}
+			if !maps.Equal(counts.dropped, want) {
+				t.Fatalf("dropped checks counted %v, want %v", counts.dropped, want)
+			}
+		})
 	}
 }
