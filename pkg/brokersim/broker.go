@@ -768,5 +768,5 @@ func (b *Broker) serve(req *remoting.Command) *remoting.Command {
 		// The Java handler builds its answer with this default remark and never clears it.
 		return remoting.NewResponse(req, remoting.Success, "not set any response code")
 	}
-	return remoting.NewResponse(req, remoting.RequestCodeNotSupported, fmt.Sprintf(" request type %d not supported", req.Code))
+	return remoting.NewNotSupportedResponse(req)
 }

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -141,7 +140,7 @@ func (n *NameServer) handle(sc *serverConn, req *remoting.Command) {
 		return
 	}
 	if req.Code != remoting.GetRouteInfoByTopic {
-		sc.respond(req, remoting.NewResponse(req, remoting.RequestCodeNotSupported, " request type "+strconv.Itoa(int(req.Code))+" not supported"), false)
+		sc.respond(req, remoting.NewNotSupportedResponse(req), false)
 		return
 	}
 	n.routeQueries.Add(1)

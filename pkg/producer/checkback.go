@@ -1,7 +1,6 @@
 package producer
 
 import (
-	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -166,7 +165,7 @@ func (r *Runtime) serveBrokerRequest(addr string, req *remoting.Command) *remoti
 		if req.IsOneway() {
 			return nil
 		}
-		return remoting.NewResponse(req, remoting.RequestCodeNotSupported, fmt.Sprintf(" request type %d not supported", req.Code))
+		return remoting.NewNotSupportedResponse(req)
 	}
 	select {
 	case r.checks.pending <- pendingCheck{addr: addr, req: req}:

@@ -531,7 +531,7 @@ func (cn *conn) unrepresentable(fre *FieldRangeError) bool {
 		return false
 	}
 	resp := &Command{Code: RequestCodeNotSupported, Language: DefaultLanguage, Version: DefaultVersion,
-		Opaque: fre.Opaque, Flag: FlagResponse, Remark: fmt.Sprintf(" request type %d not supported", fre.Value)}
+		Opaque: fre.Opaque, Flag: FlagResponse, Remark: notSupportedRemark(int(fre.Value))}
 	if fre.Field != "code" {
 		resp.Remark = fre.Error()
 	}
@@ -548,7 +548,7 @@ func (cn *conn) serve(req *Command) {
 	if h := cn.client.opts.OnRequest; h != nil {
 		resp = h(cn.addr, req)
 	} else if !req.IsOneway() {
-		resp = NewResponse(req, RequestCodeNotSupported, fmt.Sprintf(" request type %d not supported", req.Code))
+		resp = NewNotSupportedResponse(req)
 	}
 	if resp == nil || req.IsOneway() {
 		return

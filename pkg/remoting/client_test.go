@@ -400,8 +400,8 @@ func TestServerRequestsAreAnswered(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := <-answers
-	if a.Code != RequestCodeNotSupported || a.Opaque != 777 {
-		t.Fatalf("answer %v", a)
+	if a.Code != RequestCodeNotSupported || a.Opaque != 777 || a.Remark != " request type 39 not supported" {
+		t.Fatalf("answer %v (remark %q), want RocketMQ's REQUEST_CODE_NOT_SUPPORTED for opaque 777", a, a.Remark)
 	}
 }
 

@@ -74,6 +74,17 @@ func NewResponse(req *Command, code int16, remark string) *Command {
 	}
 }
 
+// NewNotSupportedResponse answers req REQUEST_CODE_NOT_SUPPORTED as a RocketMQ server or client
+// answers a request code it has no processor for, with its remark (leading space included).
+func NewNotSupportedResponse(req *Command) *Command {
+	return NewResponse(req, RequestCodeNotSupported, notSupportedRemark(int(req.Code)))
+}
+
+// notSupportedRemark is RocketMQ's remark for a request code nothing processes.
+func notSupportedRemark(code int) string {
+	return fmt.Sprintf(" request type %d not supported", code)
+}
+
 // String renders the command for logs and test failures; the body is summarised by its length.
 func (c *Command) String() string {
 	var b strings.Builder

@@ -90,7 +90,7 @@ func TestServerRequestWithACodeBeyond16BitsIsRefused(t *testing.T) {
 	}
 	select {
 	case resp := <-answered:
-		if resp.Code != RequestCodeNotSupported || resp.Opaque != 42 || !resp.IsResponse() {
+		if resp.Code != RequestCodeNotSupported || resp.Opaque != 42 || !resp.IsResponse() || resp.Remark != " request type 70000 not supported" {
 			t.Fatalf("answer %v, want REQUEST_CODE_NOT_SUPPORTED for opaque 42", resp)
 		}
 	case <-time.After(5 * time.Second):
