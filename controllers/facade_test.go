@@ -272,7 +272,7 @@ func TestNameServerFacadeSteersUnmodifiedJavaProducers(t *testing.T) {
 	if stored[cc.Name] == 0 {
 		t.Fatalf("nothing stored on %s to read back", cc.Name)
 	}
-	got := c.ConsumeVia(ctx, fc.Addr(), name, int(total), 60*time.Second)
+	got := c.ConsumeVia(t, ctx, fc.Addr(), name, int(total), 60*time.Second)
 	t.Logf("consumer through the facade read %d of %d stored (%v), %d from the hidden %s", len(got), total, stored, countOn(got, cc.Name), cc.Name)
 	if int64(len(got)) != total || countOn(got, cc.Name) != int(stored[cc.Name]) {
 		t.Errorf("consumer through the facade read %d of %d messages, %d of %d on the hidden broker", len(got), total, countOn(got, cc.Name), stored[cc.Name])

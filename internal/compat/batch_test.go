@@ -43,7 +43,7 @@ func TestBatchesStoredAsSent(t *testing.T) {
 			}
 			all = append(all, sendGatewayBatch(t, r, topic)...)
 
-			got := c.Consume(context.Background(), topic, len(all), 60*time.Second)
+			got := c.Consume(t, context.Background(), topic, len(all), 60*time.Second)
 			plain := make([]sent, len(all))
 			for i, s := range all {
 				plain[i] = s.sent
@@ -55,7 +55,7 @@ func TestBatchesStoredAsSent(t *testing.T) {
 			// sends it, reads back under that one id on 4.9.x brokers, which append a batch's
 			// properties to each message's. detour leaves the batch's UNIQ_KEY out.
 			ids := sendBatchWithItsOwnID(t, c, topic+"Canary")
-			canary := c.Consume(context.Background(), topic+"Canary", len(ids), 60*time.Second)
+			canary := c.Consume(t, context.Background(), topic+"Canary", len(ids), 60*time.Second)
 			distinct := map[string]bool{}
 			for _, g := range canary {
 				distinct[g.MsgID] = true

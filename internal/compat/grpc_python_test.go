@@ -67,7 +67,7 @@ func TestGRPCPythonSDKSendsThroughTheEndpoint(t *testing.T) {
 		if run.Heartbeats < 2 || run.Routes < 2 {
 			t.Errorf("the client logged %d heartbeats answered OK and %d route answers, want at least 2 of each\n%s", run.Heartbeats, run.Routes, run.Log)
 		}
-		got := c.Consume(context.Background(), pyTopic, len(acked), 90*time.Second)
+		got := c.Consume(t, context.Background(), pyTopic, len(acked), 90*time.Second)
 		byID := readBackExactly(t, acked, got)
 		last := groupsInOrder(t, acked, byID, groups)
 		t.Logf("%d normal and %d FIFO messages sent with the Python client %s over TLS and read back under their receipts' ids; groups end at %v; %d heartbeats, %d route answers", normal, fifo, version, last, run.Heartbeats, run.Routes)
@@ -79,7 +79,7 @@ func TestGRPCPythonSDKSendsThroughTheEndpoint(t *testing.T) {
 			Delayed: delayed, Delay: delay}})
 		acked := ackedSends(t, run.GRPCRun, delayed)
 		looks := notDeliveredEarly(t, c, pyDelayedTopic, acked, delay)
-		got := c.Consume(context.Background(), pyDelayedTopic, len(acked), 60*time.Second)
+		got := c.Consume(t, context.Background(), pyDelayedTopic, len(acked), 60*time.Second)
 		readBackExactly(t, acked, got)
 		t.Logf("%d delayed messages, none in the topic before its time at %d looks", len(acked), looks)
 	})
@@ -100,7 +100,7 @@ func TestGRPCPythonSDKSendsThroughTheEndpoint(t *testing.T) {
 				TLS: true, RootsFile: roots})
 		}
 		acked := ackedSends(t, signed("python-secret", 3).GRPCRun, 3)
-		readBackExactly(t, acked, c.Consume(context.Background(), pySignedTopic, len(acked), 60*time.Second))
+		readBackExactly(t, acked, c.Consume(t, context.Background(), pySignedTopic, len(acked), 60*time.Second))
 
 		wrong := signed("guessed", 2)
 		for _, s := range wrong.Sends {
@@ -130,7 +130,7 @@ func TestGRPCPythonSDKSendsThroughTheEndpoint(t *testing.T) {
 		run := rmqtest.PythonGRPCSend(t, dir, rmqtest.PythonGRPCSendOptions{GRPCSendOptions: rmqtest.GRPCSendOptions{
 			Endpoint: addr, Topic: pyPlainTopic, Normal: 3}})
 		acked := ackedSends(t, run.GRPCRun, 3)
-		got := c.Consume(context.Background(), pyPlainTopic, len(acked), 60*time.Second)
+		got := c.Consume(t, context.Background(), pyPlainTopic, len(acked), 60*time.Second)
 		readBackExactly(t, acked, got)
 		t.Logf("%d messages sent in plaintext and read back", len(acked))
 	})

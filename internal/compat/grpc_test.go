@@ -53,7 +53,7 @@ func TestGRPCJavaSDKSendsThroughTheEndpoint(t *testing.T) {
 		run := rmqtest.SendGRPC(t, dir, rmqtest.GRPCSendOptions{Endpoint: tlsAddr, Topic: grpcTopic,
 			Normal: normal, FIFO: fifo, Groups: groups, Pause: 12 * time.Second})
 		acked := ackedSends(t, run, normal+fifo)
-		got := c.Consume(context.Background(), grpcTopic, len(acked), 90*time.Second)
+		got := c.Consume(t, context.Background(), grpcTopic, len(acked), 90*time.Second)
 		byID := readBackExactly(t, acked, got)
 		last := groupsInOrder(t, acked, byID, groups)
 		t.Logf("%d normal and %d FIFO messages sent with the Java gRPC SDK and read back under their receipts' ids; groups on %v", normal, fifo, last)
@@ -65,7 +65,7 @@ func TestGRPCJavaSDKSendsThroughTheEndpoint(t *testing.T) {
 			Delayed: delayed, Delay: delay})
 		acked := ackedSends(t, run, delayed)
 		looks := notDeliveredEarly(t, c, grpcDelayedTopic, acked, delay)
-		got := c.Consume(context.Background(), grpcDelayedTopic, len(acked), 60*time.Second)
+		got := c.Consume(t, context.Background(), grpcDelayedTopic, len(acked), 60*time.Second)
 		readBackExactly(t, acked, got)
 		t.Logf("%d delayed messages, none in the topic before its time at %d looks", len(acked), looks)
 	})
@@ -83,7 +83,7 @@ func TestGRPCJavaSDKSendsThroughTheEndpoint(t *testing.T) {
 		run := rmqtest.SendGRPC(t, dir, rmqtest.GRPCSendOptions{Endpoint: signedAddr, Topic: grpcSignedTopic, Normal: 3,
 			AccessKey: "detour-compat", SecretKey: "compat-secret"})
 		acked := ackedSends(t, run, 3)
-		readBackExactly(t, acked, c.Consume(context.Background(), grpcSignedTopic, len(acked), 60*time.Second))
+		readBackExactly(t, acked, c.Consume(t, context.Background(), grpcSignedTopic, len(acked), 60*time.Second))
 
 		wrong := rmqtest.SendGRPC(t, dir, rmqtest.GRPCSendOptions{Endpoint: signedAddr, Topic: grpcSignedTopic, Normal: 2,
 			AccessKey: "detour-compat", SecretKey: "guessed"})
@@ -157,7 +157,7 @@ func (tx transactionCounts) check(t *testing.T, c *rmqtest.Cluster, topic string
 	if len(checked) != len(orphans) {
 		t.Fatalf("%d of %d orphaned transactions checked back: %+v", len(checked), len(orphans), run.Checks)
 	}
-	readBackExactly(t, committed, c.Consume(context.Background(), topic, len(committed), 60*time.Second))
+	readBackExactly(t, committed, c.Consume(t, context.Background(), topic, len(committed), 60*time.Second))
 	// Rolled back messages never reach the topic: only the committed ones are stored in it.
 	if n, per := storedTotal(t, c, topic); n != int64(len(committed)) {
 		t.Fatalf("%d messages stored in the transactional topic, want the %d committed: %v", n, len(committed), per)

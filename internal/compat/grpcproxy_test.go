@@ -70,7 +70,7 @@ func TestGRPCBlackHoledBrokerDetourBesideTheProxy(t *testing.T) {
 	// Resumed, the paused broker answers what the kernel buffered: it may store sends that timed
 	// out, so the topic holds at least the receipts, not exactly them.
 	stored := map[string]bool{}
-	for _, m := range c.Consume(context.Background(), grpcBlackHoleTopic, len(receipts), 2*time.Minute) {
+	for _, m := range c.Consume(t, context.Background(), grpcBlackHoleTopic, len(receipts), 2*time.Minute) {
 		stored[m.MsgID] = true
 	}
 	lost := map[string]int{}

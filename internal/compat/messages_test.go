@@ -198,7 +198,7 @@ func testCompressedBodies(t *testing.T, c *rmqtest.Cluster) {
 		}
 	}
 
-	got := c.Consume(ctx, topic, len(cases), 60*time.Second)
+	got := c.Consume(t, ctx, topic, len(cases), 60*time.Second)
 	if len(got) != len(cases) {
 		t.Errorf("consumer read %d messages, sent %d", len(got), len(cases))
 	}

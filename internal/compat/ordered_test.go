@@ -71,7 +71,7 @@ func TestMessageGroupsKeepTheirOrderThroughABrokerFreeze(t *testing.T) {
 				t.Errorf("no message of a group on another broker was stored while %s was frozen", frozen.Name)
 			}
 
-			got := c.Consume(context.Background(), topic, len(groups)*perGroup, 90*time.Second)
+			got := c.Consume(t, context.Background(), topic, len(groups)*perGroup, 90*time.Second)
 			checkGroupOrder(t, got, groups, home, perGroup)
 		})
 	}

@@ -88,7 +88,7 @@ func TestStoredAsSent(t *testing.T) {
 			all = append(all, sendThroughGateway(t, r, topic)...)
 			all = append(all, sendWithDetourctl(t, detourctl, c, topic)...)
 
-			got := c.Consume(ctx, topic, len(all), 60*time.Second)
+			got := c.Consume(t, ctx, topic, len(all), 60*time.Second)
 			checkStoredAsSent(t, all, got)
 			if n, per := storedTotal(t, c, topic); n != int64(len(all)) {
 				t.Errorf("brokers hold %d messages (%v), sent %d", n, per, len(all))

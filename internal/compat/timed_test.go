@@ -52,7 +52,7 @@ func TestTimedMessagesAreDeliveredNotBeforeTheTimeAsked(t *testing.T) {
 				time.Sleep(100 * time.Millisecond) // the poll interval; the count is the synchronisation
 			}
 			t.Logf("%s: not in the topic at %d looks before the time asked; seen %v after it", line, looks, seenAt.Sub(at).Round(10*time.Millisecond))
-			got := c.Consume(ctx, topic, 1, 60*time.Second)
+			got := c.Consume(t, ctx, topic, 1, 60*time.Second)
 			if len(got) != 1 || got[0].MsgID != res.MsgID || string(got[0].Body) != string(m.Body) || got[0].Tags != "later" {
 				t.Fatalf("consumer read %s, sent %s %q", fmt.Sprint(got), res.MsgID, m.Body)
 			}

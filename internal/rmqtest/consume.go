@@ -34,18 +34,19 @@ type Consumed struct {
 // Consume reads every message of topic from offset 0 of every queue with the line's Java lite pull
 // consumer (the project's driver in hack/rocketmq) and returns them. It reads until it has at least
 // expect messages and one more poll comes back empty, so a message stored twice shows up; it fails
-// the test when fewer than expect arrive within timeout.
-func (c *Cluster) Consume(ctx context.Context, topic string, expect int, timeout time.Duration) []Consumed {
-	c.t.Helper()
-	return c.ConsumeVia(ctx, c.nsAddr, topic, expect, timeout)
+// t, the caller's test (a subtest's own, so a failure ends only that subtest), when fewer than
+// expect arrive within timeout.
+func (c *Cluster) Consume(t TB, ctx context.Context, topic string, expect int, timeout time.Duration) []Consumed {
+	t.Helper()
+	return c.ConsumeVia(t, ctx, c.nsAddr, topic, expect, timeout)
 }
 
 // ConsumeVia is Consume with the consumer's namesrvAddr set to nameServer (a facade, say).
-func (c *Cluster) ConsumeVia(ctx context.Context, nameServer, topic string, expect int, timeout time.Duration) []Consumed {
-	c.t.Helper()
+func (c *Cluster) ConsumeVia(t TB, ctx context.Context, nameServer, topic string, expect int, timeout time.Duration) []Consumed {
+	t.Helper()
 	home := filepath.Join(c.dir, "consumer")
 	if err := os.MkdirAll(home, 0o755); err != nil {
-		c.t.Fatal(err)
+		t.Fatal(err)
 	}
 	argv := append([]string{"-Xmx256m"}, JVMFlags...)
 	argv = append(argv, "-Duser.home="+home, "-Drocketmq.client.logRoot="+filepath.Join(home, "logs"),
@@ -61,13 +62,13 @@ func (c *Cluster) ConsumeVia(ctx context.Context, nameServer, topic string, expe
 		var stdout, stderr bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
 		runErr := cmd.Run()
-		msgs := driverLines[Consumed](c.t, &stdout, `{"msgId"`, "consumer")
+		msgs := driverLines[Consumed](t, &stdout, `{"msgId"`, "consumer")
 		if runErr != nil && len(msgs) == 0 && attempt == 1 && ctx.Err() == nil && bytes.Contains(stderr.Bytes(), []byte("Can not find Message Queue for this topic")) {
-			c.t.Logf("rmqtest: the Java consumer of %s could not fetch the topic's queues; starting it again:\n%s", topic, truncate(stderr.Bytes(), 600))
+			t.Logf("rmqtest: the Java consumer of %s could not fetch the topic's queues; starting it again:\n%s", topic, truncate(stderr.Bytes(), 600))
 			continue
 		}
 		if runErr != nil {
-			c.t.Fatalf("rmqtest: Java consumer of %s read %d of %d messages: %v\nstderr:\n%s", topic, len(msgs), expect, runErr, truncate(stderr.Bytes(), 4000))
+			t.Fatalf("rmqtest: Java consumer of %s read %d of %d messages: %v\nstderr:\n%s", topic, len(msgs), expect, runErr, truncate(stderr.Bytes(), 4000))
 		}
 		return msgs
 	}

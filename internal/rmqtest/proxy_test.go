@@ -52,7 +52,7 @@ func TestProxyForwardsGRPCSDKSendsToARealBroker(t *testing.T) {
 	if len(run.Sends) != sends || len(ids) != sends {
 		t.Fatalf("%d sends, %d distinct receipts, want %d of each; SDK log:\n%s", len(run.Sends), len(ids), sends, run.Log)
 	}
-	got := c.Consume(context.Background(), topic, sends, 90*time.Second)
+	got := c.Consume(t, context.Background(), topic, sends, 90*time.Second)
 	for _, m := range got {
 		body, ok := ids[m.MsgID]
 		if !ok || string(m.Body) != body {
