@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/detourmq/detour/internal/facadetest"
 	"github.com/detourmq/detour/internal/rmqtest"
 	"github.com/detourmq/detour/pkg/facade"
 	"github.com/detourmq/detour/pkg/producer"
@@ -460,7 +461,7 @@ func startFacadeSide(e *realEnv, watch bool) (*facadeSide, error) {
 	}
 	s := &facadeSide{d: d, rec: rec, stop: make(chan struct{})}
 	s.fc, err = facade.Start(facade.Options{Addr: "127.0.0.1:0",
-		View: runtimeView{nameServer: e.nameServer(), rt: d.rt, policy: "detour"}})
+		View: facadetest.RuntimeView{NameServer: e.nameServer(), Topic: topic, Policy: "detour", Runtime: d.rt}})
 	if err != nil {
 		d.close()
 		return nil, err
@@ -504,29 +505,6 @@ func (s *facadeSide) close() {
 	s.wg.Wait()
 	s.fc.Close()
 	s.d.close()
-}
-
-// runtimeView is the facade's view of the benchmark: the cluster's name server, and for the
-// benchmark topic the brokers the runtime's policy holds out (isolated, or marked by their pod),
-// within the policy's cap, as the operator's view computes them.
-type runtimeView struct {
-	nameServer string
-	rt         *producer.Runtime
-	policy     string
-}
-
-func (v runtimeView) NameServers() []string { return []string{v.nameServer} }
-
-func (v runtimeView) Hide(t string, brokers []string) (map[string]string, bool) {
-	if t != topic {
-		return nil, false
-	}
-	candidates := map[string]string{}
-	for _, it := range v.rt.Isolated(v.policy) {
-		candidates[it.Broker] = string(it.Reason)
-	}
-	pol, _ := v.rt.Policy(v.policy)
-	return facade.CapHidden(candidates, brokers, pol.MaxIsolatedPercent), true
 }
 
 // javaRecords turns the Java producer's records into the run's sends and attempts, on the run's

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/detourmq/detour/internal/facadetest"
 	"github.com/detourmq/detour/internal/poll"
 	"github.com/detourmq/detour/internal/rmqtest"
 	"github.com/detourmq/detour/pkg/facade"
@@ -27,28 +28,6 @@ const proxyDefaultRefresh = 20 * time.Second
 // writing to a broker: its next access after the refresh is due, the reload through the facade,
 // the broker's dispatch and this test's polling, on a loaded 2-core machine.
 const facadeLagMargin = 20 * time.Second
-
-// runtimeFacadeView is the facade's view of one runtime policy: the cluster's name server, and
-// for the test topic the brokers the policy holds out (isolated, or marked by their pod), within
-// its cap, as the operator's view computes them.
-type runtimeFacadeView struct {
-	nameServer, topic, policy string
-	rt                        *producer.Runtime
-}
-
-func (v runtimeFacadeView) NameServers() []string { return []string{v.nameServer} }
-
-func (v runtimeFacadeView) Hide(topic string, brokers []string) (map[string]string, bool) {
-	if topic != v.topic {
-		return nil, false
-	}
-	candidates := map[string]string{}
-	for _, it := range v.rt.Isolated(v.policy) {
-		candidates[it.Broker] = string(it.Reason)
-	}
-	pol, _ := v.rt.Policy(v.policy)
-	return facade.CapHidden(candidates, brokers, pol.MaxIsolatedPercent), true
-}
 
 // TestProxyBehindFacadeStopsWritingToHiddenBroker points a real RocketMQ 5.5.0 Proxy (cluster
 // mode) at detour's name-server facade instead of the name server, loads it with RocketMQ 5's
@@ -77,7 +56,7 @@ func TestProxyBehindFacadeStopsWritingToHiddenBroker(t *testing.T) {
 	pol.Probe.Enabled = false
 	rt := newRuntime(t, c, proxyFacadeTopic, 4, pol)
 	fc, err := facade.Start(facade.Options{Addr: "127.0.0.1:0",
-		View: runtimeFacadeView{nameServer: c.NameServer(), topic: proxyFacadeTopic, policy: pol.Name, rt: rt}})
+		View: facadetest.RuntimeView{NameServer: c.NameServer(), Topic: proxyFacadeTopic, Policy: pol.Name, Runtime: rt}})
 	if err != nil {
 		t.Fatal(err)
 	}
