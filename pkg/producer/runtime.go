@@ -24,7 +24,7 @@ const DefaultMaxAsyncInFlight = 10000
 type Options struct {
 	// Client is the remoting client used for every request to a broker; nil means a client with
 	// default options, owned (and closed) by the Runtime, which alone receives brokers'
-	// transaction checks (SetTransactionChecker). Name servers are asked on a client of
+	// transaction checks (AddTransactionChecker). Name servers are asked on a client of
 	// the Runtime's own whose frames are bounded by remoting.NameServerMaxFrameSize, so an answer
 	// beyond it is refused on its length alone.
 	Client *remoting.Client
@@ -119,7 +119,7 @@ type Runtime struct {
 
 	// acl holds the credentials requests are signed with and the brokers' refusals of them.
 	acl aclState
-	// checks is the transaction check-back: the checker, the groups heartbeats name, the queue.
+	// checks is the transaction check-back: the checkers, the groups heartbeats name, the queue.
 	checks checkBack
 
 	events *eventQueue
