@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/detourmq/detour/internal/rmqtest"
+	"github.com/detourmq/detour/pkg/rmqpb"
 )
 
 // grpcBlackHoleTopic is the topic of the side-by-side run; serveGRPC serves it (DetourGRPC prefix).
@@ -31,6 +32,14 @@ func TestGRPCBlackHoledBrokerDetourBesideTheProxy(t *testing.T) {
 	detourAddr := serveGRPC(t, rt, selfSignedTLS(t), nil)
 	px := c.StartProxy(rmqtest.ProxyOptions{})
 	dir := t.TempDir()
+	// The Proxy learns the topic's route while both brokers answer, as a Proxy already serving the
+	// topic when a broker goes bad has it; its first look at a topic during the black hole can
+	// outlast the SDK's 3 s route query, and the SDK then never starts (seen once on a loaded run).
+	warm, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if route, err := px.QueryRoute(warm, grpcBlackHoleTopic); err != nil || route.GetStatus().GetCode() != rmqpb.Code_OK {
+		t.Fatalf("the Proxy's route of %s before the black hole: %v, %v", grpcBlackHoleTopic, route.GetStatus(), err)
+	}
 
 	paused := c.Brokers()[1]
 	paused.Pause()
