@@ -45,10 +45,18 @@
 // per queue across concurrent senders. PresetDetour differs from RocketMQ 5.x in three more ways:
 // retries start from a random position instead of resetting that shared index, a retry never
 // returns to the previous broker while another broker with a healthy pod exists (its extra pass
-// prefers another isolated broker to the one that just failed), and a retry returns to a broker
+// prefers another isolated broker to the one that just failed), and a retry returns to an address
 // whose connection was refused or lost in the same send only when no other broker is left,
 // whatever the other brokers' pods say (a restarting broker behind the only Ready pod would
 // otherwise take every attempt while a broker behind a NotReady pod answers).
+//
+// A broker restarted in a new pod comes back at a new address, which a route from name servers
+// learns at its next refresh. PresetDetour does not wait for it: a connection refused at a
+// routed address asks the route's name servers at once (refreshes spaced at least 200 ms apart),
+// and a retry that has only refusing addresses left waits for that answer (at most 1 s and the
+// budget) and goes to the address the name servers publish now. A broker whose pod is pushed at a
+// new address (SetBroker) has its routes' name servers asked too, and until they publish the new
+// address, routes that still carry the pod's old one send to the new one.
 //
 // # Sending
 //

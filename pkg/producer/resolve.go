@@ -121,6 +121,13 @@ type resolver struct {
 	spec   NameServerRoute
 	next   int // index of the name server to ask first
 	status RouteStatus
+	// waiting are closed when the next refresh to start has ended (see awaitRefresh); a refresh
+	// takes the list as it starts, so a waiter never gets a query sent before it asked.
+	waiting []chan struct{}
+	// lastStart is when the last refresh started, which spaces refreshes asked for by sends.
+	lastStart time.Time
+	// ended is set once the loop has returned: nobody closes a channel added after it.
+	ended bool
 }
 
 // SetNameServerRoute starts (or updates) resolving a topic's route from name servers and returns
@@ -220,6 +227,37 @@ func (r *Runtime) RefreshRoute(key string) {
 	}
 }
 
+// awaitRefresh asks for an immediate refresh of a name-server route by its key and returns a
+// channel closed once a refresh that started after the call has ended, whatever it found; nil for
+// a route not resolved from name servers. A send that finds only brokers that refused its
+// connection waits on it: a broker restarted at a new address is then tried at that address, not
+// at the one the route had.
+func (r *Runtime) awaitRefresh(key string) <-chan struct{} {
+	r.mu.Lock()
+	res := r.resolvers[key]
+	r.mu.Unlock()
+	if res == nil {
+		return nil
+	}
+	ch := make(chan struct{})
+	res.mu.Lock()
+	if res.ended {
+		res.mu.Unlock()
+		return nil
+	}
+	res.waiting = append(res.waiting, ch)
+	res.mu.Unlock()
+	res.poke()
+	return ch
+}
+
+// releaseWaiters closes the channels of sends waiting for a refresh.
+func releaseWaiters(waiting []chan struct{}) {
+	for _, ch := range waiting {
+		close(ch)
+	}
+}
+
 func (res *resolver) poke() {
 	select {
 	case res.kick <- struct{}{}:
@@ -235,9 +273,20 @@ func (r *Runtime) stopResolvingLocked(key string) {
 	}
 }
 
+// minKickSpacing is the least time between the starts of two refreshes, so sends that keep
+// meeting a broker that refuses them ask a name server at most a few times a second per route.
+const minKickSpacing = 200 * time.Millisecond
+
 func (r *Runtime) resolveLoop(res *resolver) {
 	defer r.wg.Done()
 	defer close(res.done)
+	defer func() {
+		res.mu.Lock()
+		waiting := res.waiting
+		res.waiting, res.ended = nil, true
+		res.mu.Unlock()
+		releaseWaiters(waiting)
+	}()
 	retry := unresolvedRetry
 	for {
 		res.mu.Lock()
@@ -260,9 +309,33 @@ func (r *Runtime) resolveLoop(res *resolver) {
 			return
 		case <-res.kick:
 			t.Stop()
+			if !r.spaceKick(res) {
+				return
+			}
 		case <-t.C:
 		}
 		r.refresh(res)
+	}
+}
+
+// spaceKick waits until minKickSpacing has passed since the last refresh started; it reports
+// false when the resolver or the runtime stopped meanwhile.
+func (r *Runtime) spaceKick(res *resolver) bool {
+	res.mu.Lock()
+	wait := minKickSpacing - time.Since(res.lastStart)
+	res.mu.Unlock()
+	if wait <= 0 {
+		return true
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-res.stop:
+		return false
+	case <-r.stop:
+		return false
+	case <-t.C:
+		return true
 	}
 }
 
@@ -271,7 +344,11 @@ func (r *Runtime) resolveLoop(res *resolver) {
 func (r *Runtime) refresh(res *resolver) {
 	res.mu.Lock()
 	spec, start := res.spec, res.next
+	waiting := res.waiting
+	res.waiting = nil
+	res.lastStart = time.Now()
 	res.mu.Unlock()
+	defer releaseWaiters(waiting)
 
 	var errs nameServerErrors
 	for i := range spec.NameServers {

@@ -140,12 +140,12 @@ type route struct {
 // buildRoute orders queues as RocketMQ's topicRouteData2TopicPublishInfo does: brokers sorted by
 // name, queue ids ascending. Brokers without a known address are left out, as RocketMQ leaves out
 // brokers without a master.
-func buildRoute(spec Route, pol *policyState, brokers map[string]Broker, next *rrCounter) *route {
+func buildRoute(spec Route, pol *policyState, brokers map[string]Broker, moved map[string]addrMove, next *rrCounter) *route {
 	bs := slices.Clone(spec.Brokers)
 	slices.SortFunc(bs, func(a, b BrokerQueues) int { return cmp.Compare(a.Broker, b.Broker) })
 	n := 0
 	for _, b := range bs {
-		if brokerAddr(b, brokers) != "" {
+		if brokerAddr(b, brokers, moved) != "" {
 			n += b.WriteQueues
 		}
 	}
@@ -156,7 +156,7 @@ func buildRoute(spec Route, pol *policyState, brokers map[string]Broker, next *r
 	}
 	r := &route{key: spec.key(), topic: spec.Topic, spec: spec, policy: pol, queues: make([]queueEntry, 0, n), next: next}
 	for _, b := range bs {
-		addr := brokerAddr(b, brokers)
+		addr := brokerAddr(b, brokers, moved)
 		if addr == "" || b.WriteQueues == 0 {
 			continue
 		}
@@ -179,9 +179,16 @@ func buildRoute(spec Route, pol *policyState, brokers map[string]Broker, next *r
 }
 
 // brokerAddr is where a route sends to a broker: the address the route carries (from a name
-// server), else the address of the pushed Broker.
-func brokerAddr(b BrokerQueues, brokers map[string]Broker) string {
+// server), else the address of the pushed Broker. A route that carries the address the broker's
+// pod has moved away from is stale (its name servers have not been asked since the broker
+// registered from its new pod): the pod's new address wins until they publish another. An
+// address the name servers publish that no pod of the broker ever had (a broker that registers
+// a host address or a Service) is never replaced.
+func brokerAddr(b BrokerQueues, brokers map[string]Broker, moved map[string]addrMove) string {
 	if b.Addr != "" {
+		if m, ok := moved[b.Broker]; ok && m.from == b.Addr {
+			return m.to
+		}
 		return b.Addr
 	}
 	return brokers[b.Broker].Addr
@@ -301,31 +308,31 @@ func (r *route) pickSlow(last string, random bool, i uint32) *queueEntry {
 }
 
 // pickAvoiding is PresetDetour's selection for a retry that must avoid brokers this send has
-// already met at their worst: brokers that refused the message as MESSAGE_ILLEGAL, and brokers
-// whose connection failed (disconnected: refused, reset or closed by the broker).
+// already met at their worst: brokers that refused the message as MESSAGE_ILLEGAL, and broker
+// addresses whose connection failed (disconnected: refused, reset or closed by the broker).
 //
 // A refusal of the message is answered by another broker's store and never by the same refusal
 // again: those brokers are never picked, and pickAvoiding returns nil when every broker of the
-// route refused the message. A broker whose connection just failed is picked again only when no
+// route refused the message. An address whose connection just failed is picked again only when no
 // other broker is left, whatever the other brokers' pods say: a NotReady or terminating pod's
 // broker may still answer (a pod turns NotReady when a slow probe misses, and a terminating
 // broker serves until its process exits) and its refusal costs no more, while the disconnected
-// broker has just shown it will not. So a broker restarting behind a Ready pod does not take
-// every retry of a send while another broker answers. Brokers gone from the route are gone from
-// its queues and are never picked; one that comes back under the same name is still avoided.
+// address has just shown it will not. So a broker restarting behind a Ready pod does not take
+// every retry of a send while another broker answers. Disconnection is judged by address, not
+// by name: a broker the route now finds at a new address (restarted in a new pod) is tried there.
 //
 // The path is rare, so it walks the queues plainly.
 func (r *route) pickAvoiding(last string, refusals []messageRefusal, disconnected []string) *queueEntry {
 	if q := r.walkAvoiding(last, refusals, disconnected); q != nil || len(disconnected) == 0 {
 		return q
 	}
-	// Only disconnected brokers (or refusers of the message) are left: the disconnected ones get
-	// pick's passes, as a broker that failed for any other reason would.
+	// Only disconnected addresses (or refusers of the message) are left: they get pick's passes,
+	// as a broker that failed for any other reason would.
 	return r.walkAvoiding(last, refusals, nil)
 }
 
 // walkAvoiding runs pick's passes from a random position over the brokers that neither refused
-// the message nor are disconnected; the last pass takes any pod.
+// the message nor sit at a disconnected address; the last pass takes any pod.
 func (r *route) walkAvoiding(last string, refusals []messageRefusal, disconnected []string) *queueEntry {
 	qs := r.queues
 	n := uint32(len(qs))
@@ -338,7 +345,7 @@ func (r *route) walkAvoiding(last string, refusals []messageRefusal, disconnecte
 		// the walk still visits every broker once.
 		for k := uint32(0); k < n; {
 			q := &qs[i]
-			if q.accept(pass, last) && !refusedBy(refusals, q.b.name) && !slices.Contains(disconnected, q.b.name) {
+			if q.accept(pass, last) && !refusedBy(refusals, q.b.name) && !slices.Contains(disconnected, q.b.addr) {
 				return q
 			}
 			k += q.rest

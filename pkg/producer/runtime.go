@@ -66,7 +66,10 @@ type policyState struct {
 // snapshot is the runtime state the send path reads. It is never modified after publication;
 // writers build a new one under Runtime.mu and swap the pointer.
 type snapshot struct {
-	brokers  map[string]Broker
+	brokers map[string]Broker
+	// moved holds, by broker, the last move of its pod to a new address (see SetBroker), which
+	// routes from name servers that still publish the old address follow (see brokerAddr).
+	moved    map[string]addrMove
 	policies map[string]*policyState // always holds the default policy under ""
 	specs    topicMap[Route]         // routes as pushed, for rebuilding
 	routes   topicMap[*route]        // compiled routes by topic
@@ -116,6 +119,9 @@ type Runtime struct {
 	peers map[string]map[string]fault.PeerClaim
 	// resolvers keep routes of topics resolved from name servers, by topic.
 	resolvers map[string]*resolver
+	// podAddrs is the last address pushed for each broker, kept after RemoveBroker, so a pod
+	// replaced under the same name (a StatefulSet's restart) is seen to have moved.
+	podAddrs map[string]string
 
 	// acl holds the credentials requests are signed with and the brokers' refusals of them.
 	acl aclState
@@ -142,6 +148,7 @@ func New(opts Options) *Runtime {
 		restores:  make(map[string][]fault.Item),
 		peers:     make(map[string]map[string]fault.PeerClaim),
 		resolvers: make(map[string]*resolver),
+		podAddrs:  make(map[string]string),
 		stop:      make(chan struct{}),
 		checks:    newCheckBack(),
 	}
@@ -255,7 +262,7 @@ func (r *Runtime) update(fn func(s *snapshot) (topics []string, all bool)) {
 			if prev, _ := old.routes.Get(topic); prev != nil {
 				next = prev.next // keep the round-robin position across swaps
 			}
-			routes.Set(topic, buildRoute(spec, s.policyFor(spec.Policy), s.brokers, next))
+			routes.Set(topic, buildRoute(spec, s.policyFor(spec.Policy), s.brokers, s.moved, next))
 		}
 		if all {
 			for topic := range s.specs.All() {
@@ -311,6 +318,11 @@ func routeUsesBroker(name string) func(Route) bool {
 
 // SetBroker adds or updates a broker. Its pod state is applied to every policy's fault table, and
 // routes that use it are rebuilt, so a pod turning NotReady leaves selection with the next send.
+//
+// A broker whose pod comes back at a new address, or turns Ready, has its routes' name servers
+// asked at once: a broker registers its address as it starts, and routes learn of a restart in
+// a new pod without waiting for their next refresh. Until they do, a route that still publishes
+// the pod's old address sends to its new one (see addrMove).
 func (r *Runtime) SetBroker(b Broker) {
 	if b.Name == "" {
 		return
@@ -318,16 +330,45 @@ func (r *Runtime) SetBroker(b Broker) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var pols []*policyState
+	var users []string
 	r.update(func(s *snapshot) ([]string, bool) {
+		prev, known := s.brokers[b.Name]
 		s.brokers = maps.Clone(s.brokers)
 		s.brokers[b.Name] = b
+		if from := r.podAddrs[b.Name]; from != "" && b.Addr != "" && from != b.Addr {
+			s.moved = maps.Clone(s.moved)
+			if s.moved == nil {
+				s.moved = map[string]addrMove{}
+			}
+			s.moved[b.Name] = addrMove{from: from, to: b.Addr}
+		}
 		for _, p := range s.policies {
 			pols = append(pols, p)
 		}
-		return s.topicsWhere(routeUsesBroker(b.Name)), false
+		users = s.topicsWhere(routeUsesBroker(b.Name))
+		if (!known || prev.Addr != b.Addr || (b.Ready && !prev.Ready)) && r.podAddrs[b.Name] != "" {
+			r.refreshRoutes(users)
+		}
+		return users, false
 	})
+	if b.Addr != "" {
+		r.podAddrs[b.Name] = b.Addr
+	}
 	for _, p := range pols {
 		p.tol.SetPodState(b.Name, b.podState())
+	}
+}
+
+// addrMove is a broker pod's move from one address to another, as SetBroker saw it.
+type addrMove struct{ from, to string }
+
+// refreshRoutes asks the name servers of the routes by these keys again at once; routes not
+// resolved from name servers are left alone. Callers hold r.mu.
+func (r *Runtime) refreshRoutes(keys []string) {
+	for _, key := range keys {
+		if res := r.resolvers[key]; res != nil {
+			res.poke()
+		}
 	}
 }
 

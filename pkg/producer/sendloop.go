@@ -60,9 +60,13 @@ type sendCall struct {
 	result   *SendResult
 	timeout  bool
 	refusals []messageRefusal
-	// disconnected are the brokers whose connection failed in this send (see connectionFailed),
-	// which its later attempts avoid while another broker is left (rules.avoidDisconnected).
+	// disconnected are the broker addresses whose connection failed in this send (see
+	// connectionFailed), which its later attempts avoid while another broker is left
+	// (rules.avoidDisconnected).
 	disconnected []string
+	// refreshed, when set, is closed once the route's name servers have been asked again after a
+	// connection to a routed address was refused (see awaitRefresh).
+	refreshed <-chan struct{}
 }
 
 // send is the retry loop shared by all modes: RocketMQ's sendDefaultImpl with the per-attempt cap
@@ -246,9 +250,39 @@ func (c *sendCall) selectQueue(i int) *queueEntry {
 		return c.fixedQueue()
 	}
 	if (c.rules.retryRefusedMessage && len(c.refusals) > 0) || len(c.disconnected) > 0 {
-		return c.rt.pickAvoiding(c.last, c.refusals, c.disconnected)
+		q := c.rt.pickAvoiding(c.last, c.refusals, c.disconnected)
+		if q != nil && c.refreshed != nil && slices.Contains(c.disconnected, q.b.addr) && c.awaitRoute() {
+			q = c.rt.pickAvoiding(c.last, c.refusals, c.disconnected)
+		}
+		return q
 	}
 	return c.rt.pick(c.last, i > 0 && c.rules.resetOnRetry)
+}
+
+// maxRouteWait bounds how long a send waits for its route's name servers before it tries again
+// an address that refused it.
+const maxRouteWait = time.Second
+
+// awaitRoute waits, when only addresses that refused the send's connection are left, for the
+// route refresh asked for after the refusal (at most maxRouteWait and the budget), then follows
+// the route: a broker that restarted at a new address has registered it with the name servers
+// by the time its old one refuses connections, and the send goes there instead. It reports
+// whether the send may go on (false: the budget ran out or the caller gave up meanwhile).
+func (c *sendCall) awaitRoute() bool {
+	wait := min(maxRouteWait, c.remaining)
+	t := time.NewTimer(wait)
+	select {
+	case <-c.refreshed:
+	case <-t.C:
+	case <-c.sendCtx.Done():
+	}
+	t.Stop()
+	c.refreshed = nil
+	if !c.budgetLeft() {
+		return false
+	}
+	c.followRoute()
+	return true
 }
 
 // attemptResult is what one attempt came back with.
@@ -364,8 +398,8 @@ func (c *sendCall) settle(i int, q *queueEntry, res *attemptResult, class attemp
 		// the broker unreachable.
 		c.recordFailure(b, res.latency, fault.TransportError, !errors.Is(res.err, remoting.ErrConnect))
 		c.lastErr = res.err
-		if c.rules.avoidDisconnected && connectionFailed(res.err) && !slices.Contains(c.disconnected, b.name) {
-			c.disconnected = append(c.disconnected, b.name)
+		if c.rules.avoidDisconnected && connectionFailed(res.err) {
+			c.noteDisconnected(b)
 		}
 		return true
 	case attemptSentOneway:
@@ -442,6 +476,19 @@ func (c *sendCall) refused(b *brokerSlot, res *attemptResult) bool {
 	}
 	c.recordFailure(b, res.latency, fault.BrokerError, true)
 	return !c.rules.async && c.pol.retries(code)
+}
+
+// noteDisconnected records that b's address failed the send's connection and, when nothing
+// answered there at all (refused, no route to it), asks the route's name servers again at once: a
+// broker restarted in a new pod registers its new address with them, which the route would
+// otherwise learn only at its next refresh.
+func (c *sendCall) noteDisconnected(b *brokerSlot) {
+	if !slices.Contains(c.disconnected, b.addr) {
+		c.disconnected = append(c.disconnected, b.addr)
+	}
+	if c.refreshed == nil && errors.Is(c.lastErr, remoting.ErrConnect) {
+		c.refreshed = c.r.awaitRefresh(c.key)
+	}
 }
 
 // connectionFailed reports whether an attempt's transport error says the broker's connection does
