@@ -75,6 +75,9 @@ const (
 	// ReasonRefusesValidMessages: the broker refused a message as MESSAGE_ILLEGAL that another
 	// broker then stored (see Tolerance.RefusedValidMessage).
 	ReasonRefusesValidMessages Reason = "RefusesValidMessages"
+	// ReasonSendStalled: an attempt to the broker has waited far past its usual latency with no
+	// answer, before any attempt timed out (see Tolerance.IsolateStalled).
+	ReasonSendStalled Reason = "SendStalled"
 )
 
 // PodState is what Kubernetes says about a broker's pod.
@@ -144,6 +147,14 @@ type Options struct {
 	// of any latency under the isolating thresholds, as without probation. Only applies when
 	// Probing.
 	ProbationProbes int
+	// StallAfter turns stall detection on (see IsolateStalled): a broker whose oldest attempt in
+	// flight has waited longer than StallAfter and StallFactor times its usual latency, with no
+	// answer meanwhile, is held out as ReasonSendStalled until it answers. 0 turns it off, as in
+	// RocketMQ, which knows nothing of attempts in flight.
+	StallAfter time.Duration
+	// StallFactor multiplies a broker's usual latency (Entry.UsualLatency) into its stall
+	// threshold; below 1 means 1.
+	StallFactor int
 	// OnChange is called, outside any lock, when a broker becomes unavailable or available again.
 	OnChange func(Change)
 }
@@ -229,7 +240,16 @@ type Entry struct {
 	// stamp is RocketMQ's startTimestamp under SemanticsRocketMQ4: the tick of the last update
 	// plus its isolation, set by every update (fast successes included), for PickOneAtLeast.
 	stamp atomic.Int64
-	_     [48]byte
+	// inflight counts the attempts started and not ended (AttemptStarted, AttemptEnded);
+	// progress is the tick of the broker's last sign of life for them: an attempt started while
+	// none was in flight, or one ended. While attempts are in flight, now - progress is the age
+	// of the oldest one the broker has not answered.
+	inflight atomic.Int32
+	progress atomic.Int64
+	// srtt and rttvar are the smoothed latency of successful attempts and its mean deviation, in
+	// nanoseconds, kept as TCP keeps its round-trip estimate (RFC 6298); see UsualLatency.
+	srtt, rttvar atomic.Int64
+	_            [16]byte
 
 	// Guarded by t.mu.
 	until    int64 // tick at which the timer isolation ends, 0 if none
@@ -508,6 +528,8 @@ func (t *Tolerance) reset(e *Entry) {
 	e.reason, e.severity, e.pod = "", 0, PodReady
 	e.latency.Store(0)
 	e.stamp.Store(0)
+	e.srtt.Store(0)
+	e.rttvar.Store(0)
 	e.reachable.Store(true)
 	e.gate.Store(0)
 	e.peer, e.claim, e.hasClaim = 0, PeerClaim{}, false

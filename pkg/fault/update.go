@@ -19,6 +19,7 @@ func (t *Tolerance) Update(broker string, latency time.Duration, outcome Outcome
 	if outcome == Success {
 		if e := t.lookup(broker); e != nil && e.quiet.Load() && t.table.Load().IsolationFor(latency) == 0 {
 			e.latency.Store(int64(latency))
+			e.observe(latency)
 			if sem == SemanticsRocketMQ4 {
 				// RocketMQ 4.x moves the item's isolation end to now on every update; it is in
 				// the past for a quiet broker already, but PickOneAtLeast compares it.
@@ -45,6 +46,7 @@ func (t *Tolerance) apply(broker string, latency time.Duration, ef effect) {
 	tab := t.opts.Table
 	e.latency.Store(int64(latency))
 	if ef.success {
+		e.observe(latency)
 		if t.opts.GrowOnRepeat {
 			// One success is no proof of lasting health: the episode count only decays after a
 			// probation without failure.

@@ -1,0 +1,106 @@
+package fault
+
+import "time"
+
+// AttemptStarted records that an attempt to the broker is now in flight. With AttemptEnded it
+// keeps the count of attempts in flight and the broker's last sign of life, from which
+// IsolateStalled tells a broker that has stopped answering before any attempt times out. It
+// takes no lock.
+func (e *Entry) AttemptStarted() {
+	if e.inflight.Add(1) == 1 {
+		e.progress.Store(e.t.tick())
+	}
+}
+
+// AttemptEnded records that an attempt to the broker ended, whatever its outcome: an answer, an
+// error or a timeout ends the wait it stood for. It takes no lock.
+func (e *Entry) AttemptEnded() {
+	e.progress.Store(e.t.tick())
+	e.inflight.Add(-1)
+}
+
+// InFlight returns the attempts in flight to the broker and how long the oldest has waited
+// without an answer from the broker (0 when none is in flight).
+func (e *Entry) InFlight() (int, time.Duration) {
+	n := int(e.inflight.Load())
+	if n <= 0 {
+		return 0, 0
+	}
+	return n, time.Duration(max(0, e.t.tick()-e.progress.Load()))
+}
+
+// UsualLatency is the high mark of the broker's latency on success: the smoothed latency plus
+// four mean deviations, as TCP derives its retransmission timeout from its round trips (RFC
+// 6298). 0 until a success was measured. Failures never feed it: a broker that fails fast (a
+// refused connection, an error code at once) must not look fast.
+func (e *Entry) UsualLatency() time.Duration {
+	return time.Duration(e.srtt.Load() + 4*e.rttvar.Load())
+}
+
+// observe feeds a success's latency to the estimate behind UsualLatency (gains 1/8 and 1/4, as
+// RFC 6298). Concurrent senders may each read the estimate before the other's store; one of the
+// two samples is then lost, which an average of many can afford and a lock on every send could
+// not.
+func (e *Entry) observe(latency time.Duration) {
+	x := int64(max(latency, 0))
+	s := e.srtt.Load()
+	if s == 0 {
+		e.srtt.Store(max(x, 1))
+		e.rttvar.Store(x / 2)
+		return
+	}
+	d := x - s
+	v := e.rttvar.Load()
+	e.rttvar.Store(v + (abs(d)-v)/4)
+	e.srtt.Store(max(s+d/8, 1))
+}
+
+func abs(x int64) int64 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
+
+// stallThreshold is how long the broker's oldest attempt in flight may go unanswered before it is
+// suspect: StallAfter, or StallFactor times its usual latency when that is longer.
+func (t *Tolerance) stallThreshold(e *Entry) time.Duration {
+	return max(t.opts.StallAfter, time.Duration(max(t.opts.StallFactor, 1))*e.UsualLatency())
+}
+
+// IsolateStalled holds out every available broker whose oldest attempt in flight has waited past
+// its stall threshold with no answer from it meanwhile (Options.StallAfter, StallFactor): the
+// broker is suspect before any of those attempts times out, and new attempts go to brokers that
+// answer. The hold is no failure (nothing is counted, nothing grows): when probing, the broker is
+// marked unreachable and returns on the first answer, a probe's or an attempt's; without probing
+// it sits out the table's failure isolation. The reason is ReasonSendStalled and the latency the
+// wait so far. It returns the brokers it held out. Nothing is done when StallAfter is 0 or under
+// SemanticsDisabled. The runtime calls it on a short period.
+func (t *Tolerance) IsolateStalled() []string {
+	ev := t.lock()
+	var held []string
+	if t.opts.StallAfter > 0 && t.opts.Semantics != SemanticsDisabled {
+		now := t.tick()
+		for _, e := range *t.entries.Load() {
+			if !e.present || e.inflight.Load() <= 0 || blocked(e, now) {
+				continue
+			}
+			wait := time.Duration(now - e.progress.Load())
+			if wait <= t.stallThreshold(e) {
+				continue
+			}
+			t.order.insert(e)
+			e.reason, e.severity = ReasonSendStalled, wait
+			e.latency.Store(int64(wait))
+			if t.opts.Probing {
+				e.reachable.Store(false)
+			} else {
+				extend(e, now, t.opts.Table.FailureIsolation())
+			}
+			t.settle(e, now, false, 0, &ev)
+			held = append(held, e.name)
+		}
+	}
+	t.unlock(&ev)
+	return held
+}
