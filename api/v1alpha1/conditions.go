@@ -70,7 +70,7 @@ const (
 )
 
 // IsolationReason says why a broker is isolated.
-// +kubebuilder:validation:Enum=SlowSend;SendFailed;BrokerError;PodNotReady;PodTerminating;ProbeFailed;SlowProbe;BrokerBusy;BrokerPressure;RefusesValidMessages
+// +kubebuilder:validation:Enum=SlowSend;SendFailed;BrokerError;PodNotReady;PodTerminating;ProbeFailed;SlowProbe;BrokerBusy;BrokerPressure;RefusesValidMessages;SendStalled
 type IsolationReason string
 
 // Isolation reasons, as written into FaultPolicy status.
@@ -100,4 +100,8 @@ const (
 	// IsolationRefusesValidMessages means the broker refused a message as MESSAGE_ILLEGAL that
 	// another broker then stored (Detour preset): its store, not the message, is at fault.
 	IsolationRefusesValidMessages IsolationReason = "RefusesValidMessages"
+	// IsolationSendStalled means an attempt to the broker waited far past the broker's usual
+	// latency with no answer, before any attempt timed out (Detour preset); the broker returns
+	// with its next answer, a probe's or a send's.
+	IsolationSendStalled IsolationReason = "SendStalled"
 )

@@ -27,6 +27,17 @@ const (
 const (
 	// DetourPerAttemptTimeout caps every attempt but the last, a third of the send timeout.
 	DetourPerAttemptTimeout = 1000 * time.Millisecond
+	// DetourStallAfter is the least time a broker's oldest attempt in flight may go unanswered
+	// before the broker is held out as stalled (fault.Options.StallAfter); a broker whose usual
+	// latency is longer gets DetourStallFactor times it.
+	DetourStallAfter  = 100 * time.Millisecond
+	DetourStallFactor = 4
+	// DetourAttemptCapFloor is the least an adaptive per-attempt cap allows (see
+	// RetryPolicy.AdaptivePerAttempt): a broker answering in a millisecond still gets this long,
+	// so a pause of the kind a healthy JVM takes does not cut its attempts short and send a second
+	// copy elsewhere. DetourAttemptCapFactor times the broker's usual latency is the cap above it.
+	DetourAttemptCapFloor  = 200 * time.Millisecond
+	DetourAttemptCapFactor = 4
 	// DetourMaxIsolatedPercent never lets every broker of a policy be isolated: when all would be,
 	// the least bad one is released and stays selectable. A lower cap would also send traffic to a
 	// dead broker while most brokers are down (two of three, say), which a cap meant to outlast
@@ -167,6 +178,12 @@ type RetryPolicy struct {
 	// PerAttemptTimeout caps every attempt but the last (RocketMQ 5.3.3's
 	// sendMsgMaxTimeoutPerRequest), so one hung broker cannot eat the whole budget. 0 means no cap.
 	PerAttemptTimeout time.Duration
+	// AdaptivePerAttempt makes each broker's cap follow its own latency: DetourAttemptCapFactor
+	// times its usual latency on success (fault.Entry.UsualLatency), at least
+	// DetourAttemptCapFloor and at most PerAttemptTimeout, so a budget is not spent waiting on one
+	// sick broker while what is left could reach another. A broker with no success measured yet
+	// gets PerAttemptTimeout. Needs PerAttemptTimeout; PresetDetour sets it.
+	AdaptivePerAttempt bool
 	// RetryOnCodes are the broker response codes that are retried on another broker. nil means
 	// the preset's (RocketMQ4RetryCodes for PresetRocketMQ4, else DefaultRetryCodes); an empty
 	// non-nil slice retries no broker code.
@@ -281,6 +298,10 @@ type Policy struct {
 	RespectPodHealth bool
 	// GrowOnRepeat lengthens the isolation of repeated failure episodes (see fault.Options).
 	GrowOnRepeat bool
+	// StallAfter holds out a broker whose oldest attempt in flight has gone unanswered this long
+	// and DetourStallFactor times its usual latency, before any attempt times out (see
+	// fault.Options.StallAfter); 0 turns it off. PresetDetour sets DetourStallAfter.
+	StallAfter time.Duration
 }
 
 // PresetPolicy returns the policy named name that behaves exactly as preset, with every number
@@ -303,6 +324,8 @@ func PresetPolicy(name string, preset Preset) (Policy, error) {
 	}
 	if preset == PresetDetour {
 		p.Retry.PerAttemptTimeout = DetourPerAttemptTimeout
+		p.Retry.AdaptivePerAttempt = true
+		p.StallAfter = DetourStallAfter
 		p.Probe.Enabled = true
 		p.Probe.ProbationProbes = DetourProbationProbes
 		p.Pressure = PressurePolicy{Enabled: true, SendQueueFillPercent: DetourPressureFillPercent,

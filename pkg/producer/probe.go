@@ -527,5 +527,6 @@ func (r *Runtime) every(interval time.Duration, fn func(), wake ...<-chan struct
 func (r *Runtime) expireIsolations() {
 	for _, p := range r.state.Load().policies {
 		p.tol.Expire()
+		p.tol.IsolateStalled()
 	}
 }

@@ -228,6 +228,8 @@ func (r *Runtime) faultOptions(p Policy, gen uint64) fault.Options {
 		MaxIsolatedPercent: p.MaxIsolatedPercent,
 		RespectPodHealth:   p.RespectPodHealth,
 		ProbationProbes:    p.Probe.ProbationProbes,
+		StallAfter:         p.StallAfter,
+		StallFactor:        DetourStallFactor,
 		OnChange:           func(c fault.Change) { r.onChange(name, gen, c) },
 	}
 }

@@ -107,7 +107,13 @@ func benchSelectOnRoute(b *testing.B) {
 	})
 	b.Run("detour/retry-after-refused-connection/serial", func(b *testing.B) {
 		rt := benchRuntime(b, false).state.Load().index.get("T")
-		disconnected := []string{"broker-a"}
+		var disconnected []string
+		for _, q := range rt.queues {
+			if q.b.name == "broker-a" {
+				disconnected = []string{q.b.addr}
+				break
+			}
+		}
 		b.ReportAllocs()
 		for b.Loop() {
 			if q := rt.pickAvoiding("broker-a", nil, disconnected); q == nil || q.b.name == "broker-a" {

@@ -312,7 +312,7 @@ func (c *sendCall) attempt(i int, q *queueEntry) attemptResult {
 	}
 	attemptCtx := c.sendCtx
 	var cancel context.CancelFunc
-	if cap := c.pol.Retry.PerAttemptTimeout; cap > 0 && i+1 < c.rules.attempts && c.remaining > cap {
+	if cap := c.attemptCap(b); cap > 0 && i+1 < c.rules.attempts && c.remaining > cap {
 		attemptCtx, cancel = context.WithTimeout(c.sendCtx, cap)
 	}
 	c.header.QueueID = q.id
@@ -320,16 +320,33 @@ func (c *sendCall) attempt(i int, q *queueEntry) attemptResult {
 	c.header.BornTimestamp = c.now.UnixMilli()
 	req := remoting.NewSendRequest(&c.header, c.body, true)
 	var res attemptResult
+	b.entry.AttemptStarted()
 	if c.rules.oneway {
 		res.err = c.r.wire.InvokeOneway(attemptCtx, b.addr, req)
 	} else {
 		res.resp, res.err = c.r.wire.Invoke(attemptCtx, b.addr, req)
 	}
+	b.entry.AttemptEnded()
 	res.latency = c.r.now().Sub(start)
 	if cancel != nil {
 		cancel()
 	}
 	return res
+}
+
+// attemptCap is the cap of an attempt to b that is not the send's last: the policy's per-attempt
+// timeout, or with AdaptivePerAttempt, DetourAttemptCapFactor times b's usual latency, clamped to
+// DetourAttemptCapFloor and the per-attempt timeout. 0 means no cap.
+func (c *sendCall) attemptCap(b *brokerSlot) time.Duration {
+	cap := c.pol.Retry.PerAttemptTimeout
+	if cap <= 0 || !c.pol.Retry.AdaptivePerAttempt {
+		return cap
+	}
+	usual := b.entry.UsualLatency()
+	if usual <= 0 {
+		return cap
+	}
+	return min(cap, max(DetourAttemptCapFloor, DetourAttemptCapFactor*usual))
 }
 
 // attemptClass is what an attempt came to.

@@ -1,0 +1,105 @@
+package producer
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/detourmq/detour/pkg/brokersim"
+	"github.com/detourmq/detour/pkg/fault"
+)
+
+// TestAnAttemptsCapFollowsItsBrokersLatency proves the adaptive per-attempt cap: under the Detour
+// preset an attempt to a broker is capped at DetourAttemptCapFactor times the broker's usual
+// latency, at least DetourAttemptCapFloor and at most the policy's per-attempt timeout; a broker
+// with no success measured gets the per-attempt timeout; without AdaptivePerAttempt (RocketMQ's
+// presets) the cap is the policy's, whatever the broker's latency.
+func TestAnAttemptsCapFollowsItsBrokersLatency(t *testing.T) {
+	cases := []struct {
+		name      string
+		preset    Preset
+		successes []time.Duration
+		want      time.Duration
+	}{
+		{name: "Detour, no success measured yet", preset: PresetDetour, want: DetourPerAttemptTimeout},
+		{name: "Detour, a broker answering in a millisecond gets the floor", preset: PresetDetour,
+			successes: []time.Duration{time.Millisecond, time.Millisecond, time.Millisecond}, want: DetourAttemptCapFloor},
+		{name: "Detour, a broker answering in 100 ms", preset: PresetDetour,
+			successes: steady(100*time.Millisecond, 40), want: 400 * time.Millisecond},
+		{name: "Detour, a broker slower than the cap allows keeps the cap", preset: PresetDetour,
+			successes: steady(400*time.Millisecond, 40), want: DetourPerAttemptTimeout},
+		{name: "Detour without adaptive caps", preset: PresetDetour, successes: steady(time.Millisecond, 3), want: DetourPerAttemptTimeout},
+		{name: "RocketMQ5 with a per-attempt cap: fixed", preset: PresetRocketMQ5, successes: steady(time.Millisecond, 3), want: 700 * time.Millisecond},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			pol := mustPresetPolicy(t, "test", tc.preset)
+			if tc.preset == PresetRocketMQ5 {
+				pol.Retry.PerAttemptTimeout = 700 * time.Millisecond
+			}
+			if tc.name == "Detour without adaptive caps" {
+				pol.Retry.AdaptivePerAttempt = false
+			}
+			tol := fault.New(fault.Options{})
+			for _, l := range tc.successes {
+				tol.Update("broker-a", l, fault.Success)
+			}
+			c := sendCall{pol: &pol}
+			got := c.attemptCap(&brokerSlot{name: "broker-a", entry: tol.Entry("broker-a")})
+			if d := got - tc.want; d < -tc.want/50 || d > tc.want/50 {
+				t.Errorf("cap %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// steady is n successes of latency l.
+func steady(l time.Duration, n int) []time.Duration {
+	out := make([]time.Duration, n)
+	for i := range out {
+		out[i] = l
+	}
+	return out
+}
+
+// TestAnUnansweredBrokerIsHeldOutBeforeItsAttemptTimesOut: under the Detour preset, a broker that
+// stops answering (a black hole) is held out as SendStalled while its first unanswered attempt is
+// still in flight, long before that attempt's cap, and every send after that goes to the broker
+// that answers.
+func TestAnUnansweredBrokerIsHeldOutBeforeItsAttemptTimesOut(t *testing.T) {
+	c := startCluster(t, 2, []string{"broker-a", "broker-b"}, withPreset(t, PresetDetour, func(p *Policy) {
+		// Attempts that outlast the test: only the stall can hold broker-b out while one waits.
+		p.Retry.SendTimeout = time.Minute
+		p.Retry.PerAttemptTimeout = 30 * time.Second
+		p.Retry.AdaptivePerAttempt = false
+	}))
+	for i := range 20 {
+		if _, err := c.send(t, "warm"); err != nil {
+			t.Fatalf("send %d: %v", i, err)
+		}
+	}
+	c.brokers["broker-b"].SetFault(brokersim.Fault{BlackHole: true})
+	tol := c.r.state.Load().policies["test"].tol
+	entry := tol.Entry("broker-b")
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }()
+	// Four sends at once take the four queues of the round robin, two of them broker-b's; they are
+	// given up when the test ends.
+	for range 4 {
+		wg.Go(func() { _, _ = c.r.Send(ctx, &Message{Topic: testTopic, Body: []byte("m")}) })
+	}
+	waitFor(t, "broker-b held out", func() bool { return !entry.Available() })
+	it, _ := tol.Lookup("broker-b")
+	if n, wait := entry.InFlight(); it.Reason != fault.ReasonSendStalled || n == 0 {
+		t.Fatalf("broker-b held out as %q with %d attempts in flight (oldest %v), want %s while its attempt waits",
+			it.Reason, n, wait, fault.ReasonSendStalled)
+	}
+	for i := range 20 {
+		res, err := c.send(t, "after")
+		if err != nil || res.Broker != "broker-a" || res.Attempts != 1 {
+			t.Fatalf("send %d after the stall: %+v, %v; want it stored by broker-a at once", i, res, err)
+		}
+	}
+}
