@@ -30,8 +30,11 @@ func slowPolicy() routingv1alpha1.FaultPolicySpec {
 			{LatencyMillis: 100, IsolationMillis: 0},
 			{LatencyMillis: 300, IsolationMillis: 5000},
 		},
-		Retry: routingv1alpha1.RetryPolicy{Attempts: 3, SendTimeoutMillis: 5000},
-		Probe: routingv1alpha1.ProbePolicy{Enabled: ptr.To(true), IntervalMillis: 200, TimeoutMillis: 100},
+		// Slow answers are what these tests judge: no cap cuts them short and no stall holds the
+		// broker out before its answer is measured.
+		Retry:            routingv1alpha1.RetryPolicy{Attempts: 3, SendTimeoutMillis: 5000, AdaptivePerAttempt: ptr.To(false)},
+		Probe:            routingv1alpha1.ProbePolicy{Enabled: ptr.To(true), IntervalMillis: 200, TimeoutMillis: 100},
+		StallAfterMillis: ptr.To(int32(0)),
 	}
 }
 
@@ -231,6 +234,9 @@ func TestChangedPolicyTakesEffectForTheNextSend(t *testing.T) {
 	ns, rt, c, topic := routedCluster(t, "tunable", routingv1alpha1.FaultPolicySpec{
 		Rules: []routingv1alpha1.FaultRule{{LatencyMillis: 100, IsolationMillis: 0}, {LatencyMillis: 2000, IsolationMillis: 5000}},
 		Probe: routingv1alpha1.ProbePolicy{Enabled: ptr.To(false)},
+		// The table alone judges the slow answers here.
+		Retry:            routingv1alpha1.RetryPolicy{AdaptivePerAttempt: ptr.To(false)},
+		StallAfterMillis: ptr.To(int32(0)),
 	})
 	key := PolicyKey(ns, "tunable")
 
@@ -375,9 +381,10 @@ func TestDeletingAPolicyInUseWaitsForItsTopicsAndKeepsWhatItLearnt(t *testing.T)
 	needsEnvtest(t)
 	// No probes, and 60 s for a slow send: the isolation outlasts the test.
 	ns, rt, c, topic := routedCluster(t, "held", routingv1alpha1.FaultPolicySpec{
-		Rules: []routingv1alpha1.FaultRule{{LatencyMillis: 100, IsolationMillis: 0}, {LatencyMillis: 300, IsolationMillis: 60000}},
-		Retry: routingv1alpha1.RetryPolicy{Attempts: 3, SendTimeoutMillis: 5000},
-		Probe: routingv1alpha1.ProbePolicy{Enabled: ptr.To(false), IntervalMillis: 1000, TimeoutMillis: 100},
+		Rules:            []routingv1alpha1.FaultRule{{LatencyMillis: 100, IsolationMillis: 0}, {LatencyMillis: 300, IsolationMillis: 60000}},
+		Retry:            routingv1alpha1.RetryPolicy{Attempts: 3, SendTimeoutMillis: 5000, AdaptivePerAttempt: ptr.To(false)},
+		Probe:            routingv1alpha1.ProbePolicy{Enabled: ptr.To(false), IntervalMillis: 1000, TimeoutMillis: 100},
+		StallAfterMillis: ptr.To(int32(0)),
 	})
 	ctx := context.Background()
 	key := PolicyKey(ns, "held")

@@ -48,6 +48,9 @@ func runtimePolicy(key string, spec *routingv1alpha1.FaultPolicySpec, clusterWid
 	if retry.PerAttemptTimeoutMillis != nil {
 		p.Retry.PerAttemptTimeout = millis(*retry.PerAttemptTimeoutMillis)
 	}
+	if retry.AdaptivePerAttempt != nil {
+		p.Retry.AdaptivePerAttempt = *retry.AdaptivePerAttempt
+	}
 	if len(retry.RetryOnCodes) > 0 {
 		p.Retry.RetryOnCodes = make([]int16, len(retry.RetryOnCodes))
 		for i, c := range retry.RetryOnCodes {
@@ -77,6 +80,9 @@ func runtimePolicy(key string, spec *routingv1alpha1.FaultPolicySpec, clusterWid
 	pressureFromSpec(&p.Pressure, &spec.Pressure)
 	if spec.MaxIsolatedPercent != nil {
 		p.MaxIsolatedPercent = int(*spec.MaxIsolatedPercent)
+	}
+	if spec.StallAfterMillis != nil {
+		p.StallAfter = millis(*spec.StallAfterMillis)
 	}
 	if spec.PodHealth != "" {
 		p.RespectPodHealth = spec.PodHealth == routingv1alpha1.PodHealthRespect
@@ -160,6 +166,10 @@ func effectivePolicy(p producer.Policy) *routingv1alpha1.EffectiveFaultPolicy {
 	}
 	if p.Retry.PerAttemptTimeout > 0 {
 		e.PerAttemptTimeoutMillis = ptr.To(int32(p.Retry.PerAttemptTimeout.Milliseconds()))
+		e.AdaptivePerAttempt = p.Retry.AdaptivePerAttempt
+	}
+	if p.StallAfter > 0 && e.Preset != routingv1alpha1.PresetDisabled {
+		e.StallAfterMillis = ptr.To(int32(p.StallAfter.Milliseconds()))
 	}
 	for _, c := range p.Retry.RetryOnCodes {
 		e.RetryOnCodes = append(e.RetryOnCodes, int32(c))

@@ -106,6 +106,7 @@ func TestEffectivePolicyResolvesEveryDefault(t *testing.T) {
 		{routingv1alpha1.FaultPolicySpec{}, routingv1alpha1.EffectiveFaultPolicy{
 			Preset: routingv1alpha1.PresetDetour, FailureLatencyMillis: 10000, FailureIsolationMillis: 10000,
 			Attempts: 3, OnewayAttempts: 3, SendTimeoutMillis: 3000, PerAttemptTimeoutMillis: ptr.To[int32](1000),
+			AdaptivePerAttempt: true, StallAfterMillis: ptr.To[int32](100),
 			RetryOnCodes: []int32{1, 2, 14, 16, 17, 204, 205, 1500}, Probe: true, ProbationProbes: 3,
 			Pressure: &routingv1alpha1.EffectivePressure{SendQueueFillPercent: 50, SendQueueHeadWaitMillis: 100,
 				PageCacheLockMillis: 500, PutLatency99Millis: 500},

@@ -118,6 +118,14 @@ type RetryPolicy struct {
 	// +kubebuilder:validation:Maximum=600000
 	PerAttemptTimeoutMillis *int32 `json:"perAttemptTimeoutMillis,omitempty"`
 
+	// adaptivePerAttempt makes each broker's attempt cap follow its own latency: four times its
+	// usual latency on success (the smoothed latency plus four deviations), at least 200 ms and at
+	// most perAttemptTimeoutMillis, so a send's budget is not spent waiting on one sick broker.
+	// Unset means the preset's: true for Detour, false for RocketMQ's presets (a fixed cap, as
+	// RocketMQ's). It needs a per-attempt cap.
+	// +optional
+	AdaptivePerAttempt *bool `json:"adaptivePerAttempt,omitempty"`
+
 	// retryOnCodes are the broker response codes that are retried on another broker. Unset means
 	// the preset's: RocketMQ 4.9.x's 1, 14, 16, 17, 204 and 205 for RocketMQ4, RocketMQ 5.3.x's
 	// 1, 2, 14, 16, 17, 204, 205 and 1500 otherwise.
@@ -298,6 +306,16 @@ type FaultPolicySpec struct {
 	// +kubebuilder:validation:Maximum=100
 	MaxIsolatedPercent *int32 `json:"maxIsolatedPercent,omitempty"`
 
+	// stallAfterMillis holds out a broker whose oldest send attempt in flight has gone unanswered
+	// this long, and four times the broker's usual latency, before any attempt times out: new
+	// sends go to brokers that answer, and the broker returns with its next answer (reason
+	// SendStalled). 0 turns it off. Unset means the preset's: 100 for Detour, 0 for RocketMQ's
+	// presets (RocketMQ knows nothing of attempts in flight).
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=600000
+	StallAfterMillis *int32 `json:"stallAfterMillis,omitempty"`
+
 	// podHealth says whether broker pods that are not Ready or are terminating are avoided. Unset
 	// means the preset's: Respect for Detour, Ignore for RocketMQ's presets.
 	// +optional
@@ -442,6 +460,16 @@ type EffectiveFaultPolicy struct {
 	// perAttemptTimeoutMillis caps every attempt but the last; unset means no cap.
 	// +optional
 	PerAttemptTimeoutMillis *int32 `json:"perAttemptTimeoutMillis,omitempty"`
+
+	// adaptivePerAttempt says whether each broker's attempt cap follows its own latency, under
+	// perAttemptTimeoutMillis.
+	// +optional
+	AdaptivePerAttempt bool `json:"adaptivePerAttempt,omitempty"`
+
+	// stallAfterMillis is how long a broker's oldest attempt in flight may go unanswered (and four
+	// times its usual latency) before it is held out; unset means never.
+	// +optional
+	StallAfterMillis *int32 `json:"stallAfterMillis,omitempty"`
 
 	// retryOnCodes are the broker response codes retried on another broker.
 	// +optional

@@ -314,6 +314,11 @@ func (in *EffectiveFaultPolicy) DeepCopyInto(out *EffectiveFaultPolicy) {
 		*out = new(int32)
 		**out = **in
 	}
+	if in.StallAfterMillis != nil {
+		in, out := &in.StallAfterMillis, &out.StallAfterMillis
+		*out = new(int32)
+		**out = **in
+	}
 	if in.RetryOnCodes != nil {
 		in, out := &in.RetryOnCodes, &out.RetryOnCodes
 		*out = make([]int32, len(*in))
@@ -448,6 +453,11 @@ func (in *FaultPolicySpec) DeepCopyInto(out *FaultPolicySpec) {
 	in.Pressure.DeepCopyInto(&out.Pressure)
 	if in.MaxIsolatedPercent != nil {
 		in, out := &in.MaxIsolatedPercent, &out.MaxIsolatedPercent
+		*out = new(int32)
+		**out = **in
+	}
+	if in.StallAfterMillis != nil {
+		in, out := &in.StallAfterMillis, &out.StallAfterMillis
 		*out = new(int32)
 		**out = **in
 	}
@@ -719,6 +729,11 @@ func (in *RetryPolicy) DeepCopyInto(out *RetryPolicy) {
 	if in.PerAttemptTimeoutMillis != nil {
 		in, out := &in.PerAttemptTimeoutMillis, &out.PerAttemptTimeoutMillis
 		*out = new(int32)
+		**out = **in
+	}
+	if in.AdaptivePerAttempt != nil {
+		in, out := &in.AdaptivePerAttempt, &out.AdaptivePerAttempt
+		*out = new(bool)
 		**out = **in
 	}
 	if in.RetryOnCodes != nil {

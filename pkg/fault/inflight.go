@@ -63,9 +63,16 @@ func abs(x int64) int64 {
 }
 
 // stallThreshold is how long the broker's oldest attempt in flight may go unanswered before it is
-// suspect: StallAfter, or StallFactor times its usual latency when that is longer.
+// suspect: StallAfter, or StallFactor times its usual latency when that is longer. A broker with
+// no success measured yet has no usual latency to judge by, and gets StallFactor times StallAfter:
+// a cold broker slower than the floor is not a stalled one.
 func (t *Tolerance) stallThreshold(e *Entry) time.Duration {
-	return max(t.opts.StallAfter, time.Duration(max(t.opts.StallFactor, 1))*e.UsualLatency())
+	factor := time.Duration(max(t.opts.StallFactor, 1))
+	usual := e.UsualLatency()
+	if usual == 0 {
+		return factor * t.opts.StallAfter
+	}
+	return max(t.opts.StallAfter, factor*usual)
 }
 
 // IsolateStalled holds out every available broker whose oldest attempt in flight has waited past
@@ -89,18 +96,40 @@ func (t *Tolerance) IsolateStalled() []string {
 			if wait <= t.stallThreshold(e) {
 				continue
 			}
-			t.order.insert(e)
-			e.reason, e.severity = ReasonSendStalled, wait
-			e.latency.Store(int64(wait))
-			if t.opts.Probing {
-				e.reachable.Store(false)
-			} else {
-				extend(e, now, t.opts.Table.FailureIsolation())
-			}
-			t.settle(e, now, false, 0, &ev)
+			t.holdStalled(e, now, wait, &ev)
 			held = append(held, e.name)
 		}
 	}
 	t.unlock(&ev)
 	return held
+}
+
+// Stalled records that an attempt to the broker was given up unanswered after wait, sooner than
+// a failure would be judged: the producer's adaptive cap, at a few times the broker's usual
+// latency, cut it (see IsolateStalled for the hold). A broker already held out is left as it is,
+// and so is an unknown one; nothing is recorded under SemanticsDisabled.
+func (t *Tolerance) Stalled(broker string, wait time.Duration) {
+	ev := t.lock()
+	if t.opts.Semantics != SemanticsDisabled {
+		if e := t.lookup(broker); e != nil && e.present {
+			if now := t.tick(); !blocked(e, now) {
+				t.holdStalled(e, now, wait, &ev)
+			}
+		}
+	}
+	t.unlock(&ev)
+}
+
+// holdStalled holds out e, available until now, as stalled for wait: unreachable when probing
+// (back with its next answer), else for the table's failure isolation. Callers hold mu.
+func (t *Tolerance) holdStalled(e *Entry, now int64, wait time.Duration, ev *events) {
+	t.order.insert(e)
+	e.reason, e.severity = ReasonSendStalled, wait
+	e.latency.Store(int64(wait))
+	if t.opts.Probing {
+		e.reachable.Store(false)
+	} else {
+		extend(e, now, t.opts.Table.FailureIsolation())
+	}
+	t.settle(e, now, false, 0, ev)
 }

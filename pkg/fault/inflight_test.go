@@ -29,11 +29,13 @@ func TestAStalledBrokerIsHeldOutBeforeAnyAttemptTimesOut(t *testing.T) {
 		steps []stallStep
 	}{
 		{name: "one attempt unanswered past StallAfter", opts: Options{StallAfter: 100 * time.Millisecond, StallFactor: 4, Probing: true},
-			steps: []stallStep{{start: 1, advance: 99 * time.Millisecond}, {advance: 2 * time.Millisecond, held: true}}},
+			steps: []stallStep{{successes: steady(time.Millisecond, 3), start: 1, advance: 99 * time.Millisecond}, {advance: 2 * time.Millisecond, held: true}}},
+		{name: "a broker never heard gets StallFactor times StallAfter", opts: Options{StallAfter: 100 * time.Millisecond, StallFactor: 4, Probing: true},
+			steps: []stallStep{{start: 1, advance: 399 * time.Millisecond}, {advance: 2 * time.Millisecond, held: true}}},
 		{name: "nothing in flight, however long", opts: Options{StallAfter: 100 * time.Millisecond, StallFactor: 4, Probing: true},
 			steps: []stallStep{{start: 1, end: 1, advance: time.Hour}}},
 		{name: "answers to other attempts are signs of life", opts: Options{StallAfter: 100 * time.Millisecond, StallFactor: 4, Probing: true},
-			steps: []stallStep{{start: 3, advance: 90 * time.Millisecond}, {end: 1, advance: 90 * time.Millisecond}, {end: 1, advance: 90 * time.Millisecond},
+			steps: []stallStep{{successes: steady(time.Millisecond, 3), start: 3, advance: 90 * time.Millisecond}, {end: 1, advance: 90 * time.Millisecond}, {end: 1, advance: 90 * time.Millisecond},
 				{advance: 20 * time.Millisecond, held: true}}},
 		{name: "a broker slow as usual is not stalled", opts: Options{StallAfter: 100 * time.Millisecond, StallFactor: 4, Probing: true},
 			steps: []stallStep{{successes: []time.Duration{80 * time.Millisecond, 80 * time.Millisecond, 80 * time.Millisecond}, start: 1, advance: 300 * time.Millisecond}}},
@@ -42,7 +44,7 @@ func TestAStalledBrokerIsHeldOutBeforeAnyAttemptTimesOut(t *testing.T) {
 		{name: "off under SemanticsDisabled", opts: Options{StallAfter: 100 * time.Millisecond, Semantics: SemanticsDisabled},
 			steps: []stallStep{{start: 1, advance: time.Hour}}},
 		{name: "without probing: held for the failure isolation", opts: Options{StallAfter: 100 * time.Millisecond, StallFactor: 4},
-			steps: []stallStep{{start: 1, advance: 101 * time.Millisecond, held: true}}},
+			steps: []stallStep{{successes: steady(time.Millisecond, 3), start: 1, advance: 101 * time.Millisecond, held: true}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -79,6 +81,7 @@ func TestAStalledBrokerIsHeldOutBeforeAnyAttemptTimesOut(t *testing.T) {
 func TestAStalledBrokerReturnsWithItsNextAnswer(t *testing.T) {
 	tol, clk, rec := newTol(t, Options{StallAfter: 100 * time.Millisecond, StallFactor: 4, Probing: true})
 	e := tol.Entry("broker-a")
+	tol.Update("broker-a", time.Millisecond, Success)
 	e.AttemptStarted()
 	clk.Advance(150 * time.Millisecond)
 	if got := tol.IsolateStalled(); !slices.Equal(got, []string{"broker-a"}) {
@@ -120,4 +123,13 @@ func TestFailuresNeverLookFast(t *testing.T) {
 	if got := e.UsualLatency(); got != before {
 		t.Errorf("usual latency %v after fast failures, want %v as before", got, before)
 	}
+}
+
+// steady is n successes of latency l.
+func steady(l time.Duration, n int) []time.Duration {
+	out := make([]time.Duration, n)
+	for i := range out {
+		out[i] = l
+	}
+	return out
 }

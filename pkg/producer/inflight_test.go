@@ -103,3 +103,50 @@ func TestAnUnansweredBrokerIsHeldOutBeforeItsAttemptTimesOut(t *testing.T) {
 		}
 	}
 }
+
+// TestAnAttemptCutByItsAdaptiveCapIsAStallNotAFailure: under the Detour preset, an attempt to a
+// broker that answers later than a few times its usual latency is cut at its adaptive cap, the
+// send is stored by another broker, and the broker is held out as SendStalled with no failure
+// counted: a pause is not an outage. An attempt cut by the policy's own cap still is a failure.
+func TestAnAttemptCutByItsAdaptiveCapIsAStallNotAFailure(t *testing.T) {
+	cases := []struct {
+		name       string
+		adaptive   bool
+		wantReason fault.Reason
+		failures   int
+	}{
+		{name: "adaptive cap", adaptive: true, wantReason: fault.ReasonSendStalled, failures: 0},
+		{name: "the policy's cap", adaptive: false, wantReason: fault.ReasonSendFailed, failures: 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := startCluster(t, 2, []string{"broker-a", "broker-b"}, withPreset(t, PresetDetour, func(p *Policy) {
+				// No probe may change the verdict before it is read.
+				p.Probe.Enabled = false
+				p.StallAfter = 0
+				p.Retry.AdaptivePerAttempt = tc.adaptive
+				p.Retry.PerAttemptTimeout = 300 * time.Millisecond
+			}))
+			for i := range 20 {
+				if _, err := c.send(t, "warm"); err != nil {
+					t.Fatalf("send %d: %v", i, err)
+				}
+			}
+			c.brokers["broker-b"].SetFault(brokersim.Fault{Delay: 2 * time.Second})
+			var res *SendResult
+			for i := 0; i < 8 && (res == nil || res.BrokersTried[0] != "broker-b"); i++ {
+				var err error
+				if res, err = c.send(t, "m"); err != nil {
+					t.Fatalf("send %d: %v", i, err)
+				}
+			}
+			if res.BrokersTried[0] != "broker-b" || res.Broker != "broker-a" {
+				t.Fatalf("last send %+v, want its first attempt on broker-b and the message stored on broker-a", res)
+			}
+			it, ok := c.r.state.Load().policies["test"].tol.Lookup("broker-b")
+			if !ok || it.Reason != tc.wantReason || it.ConsecutiveFailures != tc.failures {
+				t.Errorf("broker-b's item %+v, want reason %s and %d failures counted", it, tc.wantReason, tc.failures)
+			}
+		})
+	}
+}

@@ -411,6 +411,8 @@ const (
 	BehaviorPodHealth     = "podHealth"     // RespectPodHealth
 	BehaviorIsolationCap  = "isolationCap"  // MaxIsolatedPercent
 	BehaviorPerAttemptCap = "perAttemptCap" // Retry.PerAttemptTimeout
+	BehaviorAdaptiveCap   = "adaptiveCap"   // Retry.AdaptivePerAttempt
+	BehaviorStall         = "stall"         // StallAfter
 )
 
 // Behavior says in a word or a few what the policy does, so that a listing never hides it: the
@@ -459,6 +461,11 @@ func (p Policy) Behavior() string {
 	capped := func(v int) bool { return v > 0 && v < 100 }
 	toggled(BehaviorIsolationCap, capped(p.MaxIsolatedPercent), capped(base.MaxIsolatedPercent), p.MaxIsolatedPercent == base.MaxIsolatedPercent)
 	toggled(BehaviorPerAttemptCap, p.Retry.PerAttemptTimeout > 0, base.Retry.PerAttemptTimeout > 0, p.Retry.PerAttemptTimeout == base.Retry.PerAttemptTimeout)
+	if p.Retry.PerAttemptTimeout > 0 {
+		// Without a cap there is nothing to adapt: "-perAttemptCap" already says it.
+		toggled(BehaviorAdaptiveCap, p.Retry.AdaptivePerAttempt, base.Retry.PerAttemptTimeout > 0 && base.Retry.AdaptivePerAttempt, true)
+	}
+	toggled(BehaviorStall, p.StallAfter > 0 && p.Preset != PresetDisabled, base.StallAfter > 0, p.StallAfter == base.StallAfter)
 	return b.String()
 }
 

@@ -122,6 +122,10 @@ func TestBehaviorNamesEveryOverride(t *testing.T) {
 		{PresetDetour, func(p *Policy) { p.MaxIsolatedPercent = 100 }, "Detour-isolationCap"},
 		{PresetDetour, func(p *Policy) { p.Probe.Interval = 500 * time.Millisecond }, "Detour~probing"},
 		{PresetDetour, func(p *Policy) { p.Retry.PerAttemptTimeout = 0 }, "Detour-perAttemptCap"},
+		{PresetDetour, func(p *Policy) { p.Retry.AdaptivePerAttempt = false }, "Detour-adaptiveCap"},
+		{PresetDetour, func(p *Policy) { p.StallAfter = 0 }, "Detour-stall"},
+		{PresetDetour, func(p *Policy) { p.StallAfter = time.Second }, "Detour~stall"},
+		{PresetRocketMQ5, func(p *Policy) { p.StallAfter = 100 * time.Millisecond }, "RocketMQ5+stall"},
 		{PresetDetour, func(p *Policy) { p.Probe.Routed = true }, "Detour+watch"},
 		{PresetRocketMQ5, func(p *Policy) { p.Probe.Routed = true }, "RocketMQ5"}, // no probing, no watch
 		{PresetRocketMQ5, func(p *Policy) { p.Probe.Enabled, p.Probe.Routed = true, true }, "RocketMQ5+probing+watch"},

@@ -295,6 +295,9 @@ type attemptResult struct {
 	sent     remoting.SendResponse
 	status   string
 	parseErr error
+	// adaptiveCap says the attempt ran under an adaptive cap shorter than the policy's
+	// per-attempt timeout (see attemptCap).
+	adaptiveCap bool
 }
 
 // attempt sends the request of attempt i to q and times it. The latency runs from before the
@@ -312,14 +315,15 @@ func (c *sendCall) attempt(i int, q *queueEntry) attemptResult {
 	}
 	attemptCtx := c.sendCtx
 	var cancel context.CancelFunc
+	var res attemptResult
 	if cap := c.attemptCap(b); cap > 0 && i+1 < c.rules.attempts && c.remaining > cap {
 		attemptCtx, cancel = context.WithTimeout(c.sendCtx, cap)
+		res.adaptiveCap = cap < c.pol.Retry.PerAttemptTimeout
 	}
 	c.header.QueueID = q.id
 	c.header.BrokerName = b.name
 	c.header.BornTimestamp = c.now.UnixMilli()
 	req := remoting.NewSendRequest(&c.header, c.body, true)
-	var res attemptResult
 	b.entry.AttemptStarted()
 	if c.rules.oneway {
 		res.err = c.r.wire.InvokeOneway(attemptCtx, b.addr, req)
@@ -411,6 +415,14 @@ func (c *sendCall) settle(i int, q *queueEntry, res *attemptResult, class attemp
 		c.lastErr = fmt.Errorf("%w: %w", c.ctx.Err(), res.err)
 		return false
 	case attemptTransportFailed:
+		if c.cutByAdaptiveCap(res) {
+			// The broker has not answered within a few times its usual latency, which is no
+			// failure yet (a pause of the kind a healthy broker takes): it is held out as
+			// stalled until its next answer, and the send goes on elsewhere.
+			c.r.stalledFault(c.rt, b, res.latency)
+			c.lastErr = res.err
+			return true
+		}
 		// A connection that could not be made fails RocketMQ's invokeAsync itself, which marks
 		// the broker unreachable.
 		c.recordFailure(b, res.latency, fault.TransportError, !errors.Is(res.err, remoting.ErrConnect))
@@ -524,6 +536,19 @@ func connectionFailed(err error) bool {
 // is busy as it puts the message.
 func busyRefusal(code int16, remark string) bool {
 	return code == remoting.SystemBusy || (code == remoting.SystemError && strings.HasPrefix(remark, "[PC_SYNCHRONIZED]"))
+}
+
+// cutByAdaptiveCap reports whether an attempt timed out on its adaptive cap while the send's own
+// budget runs on.
+func (c *sendCall) cutByAdaptiveCap(res *attemptResult) bool {
+	return res.adaptiveCap && errors.Is(res.err, remoting.ErrTimeout) && c.sendCtx.Err() == nil
+}
+
+// stalledFault records an attempt cut by its adaptive cap (fault.Tolerance.Stalled) and reports
+// it to metrics as the transport failure it was.
+func (r *Runtime) stalledFault(rt *route, b *brokerSlot, latency time.Duration) {
+	rt.policy.tol.Stalled(b.name, latency)
+	r.metrics.AttemptDone(rt.policy.Name, b.name, latency, fault.TransportError)
 }
 
 // busyFault records a busy refusal (fault.Tolerance.Busy) and reports the attempt to metrics.
