@@ -36,9 +36,12 @@ import org.apache.rocketmq.common.message.Message;
  *                 is behind sends at once; nothing is issued later than graceMs after the end.
  *                 false: each sender keeps its own slots and sends all of them)
  *   graceMs=100
+ *   stopFile= (a path: each sender ends before its next send once the file exists, for a stream
+ *             that spans disruptions whose length is not known in advance; durationMs still
+ *             bounds it)
  * </pre>
  *
- * Each line: {"sender":s,"startMs":epoch ms,"latencyUs":n,"ok":bool,"broker":"b","queueId":q,
+ * Each line: {"sender":s,"startMs":epoch ms,"latencyUs":n,"ok":bool,"broker":"b","queueId":q,"msgId":"id",
  * "brokers":["tried",...],"error":"...","slot":i,"attempts":[{"broker":"b","startUs":n,"latencyUs":n,
  * "ok":bool},...]} (slot and attempts were added later; readers of the older fields are unaffected;
  * an attempt's startUs is from the send's start). A line {"ready":true} is printed once the
@@ -138,6 +141,7 @@ public final class Produce {
         final long end = t0 + durationMs;
         final boolean shared = Boolean.parseBoolean(a.getOrDefault("shared", "false"));
         final long graceMs = Long.parseLong(a.getOrDefault("graceMs", "100"));
+        final java.nio.file.Path stopFile = a.containsKey("stopFile") ? java.nio.file.Paths.get(a.get("stopFile")) : null;
         final long scheduled = (long) Math.floor(durationMs / 1000.0 * rate);
         final AtomicLong nextSlot = new AtomicLong();
         final double gapMs = senders * 1000.0 / rate; // milliseconds between one sender's slots
@@ -170,17 +174,22 @@ public final class Produce {
                         if (shared && System.currentTimeMillis() >= end + graceMs) {
                             break;
                         }
+                        if (stopFile != null && java.nio.file.Files.exists(stopFile)) {
+                            break;
+                        }
                         TRIED.get().clear();
                         ATTEMPTS.get().clear();
                         long startMs = System.currentTimeMillis();
                         long startNs = System.nanoTime();
                         String broker = null;
+                        String msgId = null;
                         int queueId = -1;
                         String error = null;
                         try {
                             SendResult r = producer.send(new Message(topic, body));
                             broker = r.getMessageQueue().getBrokerName();
                             queueId = r.getMessageQueue().getQueueId();
+                            msgId = r.getMsgId();
                             if (r.getSendStatus() != org.apache.rocketmq.client.producer.SendStatus.SEND_OK) {
                                 error = r.getSendStatus().name();
                             }
@@ -194,6 +203,10 @@ public final class Produce {
                         if (broker != null) {
                             b.append(",\"broker\":");
                             quote(b, broker).append(",\"queueId\":").append(queueId);
+                        }
+                        if (msgId != null) {
+                            b.append(",\"msgId\":");
+                            quote(b, msgId);
                         }
                         b.append(",\"brokers\":[");
                         List<String> tried = TRIED.get();
