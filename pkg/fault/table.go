@@ -155,10 +155,6 @@ func (t *Table) IsolationFor(latency time.Duration) time.Duration {
 // FailureLatency is the latency a failed send counts as when its isolation is computed.
 func (t *Table) FailureLatency() time.Duration { return t.failure }
 
-// FirstThreshold is the table's lowest latency threshold (50 ms in both presets): the least
-// latency the policy tells apart from a healthy answer, whatever isolation it gives.
-func (t *Table) FirstThreshold() time.Duration { return t.latency[0] }
-
 // ProofLatency is the latency from which a good probe answer no longer shows a healthy broker:
 // the first threshold, but at least minProofLatency.
 func (t *Table) ProofLatency() time.Duration { return max(t.latency[0], minProofLatency) }

@@ -63,7 +63,7 @@ func (r *Runtime) SendBatch(ctx context.Context, msgs []*Message) (*BatchResult,
 // SendBatchRoute is SendBatch by the route whose key is route (see Route.Key), which must
 // publish to the messages' topic.
 func (r *Runtime) SendBatchRoute(ctx context.Context, route string, msgs []*Message) (*BatchResult, error) {
-	begin := time.Now()
+	begin := r.now()
 	if err := ValidateBatch(msgs); err != nil {
 		return nil, err
 	}
@@ -202,7 +202,7 @@ func encodeBatch(msgs []*Message) (*encodedBatch, error) {
 // sendEncodedBatch sends b by the route key as one SEND_BATCH_MESSAGE through the send loop, as a
 // sync send: the same selection, retries, budget and fault records.
 func (r *Runtime) sendEncodedBatch(ctx context.Context, key, topic string, b *encodedBatch, begin time.Time) (*SendResult, error) {
-	rt, err := r.openRoute(key, topic, ModeSync, begin, time.Now)
+	rt, err := r.openRoute(key, topic, ModeSync, begin)
 	if err != nil {
 		return nil, err
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 	"unicode/utf16"
 
 	"github.com/detourmq/detour/pkg/remoting"
@@ -56,27 +55,21 @@ func (r *Runtime) SendOrdered(ctx context.Context, m *Message, group string) (*S
 // from them. A failure is an *OrderedSendError naming the group's broker and queue. The message
 // carries the group as the __SHARDINGKEY property, as RocketMQ's Proxy sends a message group.
 func (r *Runtime) SendOrderedRoute(ctx context.Context, route string, m *Message, group string) (*SendResult, error) {
-	begin := time.Now()
-	if err := ValidateMessage(m); err != nil {
-		return nil, err
-	}
+	begin := r.now()
 	if err := checkMessageGroup(group); err != nil {
+		if verr := ValidateMessage(m); verr != nil {
+			return nil, verr
+		}
 		return nil, err
 	}
-	rt, err := r.openRoute(route, m.Topic, ModeSync, begin, time.Now)
-	if err != nil {
+	var c sendCall
+	if err := c.open(r, ctx, route, m, ModeSync, begin); err != nil {
 		return nil, err
 	}
-	c := sendCall{r: r, ctx: ctx, key: route, topic: m.Topic, mode: ModeSync, begin: begin}
-	if err := c.prepare(rt, m); err != nil {
+	if err := c.addProperties(remoting.EncodeProperty(remoting.PropertyShardingKey, group)); err != nil {
 		return nil, err
 	}
-	c.header.Properties += remoting.EncodeProperty(remoting.PropertyShardingKey, group)
-	if err := checkPropertiesSize(len(c.header.Properties)); err != nil {
-		c.release()
-		return nil, err
-	}
-	c.fixed = &rt.queues[groupQueueIndex(group, len(rt.queues))]
+	c.fixed = &c.rt.queues[groupQueueIndex(group, len(c.rt.queues))]
 	if c.pol.Preset.rocketMQ() {
 		c.rules.attempts = 1
 	}

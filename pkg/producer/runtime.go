@@ -648,11 +648,8 @@ func (r *Runtime) SelectQueue(key, lastBroker string) (Queue, bool) {
 
 // Events delivers isolation changes of every policy. The channel is buffered (EventBuffer) and is
 // never allowed to block a sender: when the reader falls behind, waiting events of the same policy
-// and broker coalesce to the latest one (see EventsCoalesced). It is closed by Close.
+// and broker coalesce to the latest one (counted by Metrics.EventCoalesced). It is closed by Close.
 func (r *Runtime) Events() <-chan IsolationEvent { return r.events.out }
-
-// EventsCoalesced counts events replaced by a newer one for the same broker before delivery.
-func (r *Runtime) EventsCoalesced() uint64 { return r.events.coalesced.Load() }
 
 // ErrClosed is returned by sends on a closed Runtime.
 var ErrClosed = errors.New("producer: runtime closed")

@@ -73,18 +73,38 @@ type sendCall struct {
 // of 5.3.3. Under RocketMQ's presets each mode keeps RocketMQ's rules (see retryRules); under
 // PresetDetour every mode retries as a sync send does.
 func (r *Runtime) send(ctx context.Context, key string, m *Message, mode SendMode, begin time.Time) (*SendResult, error) {
-	if err := ValidateMessage(m); err != nil {
-		return nil, err
-	}
-	rt, err := r.openRoute(key, m.Topic, mode, begin, r.now)
-	if err != nil {
-		return nil, err
-	}
-	c := sendCall{r: r, ctx: ctx, key: key, topic: m.Topic, mode: mode, begin: begin}
-	if err := c.prepare(rt, m); err != nil {
+	var c sendCall
+	if err := c.open(r, ctx, key, m, mode, begin); err != nil {
 		return nil, err
 	}
 	return c.run()
+}
+
+// open is the prologue every send of one message shares, begun at begin on the runtime's clock:
+// the message checked by RocketMQ's rules, its route by key, and the request prepared (see
+// prepare). A send that carries more (a message group, a delivery time, a transaction's marks)
+// adds it with addProperties before run.
+func (c *sendCall) open(r *Runtime, ctx context.Context, key string, m *Message, mode SendMode, begin time.Time) error {
+	if err := ValidateMessage(m); err != nil {
+		return err
+	}
+	rt, err := r.openRoute(key, m.Topic, mode, begin)
+	if err != nil {
+		return err
+	}
+	*c = sendCall{r: r, ctx: ctx, key: key, topic: m.Topic, mode: mode, begin: begin}
+	return c.prepare(rt, m)
+}
+
+// addProperties appends encoded properties to the prepared request, within RocketMQ's bound on
+// their size; a send that breaks it is released and ends before any attempt.
+func (c *sendCall) addProperties(props string) error {
+	c.header.Properties += props
+	if err := checkPropertiesSize(len(c.header.Properties)); err != nil {
+		c.release()
+		return err
+	}
+	return nil
 }
 
 // run makes the attempts of a prepared send and finishes it.
@@ -681,16 +701,15 @@ type brokerWire interface {
 
 // openRoute returns the route a send of topic by key goes by, or the error that ends the send
 // before any attempt: ErrClosed once the runtime is closed, or a *NoRouteError, which is counted
-// in the send metrics as a failed send of mode that took from begin to now() (each caller keeps
-// the clock it measured begin on).
-func (r *Runtime) openRoute(key, topic string, mode SendMode, begin time.Time, now func() time.Time) (*route, error) {
+// in the send metrics as a failed send of mode that took from begin to now.
+func (r *Runtime) openRoute(key, topic string, mode SendMode, begin time.Time) (*route, error) {
 	if r.closed.Load() {
 		return nil, ErrClosed
 	}
 	rt := r.routeFor(key, topic)
 	if rt == nil {
 		err := &NoRouteError{Topic: topic}
-		r.metrics.SendDone(topic, mode, 0, now().Sub(begin), err)
+		r.metrics.SendDone(topic, mode, 0, r.now().Sub(begin), err)
 		return nil, err
 	}
 	return rt, nil

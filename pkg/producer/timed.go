@@ -80,36 +80,31 @@ func (r *Runtime) SendTimed(ctx context.Context, m *Message, deliverAt time.Time
 // an error matching ErrTimedDeliveryUnsupported; a time already past sends the message plainly.
 // Selection, retries and isolation are those of Send.
 func (r *Runtime) SendTimedRoute(ctx context.Context, route string, m *Message, deliverAt time.Time) (*SendResult, error) {
-	begin := time.Now()
-	if err := ValidateMessage(m); err != nil {
+	begin := r.now()
+	var c sendCall
+	if err := c.open(r, ctx, route, m, ModeSync, begin); err != nil {
 		return nil, err
 	}
-	rt, err := r.openRoute(route, m.Topic, ModeSync, begin, time.Now)
-	if err != nil {
-		return nil, err
-	}
-	delay := deliverAt.Sub(begin)
-	if delay <= 0 {
-		return r.send(ctx, route, m, ModeSync, begin)
-	}
-	line, err := r.routeLine(ctx, rt)
-	if err != nil {
-		return nil, err
-	}
-	prop, err := timedProperty(line, delay, deliverAt)
-	if err != nil {
-		return nil, err
-	}
-	c := sendCall{r: r, ctx: ctx, key: route, topic: m.Topic, mode: ModeSync, begin: begin}
-	if err := c.prepare(rt, m); err != nil {
-		return nil, err
-	}
-	c.header.Properties += prop
-	if err := checkPropertiesSize(len(c.header.Properties)); err != nil {
-		c.release()
-		return nil, err
+	if delay := deliverAt.Sub(begin); delay > 0 {
+		if err := c.addTimedProperty(ctx, delay, deliverAt); err != nil {
+			return nil, err
+		}
 	}
 	return c.run()
+}
+
+// addTimedProperty adds the property that asks the route's brokers for delivery after delay, at
+// deliverAt, in their line's terms; a delay the line cannot carry out releases the send.
+func (c *sendCall) addTimedProperty(ctx context.Context, delay time.Duration, deliverAt time.Time) error {
+	line, err := c.r.routeLine(ctx, c.rt)
+	if err == nil {
+		var prop string
+		if prop, err = timedProperty(line, delay, deliverAt); err == nil {
+			return c.addProperties(prop)
+		}
+	}
+	c.release()
+	return err
 }
 
 // timedProperty is the property that asks a broker of line for delivery after delay, at

@@ -23,26 +23,20 @@ var ErrNotInRoute = errors.New("broker not in route")
 // other status. m is not modified.
 func (r *Runtime) SendTransactionRoute(ctx context.Context, route string, m *Message, group string) (*SendResult, error) {
 	begin := r.now()
-	if err := ValidateMessage(m); err != nil {
-		return nil, err
-	}
 	if group == "" {
+		if err := ValidateMessage(m); err != nil {
+			return nil, err
+		}
 		return nil, errors.New("a half message needs a producer group, which the broker checks back with")
 	}
-	rt, err := r.openRoute(route, m.Topic, ModeSync, begin, r.now)
-	if err != nil {
-		return nil, err
-	}
-	c := sendCall{r: r, ctx: ctx, key: route, topic: m.Topic, mode: ModeSync, begin: begin}
-	if err := c.prepare(rt, m); err != nil {
+	var c sendCall
+	if err := c.open(r, ctx, route, m, ModeSync, begin); err != nil {
 		return nil, err
 	}
 	c.header.ProducerGroup = group
 	c.header.SysFlag |= remoting.TransactionPrepared
-	c.header.Properties += remoting.EncodeProperty(remoting.PropertyTransactionPrep, "true") +
-		remoting.EncodeProperty(remoting.PropertyProducerGroup, group)
-	if err := checkPropertiesSize(len(c.header.Properties)); err != nil {
-		c.release()
+	if err := c.addProperties(remoting.EncodeProperty(remoting.PropertyTransactionPrep, "true") +
+		remoting.EncodeProperty(remoting.PropertyProducerGroup, group)); err != nil {
 		return nil, err
 	}
 	c.rules.retryNotStoreOK = false

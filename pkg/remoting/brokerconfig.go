@@ -79,11 +79,6 @@ type BrokerLimits struct {
 	PageCacheBusyMillis int64
 }
 
-// Known reports whether any limit was read.
-func (l BrokerLimits) Known() bool {
-	return l.SendQueueWaitMillis >= 0 || l.PageCacheBusyMillis >= 0
-}
-
 // LimitsOf reads the busy limits from a broker's configuration.
 func LimitsOf(c BrokerConfig) BrokerLimits {
 	millis := func(key string) int64 {
