@@ -106,18 +106,29 @@ func (t *Tolerance) IsolateStalled() []string {
 
 // Stalled records that an attempt to the broker was given up unanswered after wait, sooner than
 // a failure would be judged: the producer's adaptive cap, at a few times the broker's usual
-// latency, cut it (see IsolateStalled for the hold). A broker already held out is left as it is,
-// and so is an unknown one; nothing is recorded under SemanticsDisabled.
+// latency, cut it. The first sign of silence only holds the broker out (see IsolateStalled); one
+// that comes while the broker is held out already is a silence that goes on, and counts as a
+// failed attempt (TransportError), so a broker that stops answering, or flaps, is isolated,
+// grown and put on probation as a failing one is. An unknown broker is left alone; nothing is
+// recorded under SemanticsDisabled.
 func (t *Tolerance) Stalled(broker string, wait time.Duration) {
 	ev := t.lock()
-	if t.opts.Semantics != SemanticsDisabled {
-		if e := t.lookup(broker); e != nil && e.present {
-			if now := t.tick(); !blocked(e, now) {
-				t.holdStalled(e, now, wait, &ev)
-			}
-		}
+	if t.opts.Semantics == SemanticsDisabled {
+		t.unlock(&ev)
+		return
+	}
+	e := t.lookup(broker)
+	if e == nil || !e.present {
+		t.unlock(&ev)
+		return
+	}
+	if now := t.tick(); !blocked(e, now) {
+		t.holdStalled(e, now, wait, &ev)
+		t.unlock(&ev)
+		return
 	}
 	t.unlock(&ev)
+	t.apply(broker, wait, effectOf(Semantics(t.sem.Load()), TransportError, t.probing.Load()))
 }
 
 // holdStalled holds out e, available until now, as stalled for wait: unreachable when probing

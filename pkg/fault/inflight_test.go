@@ -133,3 +133,23 @@ func steady(l time.Duration, n int) []time.Duration {
 	}
 	return out
 }
+
+// TestASilenceThatGoesOnIsAFailure: an attempt cut by the adaptive cap holds an available broker
+// out as stalled, no failure counted; a second one while it is held counts as a failed attempt
+// (reason SendFailed, unreachable, on probation), as a broker that stopped answering is.
+func TestASilenceThatGoesOnIsAFailure(t *testing.T) {
+	tol, _, _ := newTol(t, Options{StallAfter: 100 * time.Millisecond, StallFactor: 4, Probing: true, ProbationProbes: 3})
+	tol.Update("broker-a", time.Millisecond, Success)
+	tol.Stalled("broker-a", 200*time.Millisecond)
+	if it := mustLookup(t, tol, "broker-a"); it.Reason != ReasonSendStalled || it.ConsecutiveFailures != 0 {
+		t.Fatalf("after the first cut: %+v, want held as %s with no failure counted", it, ReasonSendStalled)
+	}
+	tol.Stalled("broker-a", 200*time.Millisecond)
+	if it := mustLookup(t, tol, "broker-a"); it.Reason != ReasonSendFailed || it.ConsecutiveFailures != 1 || it.Reachable {
+		t.Fatalf("after the second cut: %+v, want a failed attempt counted, unreachable", it)
+	}
+	tol.Stalled("broker-b", time.Second) // unknown: left alone
+	if _, ok := tol.Lookup("broker-b"); ok {
+		t.Error("an unknown broker was made known by a stall")
+	}
+}
