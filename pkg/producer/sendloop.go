@@ -436,9 +436,10 @@ func (c *sendCall) settle(i int, q *queueEntry, res *attemptResult, class attemp
 		return false
 	case attemptTransportFailed:
 		if c.cutByAdaptiveCap(res) {
-			// The broker has not answered within a few times its usual latency, which is no
-			// failure yet (a pause of the kind a healthy broker takes): it is held out as
-			// stalled until its next answer, and the send goes on elsewhere.
+			// The broker has not answered within a few times its usual latency: a first sign
+			// (perhaps a pause of the kind a healthy broker takes) holds it out as stalled until
+			// its next answer, a silence that goes on counts as a failure (fault.Tolerance.Stalled),
+			// and the send goes on elsewhere.
 			c.r.stalledFault(c.rt, b, res.latency)
 			c.lastErr = res.err
 			return true
