@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -311,8 +312,12 @@ func TestBrokerWithALimitOfZeroIsSampledSeveralTimesAPoll(t *testing.T) {
 	if dfltPolls > dfltRounds+1 {
 		t.Errorf("broker with the default limit: %d runtime tables in %d rounds, want one a round", dfltPolls, dfltRounds)
 	}
-	if items := c.r.Isolated("test"); len(items) != 0 {
-		t.Fatalf("held out %+v: calm brokers press nothing", items)
+	// A watch probe a loaded machine answers late holds a broker out as ProbeFailed, which is the
+	// watch's business; pressure is this test's.
+	for _, it := range c.r.Isolated("test") {
+		if it.Reason == fault.ReasonBrokerPressure {
+			t.Fatalf("held out %+v: calm brokers press nothing", it)
+		}
 	}
 }
 
@@ -328,16 +333,20 @@ func TestPressedBrokerLeavingPollsUnansweredStaysHeld(t *testing.T) {
 	c := startCluster(t, 2, []string{"broker-a", "broker-c"}, withPolicy(func(p *Policy) {
 		watchPolicy(true)(p)
 		// A poll waits for an answer as long as an attempt: well inside the hold (two intervals,
-		// 400 ms), as in the Detour preset (1 s of a 4 s hold), so an unanswered poll ends, and
-		// renews the hold, before the hold runs out.
-		p.Probe.Interval = 200 * time.Millisecond
+		// 1 s), as in the Detour preset (1 s of a 4 s hold), so an unanswered poll ends, and
+		// renews the hold, before the hold runs out, with room for a loaded machine's late
+		// timers.
+		p.Probe.Interval = 500 * time.Millisecond
 		p.Retry.PerAttemptTimeout = 20 * time.Millisecond
 		p.Pressure.Enabled = true
 	}))
 	routeBesideHostile(t, c, hostile.ln.Addr().String())
+	// Only broker-h's hold is judged: the other broker's watch probes, which wait no longer than
+	// a poll (20 ms), may go unanswered on a loaded machine and hold it out as ProbeFailed.
 	heldOut := func() bool {
-		items := c.r.Isolated("test")
-		return len(items) == 1 && items[0].Broker == "broker-h" && items[0].Reason == fault.ReasonBrokerPressure
+		return slices.ContainsFunc(c.r.Isolated("test"), func(it fault.Item) bool {
+			return it.Broker == "broker-h" && it.Reason == fault.ReasonBrokerPressure
+		})
 	}
 	waitFor(t, "broker-h held out for pressure", heldOut)
 	hostile.silent.Store(true)
