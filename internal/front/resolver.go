@@ -77,7 +77,7 @@ func (r *Resolver) ResolveName(ctx context.Context, namespace, name string) (Tar
 	if err != nil {
 		return Target{}, err
 	}
-	return Target{Topic: t.Spec.TopicName, Route: RouteKey(namespace, name), Brokers: TopicScope(&t)}, nil
+	return TopicTarget(&t), nil
 }
 
 // ResolveTopic is the Target of the Topic that declares the RocketMQ topic in namespace, with
@@ -103,7 +103,9 @@ func (r *Resolver) ResolveTopic(ctx context.Context, namespace, topic string) (T
 		if err != nil {
 			return Target{}, err
 		}
-		return Target{Topic: t.Spec.TopicName, Route: RouteKey(t.Namespace, t.Name), Brokers: TopicScope(t), Upstream: up}, nil
+		target := TopicTarget(t)
+		target.Upstream = up
+		return target, nil
 	}
 	names := make([]string, len(found))
 	for i := range found {

@@ -15,3 +15,10 @@ func TopicScope(topic *routingv1alpha1.Topic) Scope {
 	}
 	return PodScope(topic.Namespace)
 }
+
+// TopicTarget is where requests to a Topic go: its RocketMQ topic, its route and its brokers'
+// scope. It names no Upstream: that takes a read of the Topic's Cluster, which only the gRPC
+// endpoint needs (Resolver.ResolveTopic).
+func TopicTarget(topic *routingv1alpha1.Topic) Target {
+	return Target{Topic: topic.Spec.TopicName, Route: RouteKey(topic.Namespace, topic.Name), Brokers: TopicScope(topic)}
+}
