@@ -11,11 +11,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -48,6 +50,8 @@ func runSuite(m *testing.M) int {
 			"KUBEBUILDER_ASSETS=$(hack/setup-envtest.sh) go test ./internal/front/")
 		return 1
 	}
+	// The caches' logs are noise here.
+	ctrl.SetLogger(logr.Discard())
 	var err error
 	if testScheme, err = detourscheme.New(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
