@@ -71,7 +71,7 @@ func (ps *producerStream) writeQueued(wg *sync.WaitGroup) {
 }
 
 // registered is a stream's entry under one topic: the stream and the target its topic resolved
-// to, whose broker prefix says which brokers' checks are its.
+// to, whose broker scope says which brokers' checks are its.
 type registered struct {
 	ps     *producerStream
 	target front.Target
