@@ -70,7 +70,7 @@ func TestClusterPolicyHidesAFrozenBrokerWithoutTopics(t *testing.T) {
 		return nil
 	})
 
-	view := &FacadeView{Reader: k8sClient, Runtime: rt, Cluster: types.NamespacedName{Namespace: ns, Name: "prod"}}
+	view := &FacadeView{Reader: startIndexedCache(t), Runtime: rt, Cluster: types.NamespacedName{Namespace: ns, Name: "prod"}}
 	hides := &hideLog{}
 	fc, err := facade.Start(facade.Options{Addr: "127.0.0.1:0", View: view, OnChange: hides.record})
 	if err != nil {

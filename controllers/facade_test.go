@@ -128,7 +128,7 @@ func TestNameServerFacadeSteersUnmodifiedJavaProducers(t *testing.T) {
 	topicReady(t, topic, 3)
 	name := topic.Spec.TopicName
 
-	view := &FacadeView{Reader: k8sClient, Runtime: rt, Cluster: types.NamespacedName{Namespace: ns, Name: "prod"}}
+	view := &FacadeView{Reader: startIndexedCache(t), Runtime: rt, Cluster: types.NamespacedName{Namespace: ns, Name: "prod"}}
 	hides, routes := &hideLog{}, &routeLog{}
 	fc, err := facade.Start(facade.Options{Addr: "127.0.0.1:0", View: view, OnChange: hides.record, Metrics: routes})
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
+	"github.com/detourmq/detour/internal/front"
 	"github.com/detourmq/detour/pkg/facade"
 	"github.com/detourmq/detour/pkg/producer"
 )
@@ -21,6 +22,8 @@ const viewTimeout = 2 * time.Second
 // those whose pods are not ready or are terminating, never more than the policy's isolation cap.
 // It reads the manager's cache and the runtime, so every replica can serve it.
 type FacadeView struct {
+	// Reader is the manager's cache (its client): Topics are found through its spec.topicName
+	// index, which the API server cannot select on.
 	Reader  client.Reader
 	Runtime *producer.Runtime
 	// Cluster is the Cluster whose name servers the facade fronts; the zero value means the only
@@ -67,19 +70,21 @@ func (v *FacadeView) topicOnCluster(ctx context.Context, topic string) (*routing
 	return cl, t, ok
 }
 
-// declaringTopic finds the Topic on cl that declares the RocketMQ topic.
+// declaringTopic finds the Topic on cl that declares the RocketMQ topic, through the front
+// layer's spec.topicName index: a route answer reads the Topics declaring its topic, never the
+// whole namespace. The Topic is the cache's own; it is only read.
 func declaringTopic(ctx context.Context, r client.Reader, cl *routingv1alpha1.Cluster, topic string) (*routingv1alpha1.Topic, bool) {
-	var topics routingv1alpha1.TopicList
-	if err := r.List(ctx, &topics, client.InNamespace(cl.Namespace)); err != nil {
+	topics, err := front.TopicsNamed(ctx, r, cl.Namespace, topic)
+	if err != nil {
 		return nil, false
 	}
-	i := slices.IndexFunc(topics.Items, func(t routingv1alpha1.Topic) bool {
-		return t.Spec.ClusterRef != nil && t.Spec.ClusterRef.Name == cl.Name && t.Spec.TopicName == topic
+	i := slices.IndexFunc(topics, func(t routingv1alpha1.Topic) bool {
+		return t.Spec.ClusterRef != nil && t.Spec.ClusterRef.Name == cl.Name
 	})
 	if i < 0 {
 		return nil, false
 	}
-	return &topics.Items[i], true
+	return &topics[i], true
 }
 
 // governingPolicy is the policy that governs topic on cl: the FaultPolicy of the Topic that
@@ -129,7 +134,7 @@ func hiddenBrokers(ctx context.Context, r client.Reader, rt *producer.Runtime, c
 		}
 	}
 	for _, it := range rt.Isolated(policyKey) {
-		name, ours := brokerNameIn(ClusterBrokerPrefix(cl.Namespace, cl.Name), it.Broker)
+		name, ours := front.ClusterScope(cl.Namespace, cl.Name).Local(it.Broker)
 		if _, ok := candidates[name]; ours && !ok {
 			candidates[name] = string(it.Reason)
 		}

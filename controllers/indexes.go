@@ -11,11 +11,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
+	"github.com/detourmq/detour/internal/front"
 )
 
 // Fields the manager's cache indexes, so the watches that map a FaultPolicy or a Cluster to the
-// objects naming it list only those, not the whole namespace. The API server cannot select on
-// them: a list by one of these must read the cache (the manager's client), never an APIReader.
+// objects naming it list only those, not the whole namespace; front.TopicNameField, the doors'
+// index, is registered with them. The API server cannot select on them: a list by one of these
+// must read the cache (the manager's client), never an APIReader.
 const (
 	// faultPolicyRefField indexes Topics and Clusters by the FaultPolicy they name.
 	faultPolicyRefField = "spec.faultPolicyRef.name"
@@ -41,6 +43,9 @@ var fieldIndexes = []fieldIndex{
 	{&routingv1alpha1.Cluster{}, faultPolicyRefField, func(o client.Object) []string {
 		return policyRefName(o.(*routingv1alpha1.Cluster).Spec.FaultPolicyRef)
 	}},
+	// The doors' requests name a RocketMQ topic: the front layer finds the Topic declaring it
+	// through this index, and never lists a namespace on a request.
+	{&routingv1alpha1.Topic{}, front.TopicNameField, front.TopicNameValues},
 }
 
 // indexFields registers the field indexes with the manager's cache. It must run before the

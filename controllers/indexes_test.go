@@ -97,10 +97,11 @@ func objectKeys[T any, P interface {
 	return keys
 }
 
-// TestIndexedMappersAskForExactlyTheObjectsNamingTheChangedOne proves that the watches' mappers
-// and a policy's users, which list by the cache's field indexes, find exactly the objects of the
-// changed object's namespace whose reference names it: not those without a reference, those
-// naming another object, nor those of another namespace that name one of the same name.
+// TestIndexedMappersAskForExactlyTheObjectsNamingTheChangedOne proves that the watches' mappers,
+// a policy's users and the facade's view, which list by the cache's field indexes, find exactly
+// the objects of the changed object's namespace whose reference names it: not those without a
+// reference, those naming another object, nor those of another namespace that name one of the
+// same name.
 func TestIndexedMappersAskForExactlyTheObjectsNamingTheChangedOne(t *testing.T) {
 	needsEnvtest(t)
 	ctx := context.Background()
@@ -163,6 +164,12 @@ func TestIndexedMappersAskForExactlyTheObjectsNamingTheChangedOne(t *testing.T) 
 			[]string{key("made-on-prod"), key("on-p")}},
 		{"Clusters using a FaultPolicy", func(t *testing.T) []string { return objectKeys(policyUsersOf(t, c, policy).clusters) },
 			[]string{key("prod")}},
+		{"The Topic on a Cluster declaring a RocketMQ topic another namespace's declares too", func(*testing.T) []string {
+			return declaringKeys(ctx, c, cluster, "T_made-on-prod")
+		}, []string{key("made-on-prod")}},
+		{"The Topic on a Cluster declaring a RocketMQ topic only broker pods serve", func(*testing.T) []string {
+			return declaringKeys(ctx, c, cluster, "T_on-p")
+		}, []string{}},
 		{"Users of a FaultPolicy nothing names", func(t *testing.T) []string {
 			unused := &routingv1alpha1.FaultPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "unused"}}
 			u := policyUsersOf(t, c, unused)
@@ -175,6 +182,15 @@ func TestIndexedMappersAskForExactlyTheObjectsNamingTheChangedOne(t *testing.T) 
 			}
 		})
 	}
+}
+
+// declaringKeys names the Topic the facade's view finds declaring topic on cl, if any.
+func declaringKeys(ctx context.Context, c client.Reader, cl *routingv1alpha1.Cluster, topic string) []string {
+	t, ok := declaringTopic(ctx, c, cl, topic)
+	if !ok {
+		return []string{}
+	}
+	return []string{client.ObjectKeyFromObject(t).String()}
 }
 
 // countIn counts the objects that live in one of the namespaces.

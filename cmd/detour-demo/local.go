@@ -15,6 +15,7 @@ import (
 	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
 	"github.com/detourmq/detour/controllers"
 	"github.com/detourmq/detour/internal/demo"
+	"github.com/detourmq/detour/internal/front"
 	"github.com/detourmq/detour/internal/operator"
 )
 
@@ -80,18 +81,16 @@ func runLocal(ctx context.Context, o *options, stdout, stderr io.Writer, force *
 
 	printInstructions(stdout, env, op, o, topic)
 	_, runErr := demo.Run(demoCtx, demo.RunOptions{
-		Runtime:      op.Runtime(),
-		Env:          env,
-		Topic:        topic.Spec.TopicName,
-		Route:        controllers.RouteKey(topic.Namespace, topic.Name),
-		BrokerPrefix: controllers.TopicBrokerPrefix(topic),
-		Policy:       policy,
-		Victim:       o.demoVictimBroker,
-		Duration:     o.demoDuration,
-		Phase:        o.demoPhase,
-		Rate:         o.demoRate,
-		Senders:      o.demoSenders,
-		Out:          stdout,
+		Runtime:  op.Runtime(),
+		Env:      env,
+		Target:   front.TopicTarget(topic),
+		Policy:   policy,
+		Victim:   o.demoVictimBroker,
+		Duration: o.demoDuration,
+		Phase:    o.demoPhase,
+		Rate:     o.demoRate,
+		Senders:  o.demoSenders,
+		Out:      stdout,
 	})
 	fmt.Fprintln(stdout, "demo: Stopping the operator, the brokers and the control plane")
 	stopOp()

@@ -11,6 +11,7 @@ import (
 	"github.com/go-logr/logr/testr"
 	certutil "k8s.io/client-go/util/cert"
 
+	"github.com/detourmq/detour/internal/front"
 	"github.com/detourmq/detour/internal/grpcfront"
 	"github.com/detourmq/detour/internal/rmqtest"
 	"github.com/detourmq/detour/pkg/producer"
@@ -287,15 +288,15 @@ func serveGRPC(t *testing.T, rt *producer.Runtime, cfg *tls.Config, keys grpcfro
 
 // serveGRPCWith is serveGRPC with o's TLS, AllowPlaintext and Credentials, whose topics forward
 // consumers to up (none when nil); the rest is set here.
-func serveGRPCWith(t *testing.T, rt *producer.Runtime, o grpcfront.Options, up *grpcfront.Upstream) string {
+func serveGRPCWith(t *testing.T, rt *producer.Runtime, o grpcfront.Options, up *front.Upstream) string {
 	t.Helper()
 	srv, err := grpcfront.New(grpcfront.Options{Addr: "127.0.0.1:0", Runtime: rt, TLS: o.TLS, AllowPlaintext: o.AllowPlaintext,
 		Credentials: o.Credentials, Logger: testr.New(t),
-		Topics: grpcfront.TopicResolverFunc(func(_ context.Context, _, topic string) (grpcfront.Target, error) {
+		Topics: front.TopicResolverFunc(func(_ context.Context, _, topic string) (front.Target, error) {
 			if !strings.HasPrefix(topic, "DetourGRPC") {
-				return grpcfront.Target{}, fmt.Errorf("%w: %s", grpcfront.ErrTopicNotFound, topic)
+				return front.Target{}, fmt.Errorf("%w: %s", front.ErrTopicNotFound, topic)
 			}
-			return grpcfront.Target{Topic: topic, Upstream: up}, nil
+			return front.Target{Topic: topic, Upstream: up}, nil
 		})})
 	if err != nil {
 		t.Fatal(err)

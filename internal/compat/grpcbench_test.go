@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-logr/logr"
 
+	"github.com/detourmq/detour/internal/front"
 	"github.com/detourmq/detour/internal/grpcfront"
 	"github.com/detourmq/detour/internal/rmqtest"
 	"github.com/detourmq/detour/pkg/producer"
@@ -110,11 +111,11 @@ func other(via string) string {
 func serveGRPCQuiet(b *testing.B, rt *producer.Runtime) string {
 	srv, err := grpcfront.New(grpcfront.Options{Addr: "127.0.0.1:0", Runtime: rt, Logger: logr.Discard(),
 		TLS: selfSignedTLS(b),
-		Topics: grpcfront.TopicResolverFunc(func(_ context.Context, _, topic string) (grpcfront.Target, error) {
+		Topics: front.TopicResolverFunc(func(_ context.Context, _, topic string) (front.Target, error) {
 			if !strings.HasPrefix(topic, "DetourGRPC") {
-				return grpcfront.Target{}, fmt.Errorf("%w: %s", grpcfront.ErrTopicNotFound, topic)
+				return front.Target{}, fmt.Errorf("%w: %s", front.ErrTopicNotFound, topic)
 			}
-			return grpcfront.Target{Topic: topic}, nil
+			return front.Target{Topic: topic}, nil
 		})})
 	if err != nil {
 		b.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/detourmq/detour/internal/front"
 	"github.com/detourmq/detour/internal/grpcfront"
 	"github.com/detourmq/detour/internal/rmqtest"
 	"github.com/detourmq/detour/pkg/producer"
@@ -26,7 +27,7 @@ func TestGRPCJavaSimpleConsumerReceivesThroughTheEndpoint(t *testing.T) {
 	rt := grpcRuntime(t, c, grpcConsumeTopic)
 	px := c.StartProxy(rmqtest.ProxyOptions{})
 	tlsCfg := selfSignedTLS(t)
-	addr := serveGRPCForwarding(t, rt, tlsCfg, &grpcfront.Upstream{Addr: px.Addr, TLS: &grpcfront.UpstreamTLS{InsecureSkipVerify: true}})
+	addr := serveGRPCForwarding(t, rt, tlsCfg, &front.Upstream{Addr: px.Addr, TLS: &front.UpstreamTLS{InsecureSkipVerify: true}})
 	dir := t.TempDir()
 
 	// The consumer runs from before the first send, so its group exists before the messages do.
@@ -86,7 +87,7 @@ func TestGRPCJavaSimpleConsumerReceivesThroughTheEndpoint(t *testing.T) {
 }
 
 // serveGRPCForwarding is serveGRPC (TLS only with cfg) whose topics forward consumers to up.
-func serveGRPCForwarding(t *testing.T, rt *producer.Runtime, cfg *tls.Config, up *grpcfront.Upstream) string {
+func serveGRPCForwarding(t *testing.T, rt *producer.Runtime, cfg *tls.Config, up *front.Upstream) string {
 	t.Helper()
 	return serveGRPCWith(t, rt, grpcfront.Options{TLS: cfg}, up)
 }

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/detourmq/detour/internal/front"
 	"github.com/detourmq/detour/internal/gateway"
 	"github.com/detourmq/detour/internal/rmqtest"
 	"github.com/detourmq/detour/pkg/producer"
@@ -118,11 +119,11 @@ func random(n int) []byte {
 func startGateway(t *testing.T, r *producer.Runtime, topic string) string {
 	t.Helper()
 	gw, err := gateway.New(gateway.Options{Addr: "127.0.0.1:0", Sender: r,
-		Topics: gateway.TopicResolverFunc(func(_ context.Context, ns, name string) (gateway.Target, error) {
+		Topics: front.NameResolverFunc(func(_ context.Context, ns, name string) (front.Target, error) {
 			if ns == "default" && name == "messages" {
-				return gateway.Target{Topic: topic}, nil
+				return front.Target{Topic: topic}, nil
 			}
-			return gateway.Target{}, gateway.ErrTopicNotFound
+			return front.Target{}, front.ErrTopicNotFound
 		})})
 	if err != nil {
 		t.Fatal(err)

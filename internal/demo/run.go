@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/detourmq/detour/internal/front"
 	"github.com/detourmq/detour/pkg/brokersim"
 	"github.com/detourmq/detour/pkg/fault"
 	"github.com/detourmq/detour/pkg/producer"
@@ -27,13 +28,12 @@ type Runtime interface {
 type RunOptions struct {
 	Runtime Runtime
 	Env     *Env
-	// Topic is the RocketMQ topic to send to; Policy the runtime policy whose isolations are shown.
-	Topic, Policy string
-	// Route is the key of the runtime's route to send by; "" means Topic.
-	Route string
-	// BrokerPrefix starts the runtime's names of the demo's brokers (the operator scopes broker
-	// identities by namespace); it is left out of what the live view prints.
-	BrokerPrefix string
+	// Target is where the demo sends: the RocketMQ topic, the runtime's route (front.TopicTarget
+	// of the demo's Topic; a Target with no Route sends by topic) and the scope its brokers are
+	// named in, which the live view leaves out of the brokers' names.
+	Target front.Target
+	// Policy is the runtime policy whose isolations are shown.
+	Policy string
 	// Victim is the broker the fault script abuses; "" means the second broker.
 	Victim string
 	// Duration bounds the run; 0 runs until ctx ends.
@@ -134,10 +134,8 @@ func Run(ctx context.Context, o RunOptions) (Summary, error) {
 	if o.Env.Broker(o.Victim) == nil {
 		return Summary{}, fmt.Errorf("no broker %q to inject faults into", o.Victim)
 	}
-	if o.Route == "" {
-		o.Route = o.Topic
-	}
-	if err := waitForRoute(ctx, o.Runtime, o.Route, len(brokers)); err != nil {
+	route := o.Target.RouteKey()
+	if err := waitForRoute(ctx, o.Runtime, route, len(brokers)); err != nil {
 		return Summary{}, err
 	}
 	if o.Duration > 0 {
@@ -147,7 +145,7 @@ func Run(ctx context.Context, o RunOptions) (Summary, error) {
 	}
 	steps := script(o.Env, o.Victim)
 	st := newStats(brokers, o.Victim, len(steps))
-	st.prefix = o.BrokerPrefix
+	st.scope = o.Target.Brokers
 
 	var wg sync.WaitGroup
 	ticks := time.NewTicker(time.Second / time.Duration(o.Rate))
@@ -162,12 +160,12 @@ func Run(ctx context.Context, o RunOptions) (Summary, error) {
 				case <-ticks.C:
 				}
 				n := seq.Add(1)
-				msg := &producer.Message{Topic: o.Topic, Tags: "demo", Keys: fmt.Sprintf("demo-%d", n),
+				msg := &producer.Message{Topic: o.Target.Topic, Tags: "demo", Keys: fmt.Sprintf("demo-%d", n),
 					Body: fmt.Appendf(nil, "detour demo message %d", n)}
 				// Not ctx: a send that started finishes even when the demo is stopping.
 				sctx, cancel := context.WithTimeout(context.Background(), sendTimeout)
 				start := time.Now()
-				res, err := o.Runtime.SendRoute(sctx, o.Route, msg)
+				res, err := o.Runtime.SendRoute(sctx, route, msg)
 				cancel()
 				st.record(time.Since(start), res, err)
 			}
@@ -175,7 +173,7 @@ func Run(ctx context.Context, o RunOptions) (Summary, error) {
 	}
 
 	fmt.Fprintf(o.Out, "demo: sending %d messages/s with %d senders to topic %s; faults hit %s, one step every %s\n",
-		o.Rate, o.Senders, o.Topic, o.Victim, o.Phase)
+		o.Rate, o.Senders, o.Target.Topic, o.Victim, o.Phase)
 	start := time.Now()
 	current := -1
 	view := time.NewTicker(time.Second)
@@ -210,7 +208,7 @@ loop:
 			w := st.takeWindow()
 			isolated := o.Runtime.Isolated(o.Policy)
 			for i := range isolated {
-				isolated[i].Broker = strings.TrimPrefix(isolated[i].Broker, o.BrokerPrefix)
+				isolated[i].Broker = o.Target.Brokers.Name(isolated[i].Broker)
 			}
 			fmt.Fprintln(o.Out, formatLine(now.Sub(start), steps[current].name, w, brokers, isolated))
 		}
@@ -255,7 +253,7 @@ type window struct {
 type stats struct {
 	mu        sync.Mutex
 	victim    string
-	prefix    string // of the runtime's broker names, left out of what is counted
+	scope     front.Scope // of the runtime's broker names; brokers are counted by their RocketMQ names
 	phase     int
 	win       window
 	phases    []phaseStats
@@ -297,7 +295,7 @@ func (s *stats) record(lat time.Duration, res *producer.SendResult, err error) {
 	s.win.ok++
 	ph.ok++
 	s.total.ok++
-	broker := strings.TrimPrefix(res.Broker, s.prefix)
+	broker := s.scope.Name(res.Broker)
 	s.win.perBroker[broker]++
 	if broker == s.victim {
 		ph.victim++

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/detourmq/detour/internal/front"
 	"github.com/detourmq/detour/pkg/producer"
 )
 
@@ -132,15 +133,15 @@ func (s *Server) serveBatch(w http.ResponseWriter, r *http.Request) {
 	}
 	res, err := bs.SendBatchRoute(r.Context(), target.Route, msgs)
 	if err != nil {
-		if se, ok := err.(*producer.SendError); ok && target.BrokerPrefix != "" {
+		if se, ok := err.(*producer.SendError); ok && target.Brokers != (front.Scope{}) {
 			named := *se
-			named.BrokersTried = brokerNames(se.BrokersTried, target.BrokerPrefix)
+			named.BrokersTried = target.Brokers.Names(se.BrokersTried)
 			err = &named
 		}
 		s.writeSendError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, batchResponse(res, target.BrokerPrefix))
+	writeJSON(w, http.StatusOK, batchResponse(res, target.Brokers))
 }
 
 // batchItemError names the message of the batch a validation error is about.
@@ -151,14 +152,15 @@ func batchItemError(i int, err error) error {
 	return err
 }
 
-// batchResponse is the answer for a stored batch, naming brokers without prefix.
-func batchResponse(res *producer.BatchResult, prefix string) *BatchResponse {
+// batchResponse is the answer for a stored batch, naming brokers as RocketMQ names them, without
+// the scope the runtime names them in.
+func batchResponse(res *producer.BatchResult, scope front.Scope) *BatchResponse {
 	out := &BatchResponse{
 		Topic:         res.Topic,
-		Broker:        strings.TrimPrefix(res.Broker, prefix),
+		Broker:        scope.Name(res.Broker),
 		QueueID:       res.QueueID,
 		Attempts:      res.Attempts,
-		BrokersTried:  brokerNames(res.BrokersTried, prefix),
+		BrokersTried:  scope.Names(res.BrokersTried),
 		Status:        res.Status,
 		LatencyMillis: res.Latency.Milliseconds(),
 		Messages:      make([]BatchMessageResult, len(res.MsgIDs)),

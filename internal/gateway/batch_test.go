@@ -10,6 +10,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/detourmq/detour/internal/front"
 )
 
 const ordersBatchPath = ordersPath + ":batch"
@@ -158,7 +160,7 @@ func TestBatchToAnUnreachableBrokerFailsAsASendDoes(t *testing.T) {
 // batches says so rather than sending the messages one by one.
 func TestBatchThroughASenderWithoutBatchesIsNotImplemented(t *testing.T) {
 	srv, err := New(Options{Addr: "127.0.0.1:0", Sender: nopSender{},
-		Topics: TopicResolverFunc(func(context.Context, string, string) (Target, error) { return Target{Topic: "Orders"}, nil })})
+		Topics: front.NameResolverFunc(func(context.Context, string, string) (front.Target, error) { return front.Target{Topic: "Orders"}, nil })})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"testing"
 
+	"github.com/detourmq/detour/internal/front"
 	"github.com/detourmq/detour/pkg/producer"
 )
 
@@ -22,7 +23,9 @@ func (nopSender) SendRoute(_ context.Context, _ string, m *producer.Message) (*p
 func benchServer(b *testing.B, sender Sender) *Server {
 	b.Helper()
 	srv, err := New(Options{Addr: "127.0.0.1:0", Sender: sender,
-		Topics: TopicResolverFunc(func(context.Context, string, string) (Target, error) { return Target{Topic: "BenchTopic"}, nil })})
+		Topics: front.NameResolverFunc(func(context.Context, string, string) (front.Target, error) {
+			return front.Target{Topic: "BenchTopic"}, nil
+		})})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -15,13 +15,13 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
 
+	"github.com/detourmq/detour/internal/front"
 	"github.com/detourmq/detour/internal/kubeauth"
 	"github.com/detourmq/detour/internal/metrics"
 	"github.com/detourmq/detour/pkg/producer"
@@ -53,46 +53,6 @@ var errNoTimedSends = errors.New("this gateway sends no timed messages")
 // OrderedSender.
 var errNoOrderedSends = errors.New("this gateway sends no ordered messages")
 
-// ErrTopicNotFound is returned (or wrapped) by a TopicResolver for a Topic that does not exist
-// or that the gateway does not serve.
-var ErrTopicNotFound = errors.New("topic not found")
-
-// Target is where a request to a Topic resource goes: the RocketMQ topic it declares
-// (spec.topicName) and the key of the route the runtime keeps for exactly that resource.
-type Target struct {
-	Topic string
-	// Route is the runtime's route key; "" means Topic.
-	Route string
-	// BrokerPrefix starts the runtime's names of the route's brokers (the operator scopes broker
-	// identities by namespace); answers name brokers without it, as RocketMQ does.
-	BrokerPrefix string
-}
-
-// brokerNames returns names without prefix.
-func brokerNames(names []string, prefix string) []string {
-	if prefix == "" {
-		return names
-	}
-	out := make([]string, len(names))
-	for i, n := range names {
-		out[i] = strings.TrimPrefix(n, prefix)
-	}
-	return out
-}
-
-// TopicResolver maps a Topic resource to its Target.
-type TopicResolver interface {
-	ResolveTopic(ctx context.Context, namespace, name string) (Target, error)
-}
-
-// TopicResolverFunc adapts a function to TopicResolver.
-type TopicResolverFunc func(ctx context.Context, namespace, name string) (Target, error)
-
-// ResolveTopic implements TopicResolver.
-func (f TopicResolverFunc) ResolveTopic(ctx context.Context, namespace, name string) (Target, error) {
-	return f(ctx, namespace, name)
-}
-
 // DefaultShutdownTimeout bounds how long shutdown waits for sends in flight.
 const DefaultShutdownTimeout = 30 * time.Second
 
@@ -102,8 +62,9 @@ type Options struct {
 	Addr string
 	// Sender sends the messages; required.
 	Sender Sender
-	// Topics resolves Topic resources; required.
-	Topics TopicResolver
+	// Topics resolves a request's Topic resource by its namespace and name (front.Resolver in
+	// the operator); required.
+	Topics front.NameResolver
 	// Authorizer decides who may send; nil serves everyone (for local use only).
 	Authorizer Authorizer
 	// TLS, when not nil, makes the gateway serve HTTPS with this configuration.

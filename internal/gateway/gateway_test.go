@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/detourmq/detour/internal/front"
 	"github.com/detourmq/detour/internal/kubeauth"
 	"github.com/detourmq/detour/internal/poll"
 	"github.com/detourmq/detour/pkg/brokersim"
@@ -60,11 +61,11 @@ func newTestBed(t testing.TB, auth Authorizer) *testBed {
 	srv, err := New(Options{
 		Addr:   "127.0.0.1:0",
 		Sender: rt,
-		Topics: TopicResolverFunc(func(_ context.Context, ns, name string) (Target, error) {
+		Topics: front.NameResolverFunc(func(_ context.Context, ns, name string) (front.Target, error) {
 			if topic, ok := topics[ns+"/"+name]; ok {
-				return Target{Topic: topic}, nil
+				return front.Target{Topic: topic}, nil
 			}
-			return Target{}, ErrTopicNotFound
+			return front.Target{}, front.ErrTopicNotFound
 		}),
 		Authorizer: auth,
 	})
@@ -424,7 +425,7 @@ func (b *blockingSender) SendRoute(_ context.Context, _ string, m *producer.Mess
 func TestShutdownAnswersRequestsInFlight(t *testing.T) {
 	sender := &blockingSender{started: make(chan struct{}, 1), release: make(chan struct{})}
 	srv, err := New(Options{Addr: "127.0.0.1:0", Sender: sender,
-		Topics: TopicResolverFunc(func(context.Context, string, string) (Target, error) { return Target{Topic: "T"}, nil })})
+		Topics: front.NameResolverFunc(func(context.Context, string, string) (front.Target, error) { return front.Target{Topic: "T"}, nil })})
 	if err != nil {
 		t.Fatal(err)
 	}

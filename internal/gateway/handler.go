@@ -9,12 +9,12 @@ import (
 	"net/http"
 	"path"
 	"runtime/debug"
-	"strings"
 	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/detourmq/detour/internal/front"
 	"github.com/detourmq/detour/internal/kubeauth"
 	"github.com/detourmq/detour/internal/metrics"
 	"github.com/detourmq/detour/pkg/producer"
@@ -165,40 +165,38 @@ func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter 
 // admit answers a request that may not send (wrong method, unknown or forbidden Topic, a body
 // announced over limit bytes) and returns false; otherwise it returns the request's Target, whose
 // Route is set.
-func (s *Server) admit(w http.ResponseWriter, r *http.Request, limit int64) (Target, bool) {
+func (s *Server) admit(w http.ResponseWriter, r *http.Request, limit int64) (front.Target, bool) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		writeError(w, http.StatusMethodNotAllowed, ErrorResponse{Code: CodeMethodNotAllowed,
 			Error: fmt.Sprintf("method %s not allowed; send with POST", r.Method)})
-		return Target{}, false
+		return front.Target{}, false
 	}
 	ns, name := r.PathValue("namespace"), r.PathValue("name")
 	// Names that cannot exist are answered before anyone is asked about them.
 	if len(validation.IsDNS1123Label(ns)) > 0 || len(validation.IsDNS1123Subdomain(name)) > 0 {
 		writeError(w, http.StatusNotFound, topicNotFound(ns, name))
-		return Target{}, false
+		return front.Target{}, false
 	}
 	if !s.authorize(w, r, ns, name) {
-		return Target{}, false
+		return front.Target{}, false
 	}
 	if r.ContentLength > limit {
 		writeRequestError(w, tooLarge())
-		return Target{}, false
+		return front.Target{}, false
 	}
-	target, err := s.opts.Topics.ResolveTopic(r.Context(), ns, name)
-	if errors.Is(err, ErrTopicNotFound) {
+	target, err := s.opts.Topics.ResolveName(r.Context(), ns, name)
+	if errors.Is(err, front.ErrTopicNotFound) {
 		writeError(w, http.StatusNotFound, topicNotFound(ns, name))
-		return Target{}, false
+		return front.Target{}, false
 	}
 	if err != nil {
 		s.log.Error(err, "Looking up a Topic for the send gateway failed", "namespace", ns, "name", name)
 		writeError(w, http.StatusServiceUnavailable, ErrorResponse{Code: CodeUnavailable,
 			Error: "looking up the Topic failed; retry"})
-		return Target{}, false
+		return front.Target{}, false
 	}
-	if target.Route == "" {
-		target.Route = target.Topic
-	}
+	target.Route = target.RouteKey()
 	return target, true
 }
 
@@ -225,11 +223,11 @@ func (s *Server) serveMessages(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	res, err := s.send(r.Context(), target.Route, msg, how)
-	err = withBrokerNames(err, target.BrokerPrefix)
-	if err == nil && target.BrokerPrefix != "" {
+	err = withBrokerNames(err, target.Brokers)
+	if err == nil && target.Brokers != (front.Scope{}) {
 		named := *res
-		named.Broker = strings.TrimPrefix(res.Broker, target.BrokerPrefix)
-		named.BrokersTried = brokerNames(res.BrokersTried, target.BrokerPrefix)
+		named.Broker = target.Brokers.Name(res.Broker)
+		named.BrokersTried = target.Brokers.Names(res.BrokersTried)
 		res = &named
 	}
 	if err != nil {
@@ -275,20 +273,21 @@ func (s *Server) send(ctx context.Context, route string, msg *producer.Message, 
 	return s.opts.Sender.SendRoute(ctx, route, msg)
 }
 
-// withBrokerNames returns err with the brokers a send tried named without prefix.
-func withBrokerNames(err error, prefix string) error {
-	if prefix == "" {
+// withBrokerNames returns err with the brokers a send tried named as RocketMQ names them, without
+// the scope the runtime names them in.
+func withBrokerNames(err error, scope front.Scope) error {
+	if scope == (front.Scope{}) {
 		return err
 	}
 	switch e := err.(type) {
 	case *producer.SendError:
 		named := *e
-		named.BrokersTried = brokerNames(e.BrokersTried, prefix)
+		named.BrokersTried = scope.Names(e.BrokersTried)
 		return &named
 	case *producer.OrderedSendError:
 		named := *e
-		named.Broker = strings.TrimPrefix(e.Broker, prefix)
-		named.Err = withBrokerNames(e.Err, prefix)
+		named.Broker = scope.Name(e.Broker)
+		named.Err = withBrokerNames(e.Err, scope)
 		return &named
 	}
 	return err

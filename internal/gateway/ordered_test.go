@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/detourmq/detour/internal/front"
 	"github.com/detourmq/detour/pkg/remoting"
 )
 
@@ -80,7 +81,7 @@ func TestAGroupWhoseBrokerFailsIsAnsweredAsNotMoved(t *testing.T) {
 	}
 
 	srv, err := New(Options{Addr: "127.0.0.1:0", Sender: nopSender{},
-		Topics: TopicResolverFunc(func(context.Context, string, string) (Target, error) { return Target{Topic: "Orders"}, nil })})
+		Topics: front.NameResolverFunc(func(context.Context, string, string) (front.Target, error) { return front.Target{Topic: "Orders"}, nil })})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/detourmq/detour/internal/front"
 	"github.com/detourmq/detour/internal/metrics"
 	"github.com/detourmq/detour/internal/metrics/metricstest"
 	"github.com/detourmq/detour/pkg/producer"
@@ -39,7 +40,7 @@ func TestAPanicWhileHandlingARequestClosesOnlyItsConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv, err := New(Options{Addr: "127.0.0.1:0", Sender: panickingSender{}, Metrics: set.Gateway,
-		Topics: TopicResolverFunc(func(context.Context, string, string) (Target, error) { return Target{Topic: "T"}, nil })})
+		Topics: front.NameResolverFunc(func(context.Context, string, string) (front.Target, error) { return front.Target{Topic: "T"}, nil })})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/detourmq/detour/internal/front"
 	"github.com/detourmq/detour/pkg/brokersim"
 	"github.com/detourmq/detour/pkg/producer"
 )
@@ -37,11 +38,11 @@ func threeBrokerGateway(t *testing.T, faults map[string]brokersim.Fault) http.Ha
 	srv, err := New(Options{
 		Addr:   "127.0.0.1:0",
 		Sender: rt,
-		Topics: TopicResolverFunc(func(_ context.Context, ns, name string) (Target, error) {
+		Topics: front.NameResolverFunc(func(_ context.Context, ns, name string) (front.Target, error) {
 			if ns+"/"+name == "shop/orders" {
-				return Target{Topic: "Orders"}, nil
+				return front.Target{Topic: "Orders"}, nil
 			}
-			return Target{}, ErrTopicNotFound
+			return front.Target{}, front.ErrTopicNotFound
 		}),
 	})
 	if err != nil {
@@ -128,7 +129,7 @@ func TestARefusalAfterAnUnansweredAttemptIsNotTheCallersMistake(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv, err := New(Options{Addr: "127.0.0.1:0", Sender: errSender{tc.err},
-				Topics: TopicResolverFunc(func(context.Context, string, string) (Target, error) { return Target{Topic: "Orders"}, nil })})
+				Topics: front.NameResolverFunc(func(context.Context, string, string) (front.Target, error) { return front.Target{Topic: "Orders"}, nil })})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -159,7 +160,7 @@ func TestRefusedCredentialsAreDetoursNotTheCallers(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv, err := New(Options{Addr: "127.0.0.1:0", Sender: rt,
-		Topics: TopicResolverFunc(func(context.Context, string, string) (Target, error) { return Target{Topic: "Orders"}, nil })})
+		Topics: front.NameResolverFunc(func(context.Context, string, string) (front.Target, error) { return front.Target{Topic: "Orders"}, nil })})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/detourmq/detour/internal/front"
 	"github.com/detourmq/detour/internal/poll"
 )
 
@@ -44,7 +45,7 @@ func TestARetiredGatewayServesButSendsClientsToNewConnections(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			bed := newTestBed(t, nil)
 			opts := Options{Addr: "127.0.0.1:0", Sender: bed.rt,
-				Topics: TopicResolverFunc(func(context.Context, string, string) (Target, error) { return Target{Topic: "Orders"}, nil })}
+				Topics: front.NameResolverFunc(func(context.Context, string, string) (front.Target, error) { return front.Target{Topic: "Orders"}, nil })}
 			transport := &http.Transport{}
 			if tt.tls {
 				certs, pool := testCertificate(t)

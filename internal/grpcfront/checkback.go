@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/detourmq/detour/internal/front"
 	"github.com/detourmq/detour/internal/metrics"
 	"github.com/detourmq/detour/pkg/producer"
 	"github.com/detourmq/detour/pkg/remoting"
@@ -70,10 +71,10 @@ func (ps *producerStream) writeQueued(wg *sync.WaitGroup) {
 }
 
 // registered is a stream's entry under one topic: the stream and the target its topic resolved
-// to, whose broker prefix says which brokers' checks are its.
+// to, whose broker scope says which brokers' checks are its.
 type registered struct {
 	ps     *producerStream
-	target Target
+	target front.Target
 }
 
 // orphanRegistry holds the producer streams by the RocketMQ topics they publish.
@@ -86,7 +87,7 @@ type orphanRegistry struct {
 
 // register puts ps under each target (replacing what it had), and tells the runtime which
 // producer groups to heartbeat.
-func (o *orphanRegistry) register(ps *producerStream, targets []Target) {
+func (o *orphanRegistry) register(ps *producerStream, targets []front.Target) {
 	o.mu.Lock()
 	o.removeLocked(ps)
 	for _, t := range targets {
@@ -133,7 +134,7 @@ func (o *orphanRegistry) pick(topic, broker string) (*producerStream, bool) {
 	defer o.mu.Unlock()
 	var fit []*producerStream
 	for _, r := range o.byTopic[topic] {
-		if strings.HasPrefix(broker, r.target.BrokerPrefix) {
+		if _, ours := r.target.Brokers.Local(broker); ours {
 			fit = append(fit, r.ps)
 		}
 	}
@@ -146,8 +147,8 @@ func (o *orphanRegistry) pick(topic, broker string) (*producerStream, bool) {
 
 // publishedTargets resolves the topics a producer's Settings publish; those that do not
 // resolve (or past the bound) are left out.
-func (s *Server) publishedTargets(ps *producerStream, settings *rmqpb.Settings) []Target {
-	var targets []Target
+func (s *Server) publishedTargets(ps *producerStream, settings *rmqpb.Settings) []front.Target {
+	var targets []front.Target
 	for _, topic := range settings.GetPublishing().GetTopics() {
 		if len(targets) == maxRegisteredTopicsPerStream {
 			break

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 	certutil "k8s.io/client-go/util/cert"
 
+	"github.com/detourmq/detour/internal/front"
 	"github.com/detourmq/detour/internal/poll"
 	"github.com/detourmq/detour/pkg/rmqpb"
 )
@@ -63,7 +64,7 @@ func startUpstream(t *testing.T, name string, creds credentials.TransportCredent
 	return p
 }
 
-func (p *upstreamProxy) upstream() *Upstream { return &Upstream{Addr: p.addr} }
+func (p *upstreamProxy) upstream() *front.Upstream { return &front.Upstream{Addr: p.addr} }
 
 // seen records a call and sets the answer's header and trailer.
 func (p *upstreamProxy) seen(ctx context.Context, method string) {
@@ -199,11 +200,11 @@ func newForwardingBed(t *testing.T, mutate func(*Options)) (*testBed, *upstreamP
 	one, two := startUpstream(t, "one", nil), startUpstream(t, "two", nil)
 	bed := newTestBed(t, func(o *Options) {
 		local := o.Topics
-		o.Topics = TopicResolverFunc(func(ctx context.Context, ns, topic string) (Target, error) {
+		o.Topics = front.TopicResolverFunc(func(ctx context.Context, ns, topic string) (front.Target, error) {
 			if topic == "Refunds" {
-				return Target{Topic: topic, Upstream: two.upstream()}, nil
+				return front.Target{Topic: topic, Upstream: two.upstream()}, nil
 			}
-			target, err := local.ResolveRocketMQTopic(ctx, ns, topic)
+			target, err := local.ResolveTopic(ctx, ns, topic)
 			if topic == "Orders" {
 				target.Upstream = one.upstream()
 			}
@@ -606,7 +607,7 @@ func TestConsumerCallsWithoutAProxyAnswerUnsupported(t *testing.T) {
 }
 
 func TestAffinityTableIsBoundedAndForgetsIdleClients(t *testing.T) {
-	p1, p2 := &Upstream{Addr: "p1:8081"}, &Upstream{Addr: "p2:8081"}
+	p1, p2 := &front.Upstream{Addr: "p1:8081"}, &front.Upstream{Addr: "p2:8081"}
 	for _, tc := range []struct {
 		name string
 		run  func(a *affinity, advance func(time.Duration)) (size int, forgotten string, remembered string)
@@ -688,19 +689,19 @@ func TestUpstreamTLSVerification(t *testing.T) {
 	proxy := startUpstream(t, "tls", credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}))
 	for _, tc := range []struct {
 		name   string
-		tls    *UpstreamTLS
+		tls    *front.UpstreamTLS
 		wantOK bool
 	}{
-		{"the Proxy's CA", &UpstreamTLS{CA: certPEM, ServerName: "proxy.test"}, true},
-		{"insecure skip verify", &UpstreamTLS{InsecureSkipVerify: true}, true},
-		{"the system's roots refuse a self-signed certificate", &UpstreamTLS{}, false},
+		{"the Proxy's CA", &front.UpstreamTLS{CA: certPEM, ServerName: "proxy.test"}, true},
+		{"insecure skip verify", &front.UpstreamTLS{InsecureSkipVerify: true}, true},
+		{"the system's roots refuse a self-signed certificate", &front.UpstreamTLS{}, false},
 		{"plaintext to a TLS-only Proxy", nil, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			up := &Upstream{Addr: proxy.addr, TLS: tc.tls}
+			up := &front.Upstream{Addr: proxy.addr, TLS: tc.tls}
 			bed := newTestBed(t, func(o *Options) {
-				o.Topics = TopicResolverFunc(func(context.Context, string, string) (Target, error) {
-					return Target{Topic: "Orders", Upstream: up}, nil
+				o.Topics = front.TopicResolverFunc(func(context.Context, string, string) (front.Target, error) {
+					return front.Target{Topic: "Orders", Upstream: up}, nil
 				})
 			})
 			ctx, cancel := context.WithTimeout(asConsumer(t, "tls@1"), 10*time.Second)
@@ -719,17 +720,17 @@ func TestUpstreamTLSVerification(t *testing.T) {
 func TestUpstreamsWithBadSettingsAreRefused(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		up   *Upstream
+		up   *front.Upstream
 		want string
 	}{
-		{"no port", &Upstream{Addr: "proxy"}, "host:port"},
-		{"port zero", &Upstream{Addr: "proxy:0"}, "port from 1 to 65535"},
-		{"a CA that is no PEM", &Upstream{Addr: "proxy:8081", TLS: &UpstreamTLS{CA: []byte("nope")}}, "no PEM certificate"},
+		{"no port", &front.Upstream{Addr: "proxy"}, "host:port"},
+		{"port zero", &front.Upstream{Addr: "proxy:0"}, "port from 1 to 65535"},
+		{"a CA that is no PEM", &front.Upstream{Addr: "proxy:8081", TLS: &front.UpstreamTLS{CA: []byte("nope")}}, "no PEM certificate"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			bed := newTestBed(t, func(o *Options) {
-				o.Topics = TopicResolverFunc(func(context.Context, string, string) (Target, error) {
-					return Target{Topic: "Orders", Upstream: tc.up}, nil
+				o.Topics = front.TopicResolverFunc(func(context.Context, string, string) (front.Target, error) {
+					return front.Target{Topic: "Orders", Upstream: tc.up}, nil
 				})
 			})
 			r, err := bed.client.AckMessage(asConsumer(t, "bad@1"), &rmqpb.AckMessageRequest{Topic: orders()})
@@ -756,7 +757,7 @@ func TestIdleProxyConnectionsAreClosed(t *testing.T) {
 			now := time.Unix(1_800_000_000, 0)
 			p := newUpstreams(time.Minute, func() time.Time { return now })
 			t.Cleanup(p.close)
-			_, release, err := p.acquire(&Upstream{Addr: "127.0.0.1:18081"})
+			_, release, err := p.acquire(&front.Upstream{Addr: "127.0.0.1:18081"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -764,7 +765,7 @@ func TestIdleProxyConnectionsAreClosed(t *testing.T) {
 				release()
 			}
 			now = now.Add(2 * time.Minute)
-			if _, _, err := p.acquire(&Upstream{Addr: "127.0.0.1:18082"}); err != nil {
+			if _, _, err := p.acquire(&front.Upstream{Addr: "127.0.0.1:18082"}); err != nil {
 				t.Fatal(err)
 			}
 			if got := p.size(); got != tc.want {

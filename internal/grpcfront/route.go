@@ -3,13 +3,13 @@ package grpcfront
 import (
 	"context"
 	"errors"
-	"strings"
 	"sync"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/detourmq/detour/internal/front"
 	"github.com/detourmq/detour/pkg/producer"
 	"github.com/detourmq/detour/pkg/rmqpb"
 )
@@ -39,7 +39,7 @@ func (s *Server) QueryRoute(ctx context.Context, req *rmqpb.QueryRouteRequest) (
 	if st != nil {
 		return &rmqpb.QueryRouteResponse{Status: st}, nil
 	}
-	info, ok := s.opts.Runtime.RouteInfo(target.key())
+	info, ok := s.opts.Runtime.RouteInfo(target.RouteKey())
 	if !ok || len(info.Queues) == 0 {
 		return &rmqpb.QueryRouteResponse{Status: newStatus(rmqpb.Code_TOPIC_NOT_FOUND,
 			"no route of topic %s: no ready broker serves it yet", target.Topic)}, nil
@@ -48,11 +48,11 @@ func (s *Server) QueryRoute(ctx context.Context, req *rmqpb.QueryRouteRequest) (
 	if len(ep.Addresses) > maxEchoedAddresses {
 		ep = &rmqpb.Endpoints{Scheme: ep.Scheme, Addresses: ep.Addresses[:maxEchoedAddresses]}
 	}
-	return &rmqpb.QueryRouteResponse{Status: okStatus(), MessageQueues: routeQueues(req.GetTopic(), info, target.BrokerPrefix, ep)}, nil
+	return &rmqpb.QueryRouteResponse{Status: okStatus(), MessageQueues: routeQueues(req.GetTopic(), info, target.Brokers, ep)}, nil
 }
 
 // routeQueues is a route's queues as the protocol writes them.
-func routeQueues(topic *rmqpb.Resource, info producer.RouteInfo, prefix string, ep *rmqpb.Endpoints) []*rmqpb.MessageQueue {
+func routeQueues(topic *rmqpb.Resource, info producer.RouteInfo, scope front.Scope, ep *rmqpb.Endpoints) []*rmqpb.MessageQueue {
 	writable := make(map[string]bool, len(info.Brokers))
 	anyWritable := false
 	for _, b := range info.Brokers {
@@ -65,7 +65,7 @@ func routeQueues(topic *rmqpb.Resource, info producer.RouteInfo, prefix string, 
 	for _, q := range info.Queues {
 		b := brokers[q.Broker]
 		if b == nil {
-			b = &rmqpb.Broker{Name: strings.TrimPrefix(q.Broker, prefix), Id: 0, Endpoints: ep}
+			b = &rmqpb.Broker{Name: scope.Name(q.Broker), Id: 0, Endpoints: ep}
 			brokers[q.Broker] = b
 		}
 		perm := rmqpb.Permission_READ_WRITE
@@ -79,21 +79,21 @@ func routeQueues(topic *rmqpb.Resource, info producer.RouteInfo, prefix string, 
 }
 
 // resolve finds the target of a client's topic, or the status that refuses it.
-func (s *Server) resolve(ctx context.Context, topic *rmqpb.Resource) (Target, *rmqpb.Status) {
+func (s *Server) resolve(ctx context.Context, topic *rmqpb.Resource) (front.Target, *rmqpb.Status) {
 	name := topic.GetName()
 	if name == "" {
-		return Target{}, newStatus(rmqpb.Code_ILLEGAL_TOPIC, "the request names no topic")
+		return front.Target{}, newStatus(rmqpb.Code_ILLEGAL_TOPIC, "the request names no topic")
 	}
 	if len(name) > producer.MaxTopicLength {
-		return Target{}, newStatus(rmqpb.Code_ILLEGAL_TOPIC, "topic name is %d characters long, over the limit of %d", len(name), producer.MaxTopicLength)
+		return front.Target{}, newStatus(rmqpb.Code_ILLEGAL_TOPIC, "topic name is %d characters long, over the limit of %d", len(name), producer.MaxTopicLength)
 	}
-	t, err := s.opts.Topics.ResolveRocketMQTopic(ctx, topic.GetResourceNamespace(), name)
-	if errors.Is(err, ErrTopicNotFound) {
-		return Target{}, newStatus(rmqpb.Code_TOPIC_NOT_FOUND, "%v", err)
+	t, err := s.opts.Topics.ResolveTopic(ctx, topic.GetResourceNamespace(), name)
+	if errors.Is(err, front.ErrTopicNotFound) {
+		return front.Target{}, newStatus(rmqpb.Code_TOPIC_NOT_FOUND, "%v", err)
 	}
 	if err != nil {
 		s.log.Error(err, "Resolving a RocketMQ client's topic failed", "topic", name, "namespace", topic.GetResourceNamespace())
-		return Target{}, newStatus(rmqpb.Code_INTERNAL_SERVER_ERROR, "resolving topic %s failed: %v", name, err)
+		return front.Target{}, newStatus(rmqpb.Code_INTERNAL_SERVER_ERROR, "resolving topic %s failed: %v", name, err)
 	}
 	return t, nil
 }

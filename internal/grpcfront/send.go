@@ -79,9 +79,9 @@ func (s *Server) SendMessage(ctx context.Context, req *rmqpb.SendMessageRequest)
 	case len(out) == 1 && out[0].transactional:
 		entries = []*rmqpb.SendResultEntry{s.sendHalf(ctx, target, out[0])}
 	case len(out) == 1:
-		entries = []*rmqpb.SendResultEntry{s.sendOne(ctx, target.key(), out[0])}
+		entries = []*rmqpb.SendResultEntry{s.sendOne(ctx, target.RouteKey(), out[0])}
 	default:
-		entries = s.sendBatch(ctx, target.key(), out)
+		entries = s.sendBatch(ctx, target.RouteKey(), out)
 	}
 	resp := &rmqpb.SendMessageResponse{Status: okStatus(), Entries: entries}
 	for _, e := range entries {

@@ -3,7 +3,7 @@
 // point the clients at this endpoint, and detour picks the broker for every message, whichever
 // queue the client chose; transactional messages go as half messages to the broker detour picks,
 // and EndTransaction ends them there. Consumers' calls are forwarded to the RocketMQ Proxy their
-// topic's Target names (see forward.go); without one they are answered
+// topic's Target (front.Target) names (see forward.go); without one they are answered
 // UNSUPPORTED, naming what is missing. Given access keys (Options.Credentials), it checks every
 // call's signature as the Proxy does, and each key's topics.
 //
@@ -29,6 +29,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 
+	"github.com/detourmq/detour/internal/front"
 	"github.com/detourmq/detour/internal/metrics"
 	"github.com/detourmq/detour/pkg/producer"
 	"github.com/detourmq/detour/pkg/rmqpb"
@@ -58,43 +59,6 @@ const (
 	DefaultShutdownTimeout = 10 * time.Second
 )
 
-// ErrTopicNotFound is returned (or wrapped) by a TopicResolver for a topic it does not serve.
-var ErrTopicNotFound = errors.New("topic not found")
-
-// Target is where a RocketMQ topic's messages go: the runtime's route key for it.
-type Target struct {
-	// Topic is the RocketMQ topic.
-	Topic string
-	// Route is the runtime's route key; "" means Topic.
-	Route string
-	// BrokerPrefix starts the runtime's names of the route's brokers; routes name brokers
-	// without it, as RocketMQ does.
-	BrokerPrefix string
-	// Upstream, when set, is the RocketMQ Proxy consumers' calls on the topic are forwarded to;
-	// nil answers them UNSUPPORTED.
-	Upstream *Upstream
-}
-
-func (t Target) key() string {
-	if t.Route == "" {
-		return t.Topic
-	}
-	return t.Route
-}
-
-// TopicResolver maps a client's topic (its resource namespace and name) to its Target.
-type TopicResolver interface {
-	ResolveRocketMQTopic(ctx context.Context, namespace, topic string) (Target, error)
-}
-
-// TopicResolverFunc adapts a function to TopicResolver.
-type TopicResolverFunc func(ctx context.Context, namespace, topic string) (Target, error)
-
-// ResolveRocketMQTopic implements TopicResolver.
-func (f TopicResolverFunc) ResolveRocketMQTopic(ctx context.Context, namespace, topic string) (Target, error) {
-	return f(ctx, namespace, topic)
-}
-
 // Options configure a Server.
 type Options struct {
 	// Addr is the host:port to listen on.
@@ -102,7 +66,7 @@ type Options struct {
 	// Runtime sends the messages and knows the routes; required.
 	Runtime *producer.Runtime
 	// Topics resolves the clients' topics; required.
-	Topics TopicResolver
+	Topics front.TopicResolver
 	// Credentials, when set, are the access keys calls must be signed with (RocketMQ's
 	// MQv2-HMAC-SHA1 signature, see auth.go): an unsigned or wrongly signed call is answered
 	// UNAUTHORIZED, a send or route query on a topic its key may not send to FORBIDDEN.

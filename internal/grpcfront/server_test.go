@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 	certutil "k8s.io/client-go/util/cert"
 
+	"github.com/detourmq/detour/internal/front"
 	"github.com/detourmq/detour/pkg/brokersim"
 	"github.com/detourmq/detour/pkg/producer"
 	"github.com/detourmq/detour/pkg/rmqpb"
@@ -64,14 +65,14 @@ func newTestBed(t testing.TB, mutate func(*Options)) *testBed {
 	opts := Options{
 		Addr:    "127.0.0.1:0",
 		Runtime: bed.rt,
-		Topics: TopicResolverFunc(func(_ context.Context, _, topic string) (Target, error) {
+		Topics: front.TopicResolverFunc(func(_ context.Context, _, topic string) (front.Target, error) {
 			if topic == "Boom" {
 				panic("resolver bug")
 			}
 			if _, ok := routes[topic]; ok {
-				return Target{Topic: topic, Route: "shop/" + strings.ToLower(topic), BrokerPrefix: "shop/"}, nil
+				return front.Target{Topic: topic, Route: "shop/" + strings.ToLower(topic), Brokers: front.PodScope("shop")}, nil
 			}
-			return Target{}, fmt.Errorf("%w: no Topic publishes %s", ErrTopicNotFound, topic)
+			return front.Target{}, fmt.Errorf("%w: no Topic publishes %s", front.ErrTopicNotFound, topic)
 		}),
 	}
 	if mutate != nil {

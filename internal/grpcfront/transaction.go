@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/detourmq/detour/internal/front"
 	"github.com/detourmq/detour/pkg/producer"
 	"github.com/detourmq/detour/pkg/remoting"
 	"github.com/detourmq/detour/pkg/rmqpb"
@@ -21,14 +22,14 @@ import (
 const rollbackTimeout = 3 * time.Second
 
 // transactionGroup is the producer group of a topic's half messages, as the Proxy names it.
-func transactionGroup(target Target) string { return target.Topic }
+func transactionGroup(target front.Target) string { return target.Topic }
 
 // sendHalf sends o as a half message and answers its entry: OK with a transaction id only when
 // the broker stored it with SEND_OK. A half message stored with another status is rolled back at
 // once, as RocketMQ's Java producer does, and answered with that status.
-func (s *Server) sendHalf(ctx context.Context, target Target, o outgoing) *rmqpb.SendResultEntry {
+func (s *Server) sendHalf(ctx context.Context, target front.Target, o outgoing) *rmqpb.SendResultEntry {
 	group := transactionGroup(target)
-	res, err := s.opts.Runtime.SendTransactionRoute(ctx, target.key(), o.msg, group)
+	res, err := s.opts.Runtime.SendTransactionRoute(ctx, target.RouteKey(), o.msg, group)
 	if err != nil {
 		return &rmqpb.SendResultEntry{Status: s.sendStatus(err), MessageId: o.id}
 	}
@@ -69,17 +70,17 @@ func halfRef(res *producer.SendResult, uniq string) (txRef, error) {
 
 // rollbackUnsafe rolls back a half message stored without SEND_OK; a failure only leaves it to
 // the broker's check-back.
-func (s *Server) rollbackUnsafe(target Target, group string, ref txRef, msgID string) {
+func (s *Server) rollbackUnsafe(target front.Target, group string, ref txRef, msgID string) {
 	ctx, cancel := context.WithTimeout(context.Background(), rollbackTimeout)
 	defer cancel()
 	h := endHeader(target, group, ref, msgID, remoting.TransactionRollback, false)
-	if err := s.opts.Runtime.EndTransaction(ctx, target.key(), ref.Broker, h); err != nil {
+	if err := s.opts.Runtime.EndTransaction(ctx, target.RouteKey(), ref.Broker, h); err != nil {
 		s.log.Info("Rolling back a half message stored without SEND_OK failed; the broker will check back", "broker", ref.Broker, "error", err.Error())
 	}
 }
 
 // endHeader is the END_TRANSACTION header ending ref.
-func endHeader(target Target, group string, ref txRef, msgID string, how int32, fromCheck bool) *remoting.EndTransactionHeader {
+func endHeader(target front.Target, group string, ref txRef, msgID string, how int32, fromCheck bool) *remoting.EndTransactionHeader {
 	return &remoting.EndTransactionHeader{
 		Topic: target.Topic, ProducerGroup: group, TranStateTableOffset: ref.TranStateTableOffset,
 		CommitLogOffset: ref.CommitLogOffset, CommitOrRollback: how, FromTransactionCheck: fromCheck,
@@ -125,7 +126,7 @@ func (s *Server) EndTransaction(ctx context.Context, req *rmqpb.EndTransactionRe
 	ctx, cancel := sendContext(ctx)
 	defer cancel()
 	h := endHeader(target, transactionGroup(target), ref, req.GetMessageId(), how, req.GetSource() == rmqpb.TransactionSource_SOURCE_SERVER_CHECK)
-	if err := s.opts.Runtime.EndTransaction(ctx, target.key(), ref.Broker, h); err != nil {
+	if err := s.opts.Runtime.EndTransaction(ctx, target.RouteKey(), ref.Broker, h); err != nil {
 		return answer(s.endStatus(err, ref))
 	}
 	return answer(okStatus())

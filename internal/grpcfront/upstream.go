@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/detourmq/detour/internal/front"
 	"github.com/detourmq/detour/pkg/rmqpb"
 )
 
@@ -32,30 +33,9 @@ const (
 	maxUpstreams = 256
 )
 
-// Upstream is a RocketMQ Proxy that consumers' calls are forwarded to.
-type Upstream struct {
-	// Addr is the Proxy's gRPC address, host:port.
-	Addr string
-	// TLS, when set, makes the connection TLS; nil means plaintext (the Proxy serves both on its
-	// one port).
-	TLS *UpstreamTLS
-}
-
-// UpstreamTLS is how the Proxy's certificate is checked.
-type UpstreamTLS struct {
-	// CA is the PEM bundle the Proxy's certificate must chain to; empty means the system's roots.
-	CA []byte
-	// ServerName is the name the certificate must carry; empty means the host of Addr.
-	ServerName string
-	// InsecureSkipVerify accepts any certificate: the Proxy's own is self-signed by default
-	// (tlsTestModeEnable), so without a CA for it this is the only way to speak TLS to it. The
-	// connection is then encrypted but the Proxy is not authenticated.
-	InsecureSkipVerify bool
-}
-
-// key identifies the connection an Upstream needs: the same address with other TLS settings is
-// another connection.
-func (u *Upstream) key() string {
+// upstreamKey identifies the connection an Upstream needs: the same address with other TLS
+// settings is another connection.
+func upstreamKey(u *front.Upstream) string {
 	if u.TLS == nil {
 		return "plain|" + u.Addr
 	}
@@ -63,8 +43,8 @@ func (u *Upstream) key() string {
 	return fmt.Sprintf("tls|%s|%s|%t|%s", u.Addr, u.TLS.ServerName, u.TLS.InsecureSkipVerify, hex.EncodeToString(ca[:8]))
 }
 
-// validate says what is wrong with an Upstream, if anything.
-func (u *Upstream) validate() error {
+// validateUpstream says what is wrong with an Upstream, if anything.
+func validateUpstream(u *front.Upstream) error {
 	host, port, err := net.SplitHostPort(u.Addr)
 	if err != nil {
 		return fmt.Errorf("address %q must be host:port: %w", u.Addr, err)
@@ -78,12 +58,12 @@ func (u *Upstream) validate() error {
 	return nil
 }
 
-// transportCredentials are the credentials an Upstream's connection dials with.
-func (u *Upstream) transportCredentials() (credentials.TransportCredentials, error) {
+// upstreamCredentials are the credentials an Upstream's connection dials with.
+func upstreamCredentials(u *front.Upstream) (credentials.TransportCredentials, error) {
 	if u.TLS == nil {
 		return insecure.NewCredentials(), nil
 	}
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: u.TLS.ServerName, InsecureSkipVerify: u.TLS.InsecureSkipVerify} //nolint:gosec // asked for by name, see UpstreamTLS
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: u.TLS.ServerName, InsecureSkipVerify: u.TLS.InsecureSkipVerify} //nolint:gosec // asked for by name, see front.UpstreamTLS
 	if len(u.TLS.CA) > 0 {
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(u.TLS.CA) {
@@ -117,8 +97,8 @@ func newUpstreams(idle time.Duration, now func() time.Time) *upstreams {
 }
 
 // acquire returns the connection to u, counting a call on it until release is called.
-func (p *upstreams) acquire(u *Upstream) (c *upstreamConn, release func(), err error) {
-	key := u.key()
+func (p *upstreams) acquire(u *front.Upstream) (c *upstreamConn, release func(), err error) {
+	key := upstreamKey(u)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	c = p.conns[key]
@@ -141,15 +121,15 @@ func (p *upstreams) acquire(u *Upstream) (c *upstreamConn, release func(), err e
 }
 
 // dialLocked makes the connection to u, first closing idle ones to stay within maxUpstreams.
-func (p *upstreams) dialLocked(key string, u *Upstream) (*upstreamConn, error) {
-	if err := u.validate(); err != nil {
+func (p *upstreams) dialLocked(key string, u *front.Upstream) (*upstreamConn, error) {
+	if err := validateUpstream(u); err != nil {
 		return nil, err
 	}
 	p.sweepLocked()
 	if len(p.conns) >= maxUpstreams {
 		return nil, fmt.Errorf("the endpoint already forwards to %d Proxies, its limit", maxUpstreams)
 	}
-	creds, err := u.transportCredentials()
+	creds, err := upstreamCredentials(u)
 	if err != nil {
 		return nil, err
 	}
@@ -206,7 +186,7 @@ type affinity struct {
 
 type affinityEntry struct {
 	clientID string
-	upstream *Upstream
+	upstream *front.Upstream
 	lastUsed time.Time
 }
 
@@ -216,7 +196,7 @@ func newAffinity(maxClients int, idle time.Duration, now func() time.Time) *affi
 
 // lookup returns the Proxy a client is bound to, nil when it is bound to none (or was
 // forgotten), and marks the client active.
-func (a *affinity) lookup(clientID string) *Upstream {
+func (a *affinity) lookup(clientID string) *front.Upstream {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	el := a.byID[clientID]
@@ -236,7 +216,7 @@ func (a *affinity) lookup(clientID string) *Upstream {
 
 // bind remembers that a client's calls go to u, unless it is bound already; it returns the
 // Proxy the client is bound to.
-func (a *affinity) bind(clientID string, u *Upstream) *Upstream {
+func (a *affinity) bind(clientID string, u *front.Upstream) *front.Upstream {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	now := a.now()

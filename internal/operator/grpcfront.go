@@ -1,18 +1,10 @@
 package operator
 
 import (
-	"context"
 	"crypto/tls"
 	"flag"
 	"fmt"
-	"sort"
-	"strings"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
-	"github.com/detourmq/detour/controllers"
 	"github.com/detourmq/detour/internal/grpcfront"
 )
 
@@ -66,7 +58,7 @@ func (op *Operator) addGRPCFront(o *Options, tlsOpts []func(*tls.Config)) error 
 		return nil
 	}
 	opts := grpcfront.Options{
-		Addr: g.addr, Runtime: op.rt, Topics: grpcfront.TopicResolverFunc(op.resolveRocketMQTopic),
+		Addr: g.addr, Runtime: op.rt, Topics: op.topics(),
 		AllowPlaintext: g.allowPlaintext, Advertise: g.advertise, ShutdownTimeout: o.shutdownTimeout,
 		Metrics: processMetrics().GRPC, Logger: op.log.WithName("grpc"),
 		UpstreamHint: "declare the RocketMQ Proxy in spec.proxy of the Topic's Cluster",
@@ -99,75 +91,4 @@ func (op *Operator) addGRPCFront(o *Options, tlsOpts []func(*tls.Config)) error 
 	}
 	op.grpc = srv
 	return nil
-}
-
-// resolveRocketMQTopic finds the Topic that publishes a client's RocketMQ topic. A client's
-// resource namespace, when set, is the Kubernetes namespace of the Topic; without one the topic
-// must be published by one Topic only, as the client cannot say which it means.
-func (op *Operator) resolveRocketMQTopic(ctx context.Context, namespace, topic string) (grpcfront.Target, error) {
-	if op.namespace != "" && namespace != "" && namespace != op.namespace {
-		return grpcfront.Target{}, fmt.Errorf("%w: namespace %s is not served here", grpcfront.ErrTopicNotFound, namespace)
-	}
-	if namespace == "" {
-		namespace = op.namespace
-	}
-	var list routingv1alpha1.TopicList
-	if err := op.mgr.GetClient().List(ctx, &list, client.InNamespace(namespace)); err != nil {
-		return grpcfront.Target{}, err
-	}
-	var found []*routingv1alpha1.Topic
-	for i := range list.Items {
-		if list.Items[i].Spec.TopicName == topic {
-			found = append(found, &list.Items[i])
-		}
-	}
-	switch len(found) {
-	case 0:
-		return grpcfront.Target{}, fmt.Errorf("%w: no Topic publishes %s", grpcfront.ErrTopicNotFound, topic)
-	case 1:
-		t := found[0]
-		up, err := op.topicProxy(ctx, t)
-		if err != nil {
-			return grpcfront.Target{}, err
-		}
-		return grpcfront.Target{Topic: t.Spec.TopicName, Route: controllers.RouteKey(t.Namespace, t.Name),
-			BrokerPrefix: controllers.TopicBrokerPrefix(t), Upstream: up}, nil
-	}
-	names := make([]string, len(found))
-	for i, t := range found {
-		names[i] = t.Namespace + "/" + t.Name
-	}
-	sort.Strings(names)
-	return grpcfront.Target{}, fmt.Errorf("%w: Topics %s all publish %s; set the client's namespace to the Kubernetes namespace of the one meant",
-		grpcfront.ErrTopicNotFound, strings.Join(names, ", "), topic)
-}
-
-// topicProxy is the RocketMQ Proxy of a Topic's Cluster (spec.proxy), nil when the Topic has no
-// Cluster, or its Cluster declares no Proxy.
-func (op *Operator) topicProxy(ctx context.Context, t *routingv1alpha1.Topic) (*grpcfront.Upstream, error) {
-	if t.Spec.ClusterRef == nil {
-		return nil, nil
-	}
-	var c routingv1alpha1.Cluster
-	err := op.mgr.GetClient().Get(ctx, client.ObjectKey{Namespace: t.Namespace, Name: t.Spec.ClusterRef.Name}, &c)
-	if apierrors.IsNotFound(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	return clusterProxy(c.Spec.Proxy), nil
-}
-
-// clusterProxy is the endpoint's Upstream for a Cluster's spec.proxy.
-func clusterProxy(p *routingv1alpha1.ClusterProxy) *grpcfront.Upstream {
-	if p == nil {
-		return nil
-	}
-	up := &grpcfront.Upstream{Addr: p.Address}
-	if p.TLS != nil {
-		up.TLS = &grpcfront.UpstreamTLS{CA: p.TLS.CABundle, ServerName: p.TLS.ServerName,
-			InsecureSkipVerify: p.TLS.InsecureSkipVerify != nil && *p.TLS.InsecureSkipVerify}
-	}
-	return up
 }

@@ -31,6 +31,7 @@ import (
 
 	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
 	"github.com/detourmq/detour/controllers"
+	"github.com/detourmq/detour/internal/front"
 	"github.com/detourmq/detour/internal/gateway"
 	"github.com/detourmq/detour/internal/grpcfront"
 	"github.com/detourmq/detour/internal/kubeauth"
@@ -318,6 +319,13 @@ func (op *Operator) addControllers(o *Options, fleet *controllers.FleetOptions, 
 	return nil
 }
 
+// topics is the doors' resolver over the manager's cache, which indexes spec.topicName
+// (controllers.Setup registers it). Namespaces outside --namespace are not served: their Topics
+// are not watched.
+func (op *Operator) topics() *front.Resolver {
+	return &front.Resolver{Reader: op.mgr.GetClient(), Namespace: op.namespace}
+}
+
 // addGateway serves the send gateway, unless --gateway-bind-address is 0.
 func (op *Operator) addGateway(o *Options, auth *kubeauth.Reviewer, tlsOpts []func(*tls.Config), set *metrics.Set, log logr.Logger) error {
 	if o.gatewayAddr == "0" {
@@ -326,7 +334,7 @@ func (op *Operator) addGateway(o *Options, auth *kubeauth.Reviewer, tlsOpts []fu
 	gwOpts := gateway.Options{
 		Addr:            o.gatewayAddr,
 		Sender:          op.rt,
-		Topics:          gateway.TopicResolverFunc(op.resolveTopic),
+		Topics:          op.topics(),
 		ShutdownTimeout: o.shutdownTimeout,
 		Metrics:         set.Gateway,
 		Logger:          log.WithName("gateway"),
