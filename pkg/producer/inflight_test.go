@@ -16,30 +16,31 @@ import (
 // with no success measured gets the per-attempt timeout; without AdaptivePerAttempt (RocketMQ's
 // presets) the cap is the policy's, whatever the broker's latency.
 func TestAnAttemptsCapFollowsItsBrokersLatency(t *testing.T) {
+	fixedCap := func(p *Policy) { p.Retry.PerAttemptTimeout = 700 * time.Millisecond }
 	cases := []struct {
 		name      string
 		preset    Preset
+		edit      func(*Policy)
 		successes []time.Duration
 		want      time.Duration
 	}{
 		{name: "Detour, no success measured yet", preset: PresetDetour, want: DetourPerAttemptTimeout},
 		{name: "Detour, a broker answering in a millisecond gets the floor", preset: PresetDetour,
-			successes: []time.Duration{time.Millisecond, time.Millisecond, time.Millisecond}, want: DetourAttemptCapFloor},
+			successes: steady(time.Millisecond, 3), want: DetourAttemptCapFloor},
 		{name: "Detour, a broker answering in 100 ms", preset: PresetDetour,
 			successes: steady(100*time.Millisecond, 40), want: 400 * time.Millisecond},
 		{name: "Detour, a broker slower than the cap allows keeps the cap", preset: PresetDetour,
 			successes: steady(400*time.Millisecond, 40), want: DetourPerAttemptTimeout},
-		{name: "Detour without adaptive caps", preset: PresetDetour, successes: steady(time.Millisecond, 3), want: DetourPerAttemptTimeout},
-		{name: "RocketMQ5 with a per-attempt cap: fixed", preset: PresetRocketMQ5, successes: steady(time.Millisecond, 3), want: 700 * time.Millisecond},
+		{name: "Detour without adaptive caps", preset: PresetDetour, edit: func(p *Policy) { p.Retry.AdaptivePerAttempt = false },
+			successes: steady(time.Millisecond, 3), want: DetourPerAttemptTimeout},
+		{name: "RocketMQ5 with a per-attempt cap: fixed", preset: PresetRocketMQ5, edit: fixedCap,
+			successes: steady(time.Millisecond, 3), want: 700 * time.Millisecond},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			pol := mustPresetPolicy(t, "test", tc.preset)
-			if tc.preset == PresetRocketMQ5 {
-				pol.Retry.PerAttemptTimeout = 700 * time.Millisecond
-			}
-			if tc.name == "Detour without adaptive caps" {
-				pol.Retry.AdaptivePerAttempt = false
+			if tc.edit != nil {
+				tc.edit(&pol)
 			}
 			tol := fault.New(fault.Options{})
 			for _, l := range tc.successes {
