@@ -8,7 +8,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/detourmq/detour/internal/nstest"
+	"github.com/detourmq/detour/internal/testsupport/nstest"
 	"github.com/detourmq/detour/pkg/producer"
 )
 

@@ -14,7 +14,7 @@ import (
 
 	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
 	"github.com/detourmq/detour/internal/metrics"
-	"github.com/detourmq/detour/internal/nstest"
+	"github.com/detourmq/detour/internal/testsupport/nstest"
 	"github.com/detourmq/detour/pkg/fault"
 	"github.com/detourmq/detour/pkg/producer"
 	"github.com/detourmq/detour/pkg/remoting"

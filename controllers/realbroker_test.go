@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
-	"github.com/detourmq/detour/internal/rmqtest"
+	"github.com/detourmq/detour/internal/testsupport/rmqtest"
 	"github.com/detourmq/detour/pkg/producer"
 )
 

@@ -17,7 +17,7 @@ import (
 
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/detourmq/detour/internal/poll"
+	"github.com/detourmq/detour/internal/testsupport/poll"
 )
 
 var (

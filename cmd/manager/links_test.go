@@ -21,8 +21,8 @@ var testOnly = []string{
 	"sigs.k8s.io/controller-runtime/pkg/internal/testing",
 	"github.com/detourmq/detour/pkg/brokersim",
 	"github.com/detourmq/detour/internal/demo",
-	"github.com/detourmq/detour/internal/rmqtest",
-	"github.com/detourmq/detour/internal/nstest",
+	"github.com/detourmq/detour/internal/testsupport/rmqtest",
+	"github.com/detourmq/detour/internal/testsupport/nstest",
 }
 
 // TestManagerLinksNoTestSupport proves the manager's dependencies, as `go list -deps` reports

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/detourmq/detour/internal/rmqtest"
+	"github.com/detourmq/detour/internal/testsupport/rmqtest"
 )
 
 // TestShortBlackholeRunMeasuresDetourAndKeepsTheOracleOffTheBadBroker runs the real harness for

@@ -10,8 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/detourmq/detour/internal/facadetest"
-	"github.com/detourmq/detour/internal/rmqtest"
+	"github.com/detourmq/detour/internal/testsupport/facadetest"
+	"github.com/detourmq/detour/internal/testsupport/rmqtest"
 	"github.com/detourmq/detour/pkg/facade"
 	"github.com/detourmq/detour/pkg/producer"
 	"github.com/detourmq/detour/pkg/remoting"

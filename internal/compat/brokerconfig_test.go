@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/detourmq/detour/internal/rmqtest"
+	"github.com/detourmq/detour/internal/testsupport/rmqtest"
 	"github.com/detourmq/detour/pkg/brokersim"
 	"github.com/detourmq/detour/pkg/remoting"
 )

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/detourmq/detour/internal/poll"
-	"github.com/detourmq/detour/internal/rmqtest"
+	"github.com/detourmq/detour/internal/testsupport/poll"
+	"github.com/detourmq/detour/internal/testsupport/rmqtest"
 	"github.com/detourmq/detour/pkg/fault"
 	"github.com/detourmq/detour/pkg/producer"
 )

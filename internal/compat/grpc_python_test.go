@@ -14,7 +14,7 @@ import (
 	certutil "k8s.io/client-go/util/cert"
 
 	"github.com/detourmq/detour/internal/grpcfront"
-	"github.com/detourmq/detour/internal/rmqtest"
+	"github.com/detourmq/detour/internal/testsupport/rmqtest"
 )
 
 // Topics of the Python client suite: messages (normal and FIFO), delayed messages, the client's

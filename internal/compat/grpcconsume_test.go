@@ -7,7 +7,7 @@ import (
 
 	"github.com/detourmq/detour/internal/front"
 	"github.com/detourmq/detour/internal/grpcfront"
-	"github.com/detourmq/detour/internal/rmqtest"
+	"github.com/detourmq/detour/internal/testsupport/rmqtest"
 	"github.com/detourmq/detour/pkg/producer"
 )
 

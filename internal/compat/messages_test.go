@@ -16,7 +16,7 @@ import (
 
 	"github.com/detourmq/detour/internal/front"
 	"github.com/detourmq/detour/internal/gateway"
-	"github.com/detourmq/detour/internal/rmqtest"
+	"github.com/detourmq/detour/internal/testsupport/rmqtest"
 	"github.com/detourmq/detour/pkg/producer"
 	"github.com/detourmq/detour/pkg/remoting"
 )

@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/detourmq/detour/internal/facadetest"
-	"github.com/detourmq/detour/internal/poll"
-	"github.com/detourmq/detour/internal/rmqtest"
+	"github.com/detourmq/detour/internal/testsupport/facadetest"
+	"github.com/detourmq/detour/internal/testsupport/poll"
+	"github.com/detourmq/detour/internal/testsupport/rmqtest"
 	"github.com/detourmq/detour/pkg/facade"
 	"github.com/detourmq/detour/pkg/fault"
 	"github.com/detourmq/detour/pkg/producer"

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/detourmq/detour/internal/rmqtest"
+	"github.com/detourmq/detour/internal/testsupport/rmqtest"
 	"github.com/detourmq/detour/pkg/producer"
 	"github.com/detourmq/detour/pkg/remoting"
 )

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/detourmq/detour/internal/gateway"
-	"github.com/detourmq/detour/internal/rmqtest"
+	"github.com/detourmq/detour/internal/testsupport/rmqtest"
 	"github.com/detourmq/detour/pkg/producer"
 )
 

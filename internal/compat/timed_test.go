@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/detourmq/detour/internal/rmqtest"
+	"github.com/detourmq/detour/internal/testsupport/rmqtest"
 	"github.com/detourmq/detour/pkg/producer"
 )
 

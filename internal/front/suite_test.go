@@ -23,8 +23,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
-	"github.com/detourmq/detour/internal/poll"
 	detourscheme "github.com/detourmq/detour/internal/scheme"
+	"github.com/detourmq/detour/internal/testsupport/poll"
 )
 
 var (

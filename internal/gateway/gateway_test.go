@@ -18,7 +18,7 @@ import (
 
 	"github.com/detourmq/detour/internal/front"
 	"github.com/detourmq/detour/internal/kubeauth"
-	"github.com/detourmq/detour/internal/poll"
+	"github.com/detourmq/detour/internal/testsupport/poll"
 	"github.com/detourmq/detour/pkg/brokersim"
 	"github.com/detourmq/detour/pkg/producer"
 )

@@ -13,7 +13,7 @@ import (
 
 	"github.com/detourmq/detour/internal/front"
 	"github.com/detourmq/detour/internal/metrics"
-	"github.com/detourmq/detour/internal/metrics/metricstest"
+	"github.com/detourmq/detour/internal/testsupport/metricstest"
 	"github.com/detourmq/detour/pkg/producer"
 )
 

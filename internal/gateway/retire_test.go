@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/detourmq/detour/internal/front"
-	"github.com/detourmq/detour/internal/poll"
+	"github.com/detourmq/detour/internal/testsupport/poll"
 )
 
 // testCertificate is httptest's certificate for 127.0.0.1 and the pool that trusts it.

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/detourmq/detour/internal/metrics/metricstest"
-	"github.com/detourmq/detour/internal/poll"
+	"github.com/detourmq/detour/internal/testsupport/metricstest"
+	"github.com/detourmq/detour/internal/testsupport/poll"
 	"github.com/detourmq/detour/pkg/brokersim"
 	"github.com/detourmq/detour/pkg/producer"
 	"github.com/detourmq/detour/pkg/remoting"

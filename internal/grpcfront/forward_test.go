@@ -19,7 +19,7 @@ import (
 	certutil "k8s.io/client-go/util/cert"
 
 	"github.com/detourmq/detour/internal/front"
-	"github.com/detourmq/detour/internal/poll"
+	"github.com/detourmq/detour/internal/testsupport/poll"
 	"github.com/detourmq/detour/pkg/rmqpb"
 )
 

@@ -6,7 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/detourmq/detour/internal/metrics"
-	"github.com/detourmq/detour/internal/metrics/metricstest"
+	"github.com/detourmq/detour/internal/testsupport/metricstest"
 	"github.com/detourmq/detour/pkg/rmqpb"
 )
 

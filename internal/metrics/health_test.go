@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/detourmq/detour/internal/metrics/metricstest"
-	"github.com/detourmq/detour/internal/poll"
+	"github.com/detourmq/detour/internal/testsupport/metricstest"
+	"github.com/detourmq/detour/internal/testsupport/poll"
 
 	"github.com/prometheus/client_golang/prometheus"
 

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/detourmq/detour/internal/poll"
+	"github.com/detourmq/detour/internal/testsupport/poll"
 
 	"github.com/prometheus/client_golang/prometheus"
 

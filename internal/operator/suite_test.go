@@ -30,8 +30,8 @@ import (
 	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
 	"github.com/detourmq/detour/controllers"
 	"github.com/detourmq/detour/internal/demo"
-	"github.com/detourmq/detour/internal/poll"
 	detourscheme "github.com/detourmq/detour/internal/scheme"
+	"github.com/detourmq/detour/internal/testsupport/poll"
 	"github.com/detourmq/detour/pkg/brokersim"
 )
 

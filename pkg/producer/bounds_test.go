@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/detourmq/detour/internal/nstest"
+	"github.com/detourmq/detour/internal/testsupport/nstest"
 	"github.com/detourmq/detour/pkg/remoting"
 )
 

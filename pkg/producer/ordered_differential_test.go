@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/detourmq/detour/internal/rmqtest"
+	"github.com/detourmq/detour/internal/testsupport/rmqtest"
 )
 
 // groupCases are message groups and queue counts: ASCII, accented and CJK text, characters

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/detourmq/detour/internal/poll"
+	"github.com/detourmq/detour/internal/testsupport/poll"
 	"github.com/detourmq/detour/pkg/brokersim"
 )
 

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/detourmq/detour/internal/poll"
+	"github.com/detourmq/detour/internal/testsupport/poll"
 )
 
 // testServer is a scriptable RocketMQ-protocol peer. handle is called on the connection's reader

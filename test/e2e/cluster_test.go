@@ -25,7 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
-	"github.com/detourmq/detour/internal/poll"
+	"github.com/detourmq/detour/internal/testsupport/poll"
 )
 
 // What the suite deploys. The operator goes where config/default puts it; RocketMQ and the

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/detourmq/detour/internal/poll"
+	"github.com/detourmq/detour/internal/testsupport/poll"
 	"github.com/detourmq/detour/pkg/remoting"
 )
 
