@@ -22,9 +22,9 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
-	"github.com/detourmq/detour/internal/metrics"
 	"github.com/detourmq/detour/internal/testsupport/poll"
 	"github.com/detourmq/detour/pkg/brokersim"
+	"github.com/detourmq/detour/pkg/metrics"
 	"github.com/detourmq/detour/pkg/producer"
 )
 

@@ -14,9 +14,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
-	"github.com/detourmq/detour/internal/metrics"
 	"github.com/detourmq/detour/pkg/brokersim"
 	"github.com/detourmq/detour/pkg/fault"
+	"github.com/detourmq/detour/pkg/metrics"
 	"github.com/detourmq/detour/pkg/producer"
 )
 

@@ -11,7 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
-	"github.com/detourmq/detour/internal/metrics"
+	"github.com/detourmq/detour/pkg/metrics"
 	"github.com/detourmq/detour/pkg/producer"
 )
 

@@ -10,7 +10,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/detourmq/detour/internal/metrics"
+	"github.com/detourmq/detour/pkg/metrics"
 )
 
 // brokerDirectory remembers which pod backs each broker identity the runtime knows (a pod backs

@@ -8,7 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/detourmq/detour/internal/metrics"
+	"github.com/detourmq/detour/pkg/metrics"
 )
 
 // descFields reads a Desc's String(), the only way client_golang shows a Desc's name, help and

@@ -23,7 +23,7 @@ import (
 
 	"github.com/detourmq/detour/internal/front"
 	"github.com/detourmq/detour/internal/kubeauth"
-	"github.com/detourmq/detour/internal/metrics"
+	"github.com/detourmq/detour/pkg/metrics"
 	"github.com/detourmq/detour/pkg/producer"
 )
 

@@ -5,8 +5,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/detourmq/detour/internal/metrics"
 	"github.com/detourmq/detour/internal/testsupport/metricstest"
+	"github.com/detourmq/detour/pkg/metrics"
 	"github.com/detourmq/detour/pkg/rmqpb"
 )
 

@@ -30,7 +30,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/detourmq/detour/internal/front"
-	"github.com/detourmq/detour/internal/metrics"
+	"github.com/detourmq/detour/pkg/metrics"
 	"github.com/detourmq/detour/pkg/producer"
 	"github.com/detourmq/detour/pkg/rmqpb"
 )

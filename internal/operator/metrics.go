@@ -5,7 +5,7 @@ import (
 
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
-	"github.com/detourmq/detour/internal/metrics"
+	"github.com/detourmq/detour/pkg/metrics"
 )
 
 // processMetrics returns the process's collectors, registered in controller-runtime's registry

@@ -35,9 +35,9 @@ import (
 	"github.com/detourmq/detour/internal/gateway"
 	"github.com/detourmq/detour/internal/grpcfront"
 	"github.com/detourmq/detour/internal/kubeauth"
-	"github.com/detourmq/detour/internal/metrics"
 	detourscheme "github.com/detourmq/detour/internal/scheme"
 	"github.com/detourmq/detour/pkg/facade"
+	"github.com/detourmq/detour/pkg/metrics"
 	"github.com/detourmq/detour/pkg/producer"
 )
 
