@@ -10,43 +10,102 @@ import (
 	"testing"
 )
 
-// managerPackage is this command's import path, the root of `go list -deps`.
-const managerPackage = "github.com/detourmq/detour/cmd/manager"
+// module is this repository's module path.
+const module = "github.com/detourmq/detour"
 
-// testOnly are the packages (and their subpackages) the production image must not link: the
-// envtest control plane (its port cache makes a folder at start, which a read-only root does not
-// have), the simulated brokers, the demo that drives them and the test-support packages.
-var testOnly = []string{
+// managerPackage is this command's import path, the root of `go list -deps`.
+const managerPackage = module + "/cmd/manager"
+
+// testFloors are the folders whose packages exist only for tests: the test-support packages and
+// the test tiers. Nothing the manager links may come from them; a new helper put there is covered
+// without touching this file.
+var testFloors = []string{
+	module + "/internal/testsupport/",
+	module + "/test/",
+}
+
+// otherBinaries are packages that are not test support but belong to other commands and must not
+// reach the production image either: the envtest control plane (its port cache makes a folder at
+// start, which a read-only root does not have), the simulated brokers and the demo that drives
+// them.
+var otherBinaries = []string{
 	"sigs.k8s.io/controller-runtime/pkg/envtest",
 	"sigs.k8s.io/controller-runtime/pkg/internal/testing",
-	"github.com/detourmq/detour/pkg/brokersim",
-	"github.com/detourmq/detour/internal/demo",
-	"github.com/detourmq/detour/internal/testsupport/rmqtest",
-	"github.com/detourmq/detour/internal/testsupport/nstest",
+	module + "/pkg/brokersim",
+	module + "/internal/demo",
 }
 
 // TestManagerLinksNoTestSupport proves the manager's dependencies, as `go list -deps` reports
-// them, hold none of the test-only packages, and names the import chain that brings one in.
+// them, hold no package under the test floors nor of the other binaries.
 func TestManagerLinksNoTestSupport(t *testing.T) {
-	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}{{range .Imports}} {{.}}{{end}}", ".").Output()
+	root, found := forbiddenLinks(t, ".")
+	if root != managerPackage {
+		t.Fatalf("go list -deps named %s last, want %s", root, managerPackage)
+	}
+	for _, v := range found {
+		t.Errorf("the manager links %s", v)
+	}
+}
+
+// TestForbiddenLinksFindsTestSupport proves the rule above can fail: run on packages known to
+// link a test-support package or to be one, it names the package and the import chain to it.
+func TestForbiddenLinksFindsTestSupport(t *testing.T) {
+	for _, tc := range []struct {
+		root, want string
+	}{
+		// The fault benchmark starts real RocketMQ through rmqtest.
+		{"../../hack/faultbench", module + "/hack/faultbench -> " + module + "/internal/testsupport/rmqtest"},
+		// A test tier's own package is under test/.
+		{"../../test/compat", module + "/test/compat"},
+		// The demo command links the demo and the simulated brokers.
+		{"../detour-demo", module + "/cmd/detour-demo -> " + module + "/internal/demo"},
+	} {
+		t.Run(tc.root, func(t *testing.T) {
+			_, found := forbiddenLinks(t, tc.root)
+			if !slices.ContainsFunc(found, func(v string) bool { return strings.HasSuffix(v, ": "+tc.want) }) {
+				t.Errorf("forbiddenLinks(%s) = %q, want a chain %q", tc.root, found, tc.want)
+			}
+		})
+	}
+}
+
+// forbiddenLinks lists, for the package in folder dir (root, its import path) and everything it
+// links, each package under a test floor or of another binary, as "package: import chain".
+func forbiddenLinks(t *testing.T, dir string) (root string, found []string) {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}{{range .Imports}} {{.}}{{end}}", ".")
+	cmd.Dir = dir
+	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("go list -deps: %v", err)
+		t.Fatalf("go list -deps in %s: %v", dir, err)
 	}
 	imports := map[string][]string{}
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		fields := strings.Fields(line)
 		imports[fields[0]] = fields[1:]
-	}
-	if _, ok := imports[managerPackage]; !ok {
-		t.Fatalf("go list -deps did not list %s:\n%s", managerPackage, out)
+		root = fields[0] // go list -deps lists the named package last
 	}
 	for _, pkg := range slices.Sorted(maps.Keys(imports)) {
-		for _, bad := range testOnly {
-			if pkg == bad || strings.HasPrefix(pkg, bad+"/") {
-				t.Errorf("the manager links %s: %s", pkg, strings.Join(importChain(imports, managerPackage, pkg), " -> "))
-			}
+		if forbidden(pkg) {
+			found = append(found, pkg+": "+strings.Join(importChain(imports, root, pkg), " -> "))
 		}
 	}
+	return root, found
+}
+
+// forbidden says whether pkg is under a test floor or one of the other binaries' packages.
+func forbidden(pkg string) bool {
+	for _, floor := range testFloors {
+		if strings.HasPrefix(pkg, floor) {
+			return true
+		}
+	}
+	for _, bad := range otherBinaries {
+		if pkg == bad || strings.HasPrefix(pkg, bad+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 // importChain is the shortest chain of imports from root to pkg.
