@@ -130,17 +130,56 @@ func Setup(mgr ctrl.Manager, rt *producer.Runtime, opts Options) (*Controllers, 
 		set = metrics.NewSet()
 	}
 	set.Observe(rt, lead.Leading)
-	restorer := &isolationRestorer{reader: mgr.GetAPIReader(), namespace: opts.Namespace, rt: rt, done: &out.restored}
+	if err := restoreOrRetry(mgr, rt, opts.Namespace, &out.restored); err != nil {
+		return nil, err
+	}
+	s := newShared(mgr, rt, opts, set, lead)
+	if opts.Fleet != nil {
+		s.fleet = newFleet(*opts.Fleet)
+		out.fleet = s.fleet
+	}
+	if err := indexFields(context.Background(), mgr); err != nil {
+		return nil, err
+	}
+	if err := setupReconcilers(mgr, rt, s); err != nil {
+		return nil, err
+	}
+	if err := mgr.Add(s.describer); err != nil {
+		return nil, err
+	}
+	if err := setupFleet(mgr, rt, s); err != nil {
+		return nil, err
+	}
+	if o := opts.ClusterFacades; o != nil {
+		c := mgr.GetClient()
+		out.facades = &ClusterFacades{Reader: c, Client: c, APIReader: mgr.GetAPIReader(), Leading: s.leading,
+			Runtime: rt, Recorder: mgr.GetEventRecorder("detour-namesrv-facade"), Options: *o}
+		if err := out.facades.SetupWithManager(mgr); err != nil {
+			return nil, fmt.Errorf("cluster facade controller: %w", err)
+		}
+	}
+	return out, addRunnables(mgr, rt, s, lead)
+}
+
+// restoreOrRetry puts the isolations the FaultPolicies' status records back into rt before
+// any controller starts. When the API server does not answer in time, the restorer is added to
+// mgr instead and keeps trying; done is set once they are restored.
+func restoreOrRetry(mgr ctrl.Manager, rt *producer.Runtime, namespace string, done *atomic.Bool) error {
+	restorer := &isolationRestorer{reader: mgr.GetAPIReader(), namespace: namespace, rt: rt, done: done}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	err := restorer.restore(ctx)
 	cancel()
-	if err != nil {
-		mgr.GetLogger().Error(err, "Restoring isolations from FaultPolicy status failed; retrying until the API server answers")
-		if err := mgr.Add(restorer); err != nil {
-			return nil, err
-		}
+	if err == nil {
+		return nil
 	}
-	s := &shared{
+	mgr.GetLogger().Error(err, "Restoring isolations from FaultPolicy status failed; retrying until the API server answers")
+	return mgr.Add(restorer)
+}
+
+// newShared builds the state the reconcilers share: the broker directory, the status and Event
+// write limiters, the metrics, the recorder, the describer and the channels that wake them.
+func newShared(mgr ctrl.Manager, rt *producer.Runtime, opts Options, set *metrics.Set, lead *Leadership) *shared {
+	return &shared{
 		brokers:          newBrokerDirectory(),
 		topicWrites:      newWriteLimiter(statusWriteInterval),
 		policyWrites:     newWriteLimiter(statusWriteInterval),
@@ -156,47 +195,35 @@ func Setup(mgr ctrl.Manager, rt *producer.Runtime, opts Options) (*Controllers, 
 		topicResync:      make(chan event.GenericEvent),
 		secrets:          newSecretCache(mgr.GetClient(), mgr.GetAPIReader()),
 	}
-	if opts.Fleet != nil {
-		s.fleet = newFleet(*opts.Fleet)
-		out.fleet = s.fleet
-	}
+}
+
+// setupReconcilers registers the broker-pod, Topic, Cluster and FaultPolicy reconcilers with mgr.
+func setupReconcilers(mgr ctrl.Manager, rt *producer.Runtime, s *shared) error {
 	c := mgr.GetClient()
-	if err := indexFields(context.Background(), mgr); err != nil {
-		return nil, err
-	}
 	if err := (&BrokerPodReconciler{Client: c, Runtime: rt, brokers: s.brokers}).SetupWithManager(mgr); err != nil {
-		return nil, fmt.Errorf("broker pod controller: %w", err)
+		return fmt.Errorf("broker pod controller: %w", err)
 	}
 	if err := (&TopicReconciler{Client: c, Runtime: rt, shared: s}).SetupWithManager(mgr); err != nil {
-		return nil, fmt.Errorf("topic controller: %w", err)
+		return fmt.Errorf("topic controller: %w", err)
 	}
 	if err := (&ClusterReconciler{Client: c, Runtime: rt, shared: s}).SetupWithManager(mgr); err != nil {
-		return nil, fmt.Errorf("cluster controller: %w", err)
+		return fmt.Errorf("cluster controller: %w", err)
 	}
 	if err := (&FaultPolicyReconciler{Client: c, Runtime: rt, shared: s}).SetupWithManager(mgr); err != nil {
-		return nil, fmt.Errorf("fault policy controller: %w", err)
+		return fmt.Errorf("fault policy controller: %w", err)
 	}
-	if err := mgr.Add(s.describer); err != nil {
-		return nil, err
-	}
-	if err := setupFleet(mgr, rt, s); err != nil {
-		return nil, err
-	}
-	if o := opts.ClusterFacades; o != nil {
-		out.facades = &ClusterFacades{Reader: c, Client: c, APIReader: mgr.GetAPIReader(), Leading: s.leading,
-			Runtime: rt, Recorder: mgr.GetEventRecorder("detour-namesrv-facade"), Options: *o}
-		if err := out.facades.SetupWithManager(mgr); err != nil {
-			return nil, fmt.Errorf("cluster facade controller: %w", err)
-		}
-	}
+	return nil
+}
+
+// addRunnables adds what runs beside the reconcilers: the isolation pump, the leadership and the
+// resync a new leader runs.
+func addRunnables(mgr ctrl.Manager, rt *producer.Runtime, s *shared, lead *Leadership) error {
+	c := mgr.GetClient()
 	if err := mgr.Add(&isolationPump{Client: c, Runtime: rt, shared: s}); err != nil {
-		return nil, err
+		return err
 	}
 	if err := mgr.Add(lead); err != nil {
-		return nil, err
+		return err
 	}
-	if err := mgr.Add(&leaderResync{Client: c, shared: s}); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return mgr.Add(&leaderResync{Client: c, shared: s})
 }

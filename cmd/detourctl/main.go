@@ -333,27 +333,55 @@ func sendPolicy(c *sendConfig) (producer.Policy, error) {
 }
 
 func runSend(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	c, pol, body, code := prepareSend(args, stdin, stderr)
+	if code != 0 {
+		return code
+	}
+	rt := producer.New(producer.Options{ProducerGroup: c.group})
+	defer rt.Close()
+	if code := startRuntime(ctx, rt, c, pol, stderr); code != 0 {
+		return code
+	}
+	out := newPrinter(c.output, stdout)
+	sum := sendEach(ctx, rt, c, body, out)
+	sum.Isolated = []string{}
+	for _, it := range rt.Isolated(pol.Name) {
+		sum.Isolated = append(sum.Isolated, it.Broker)
+	}
+	out.summary(sum)
+	if sum.Failed > 0 {
+		return 1
+	}
+	return 0
+}
+
+// prepareSend parses the send command line into its configuration, policy and message body, or
+// says why not and returns the exit code 2. The body is read before anything is sent or created,
+// so a bad one changes nothing.
+func prepareSend(args []string, stdin io.Reader, stderr io.Writer) (*sendConfig, producer.Policy, []byte, int) {
 	c, err := parseSend(args, stderr)
 	if err != nil {
 		if !errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintf(stderr, "detourctl send: %v\n", err)
 		}
-		return 2
+		return nil, producer.Policy{}, nil, 2
 	}
 	pol, err := sendPolicy(c)
 	if err != nil {
 		fmt.Fprintf(stderr, "detourctl send: %v\n", err)
-		return 2
+		return nil, producer.Policy{}, nil, 2
 	}
-	// The body is read before anything is sent or created, so a bad one changes nothing.
 	body, err := messageBody(c, stdin)
 	if err != nil {
 		fmt.Fprintf(stderr, "detourctl send: %v\n", err)
-		return 2
+		return nil, producer.Policy{}, nil, 2
 	}
+	return c, pol, body, 0
+}
 
-	rt := producer.New(producer.Options{ProducerGroup: c.group})
-	defer rt.Close()
+// startRuntime gives rt the credentials and the policy and routes the topic, from the name
+// servers or to the brokers named; a non-zero result is the exit code.
+func startRuntime(ctx context.Context, rt *producer.Runtime, c *sendConfig, pol producer.Policy, stderr io.Writer) int {
 	// detourctl's brokers are named without a scope: the credentials sign for them all.
 	if err := rt.SetCredentials("", c.creds); err != nil {
 		fmt.Fprintf(stderr, "detourctl send: %v\n", err)
@@ -364,14 +392,14 @@ func runSend(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		return 2
 	}
 	if len(c.nameServers) > 0 {
-		if code := routeFromNameServers(ctx, rt, c, pol.Name, stderr); code != 0 {
-			return code
-		}
-	} else if code := routeToBrokers(ctx, rt, c, pol.Name, stderr); code != 0 {
-		return code
+		return routeFromNameServers(ctx, rt, c, pol.Name, stderr)
 	}
+	return routeToBrokers(ctx, rt, c, pol.Name, stderr)
+}
 
-	out := newPrinter(c.output, stdout)
+// sendEach sends the message c.count times, c.interval apart, until ctx ends, prints a line for
+// each send and sums them up with the latency percentiles.
+func sendEach(ctx context.Context, rt *producer.Runtime, c *sendConfig, body []byte, out *printer) summary {
 	sum := summary{PerBroker: map[string]int{}}
 	var latencies []time.Duration
 	begin := time.Now()
@@ -382,28 +410,8 @@ func runSend(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 			case <-time.After(c.interval):
 			}
 		}
-		start := time.Now()
-		res, err := rt.Send(ctx, &producer.Message{Topic: c.topic, Tags: c.tags, Keys: c.keys, Properties: c.properties, Body: body})
-		lat := time.Since(start)
+		line, lat := sendOnce(ctx, rt, c, body, &sum)
 		latencies = append(latencies, lat)
-		line := sendLine{LatencyMillis: millis(lat), BrokersTried: []string{}}
-		if err != nil {
-			sum.Failed++
-			line.Error = err.Error()
-			var se *producer.SendError
-			if errors.As(err, &se) {
-				line.Attempts = se.Attempts
-				line.BrokersTried = se.BrokersTried
-			}
-		} else {
-			sum.Sent++
-			sum.PerBroker[res.Broker]++
-			line.MsgID, line.Broker, line.QueueID, line.QueueOffset = res.MsgID, res.Broker, res.QueueID, res.QueueOffset
-			line.Attempts, line.BrokersTried = res.Attempts, res.BrokersTried
-		}
-		if line.Attempts > 1 {
-			sum.Retried++
-		}
 		out.send(line)
 	}
 	sum.ElapsedMillis = millis(time.Since(begin))
@@ -413,15 +421,33 @@ func runSend(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		sum.P99Millis = millis(latencies[(n-1)*99/100])
 		sum.MaxMillis = millis(latencies[n-1])
 	}
-	sum.Isolated = []string{}
-	for _, it := range rt.Isolated(pol.Name) {
-		sum.Isolated = append(sum.Isolated, it.Broker)
+	return sum
+}
+
+// sendOnce sends the message once, counts the outcome in sum and returns its line and latency.
+func sendOnce(ctx context.Context, rt *producer.Runtime, c *sendConfig, body []byte, sum *summary) (sendLine, time.Duration) {
+	start := time.Now()
+	res, err := rt.Send(ctx, &producer.Message{Topic: c.topic, Tags: c.tags, Keys: c.keys, Properties: c.properties, Body: body})
+	lat := time.Since(start)
+	line := sendLine{LatencyMillis: millis(lat), BrokersTried: []string{}}
+	if err != nil {
+		sum.Failed++
+		line.Error = err.Error()
+		var se *producer.SendError
+		if errors.As(err, &se) {
+			line.Attempts = se.Attempts
+			line.BrokersTried = se.BrokersTried
+		}
+	} else {
+		sum.Sent++
+		sum.PerBroker[res.Broker]++
+		line.MsgID, line.Broker, line.QueueID, line.QueueOffset = res.MsgID, res.Broker, res.QueueID, res.QueueOffset
+		line.Attempts, line.BrokersTried = res.Attempts, res.BrokersTried
 	}
-	out.summary(sum)
-	if sum.Failed > 0 {
-		return 1
+	if line.Attempts > 1 {
+		sum.Retried++
 	}
-	return 0
+	return line, lat
 }
 
 func millis(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -115,6 +115,36 @@ func phaseAt(k, steps int) int {
 // the fault script, printing one line per second, until Duration passes or ctx ends. Sends in
 // flight are finished, not cancelled, and the summary is printed before Run returns.
 func Run(ctx context.Context, o RunOptions) (Summary, error) {
+	brokers, err := o.settle()
+	if err != nil {
+		return Summary{}, err
+	}
+	route := o.Target.RouteKey()
+	if err := waitForRoute(ctx, o.Runtime, route, len(brokers)); err != nil {
+		return Summary{}, err
+	}
+	if o.Duration > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.Duration)
+		defer cancel()
+	}
+	steps := script(o.Env, o.Victim)
+	st := newStats(brokers, o.Victim, len(steps))
+	st.scope = o.Target.Brokers
+
+	wait := startSenders(ctx, &o, route, st)
+	fmt.Fprintf(o.Out, "demo: sending %d messages/s with %d senders to topic %s; faults hit %s, one step every %s\n",
+		o.Rate, o.Senders, o.Target.Topic, o.Victim, o.Phase)
+	scriptErr := runScript(ctx, &o, steps, st, brokers)
+	wait()
+	sum := st.summary(steps)
+	printSummary(o.Out, sum, o.Victim)
+	return sum, scriptErr
+}
+
+// settle fills in the defaults of o (phase, rate, senders, and the second broker as the victim)
+// and returns the environment's broker names, or an error when the victim is not one of them.
+func (o *RunOptions) settle() ([]string, error) {
 	if o.Phase <= 0 {
 		o.Phase = 10 * time.Second
 	}
@@ -132,24 +162,16 @@ func Run(ctx context.Context, o RunOptions) (Summary, error) {
 		o.Victim = brokers[1]
 	}
 	if o.Env.Broker(o.Victim) == nil {
-		return Summary{}, fmt.Errorf("no broker %q to inject faults into", o.Victim)
+		return nil, fmt.Errorf("no broker %q to inject faults into", o.Victim)
 	}
-	route := o.Target.RouteKey()
-	if err := waitForRoute(ctx, o.Runtime, route, len(brokers)); err != nil {
-		return Summary{}, err
-	}
-	if o.Duration > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, o.Duration)
-		defer cancel()
-	}
-	steps := script(o.Env, o.Victim)
-	st := newStats(brokers, o.Victim, len(steps))
-	st.scope = o.Target.Brokers
+	return brokers, nil
+}
 
+// startSenders starts o.Senders goroutines that together send o.Rate messages a second on route
+// until ctx ends, each recorded in st. The returned wait blocks until they have all returned.
+func startSenders(ctx context.Context, o *RunOptions, route string, st *stats) (wait func()) {
 	var wg sync.WaitGroup
 	ticks := time.NewTicker(time.Second / time.Duration(o.Rate))
-	defer ticks.Stop()
 	var seq atomic.Int64
 	for range o.Senders {
 		wg.Go(func() {
@@ -171,39 +193,32 @@ func Run(ctx context.Context, o RunOptions) (Summary, error) {
 			}
 		})
 	}
+	return func() {
+		wg.Wait()
+		ticks.Stop()
+	}
+}
 
-	fmt.Fprintf(o.Out, "demo: sending %d messages/s with %d senders to topic %s; faults hit %s, one step every %s\n",
-		o.Rate, o.Senders, o.Target.Topic, o.Victim, o.Phase)
+// runScript walks the fault script, one step every o.Phase, and prints a line of what the senders
+// saw every second, until ctx ends or a step fails; the error is the failed step's.
+func runScript(ctx context.Context, o *RunOptions, steps []phase, st *stats, brokers []string) error {
 	start := time.Now()
 	current := -1
 	view := time.NewTicker(time.Second)
 	defer view.Stop()
-	var scriptErr error
-loop:
 	for {
 		k := int(time.Since(start) / o.Phase)
 		if next := phaseAt(k, len(steps)); next != current {
 			current = next
 			st.setPhase(current)
 			fmt.Fprintf(o.Out, "demo: --- %s ---\n", steps[current].name)
-			if apply := steps[current].apply; apply != nil {
-				if ctx.Err() != nil {
-					break loop
-				}
-				// A step runs to completion on its own clock, even when the demo's end comes
-				// while it talks to the API server.
-				sctx, cancel := context.WithTimeout(context.Background(), stepTimeout)
-				err := apply(sctx)
-				cancel()
-				if err != nil {
-					scriptErr = fmt.Errorf("fault script step %q: %w", steps[current].name, err)
-					break loop
-				}
+			if stop, err := applyStep(ctx, steps[current]); stop {
+				return err
 			}
 		}
 		select {
 		case <-ctx.Done():
-			break loop
+			return nil
 		case now := <-view.C:
 			w := st.takeWindow()
 			isolated := o.Runtime.Isolated(o.Policy)
@@ -213,10 +228,26 @@ loop:
 			fmt.Fprintln(o.Out, formatLine(now.Sub(start), steps[current].name, w, brokers, isolated))
 		}
 	}
-	wg.Wait()
-	sum := st.summary(steps)
-	printSummary(o.Out, sum, o.Victim)
-	return sum, scriptErr
+}
+
+// applyStep runs step's fault, if it has one; stop says the script ends here, because the demo is
+// ending (err nil) or the step failed (err says why).
+func applyStep(ctx context.Context, step phase) (stop bool, err error) {
+	if step.apply == nil {
+		return false, nil
+	}
+	if ctx.Err() != nil {
+		return true, nil
+	}
+	// A step runs to completion on its own clock, even when the demo's end comes while it talks
+	// to the API server.
+	sctx, cancel := context.WithTimeout(context.Background(), stepTimeout)
+	err = step.apply(sctx)
+	cancel()
+	if err != nil {
+		return true, fmt.Errorf("fault script step %q: %w", step.name, err)
+	}
+	return false, nil
 }
 
 // waitForRoute waits until the runtime routes topic over the given number of brokers, which

@@ -130,38 +130,7 @@ func (c *Cluster) StartProducer(o ProducerOptions) *JavaProducer {
 	if err := os.MkdirAll(home, 0o755); err != nil {
 		c.t.Fatal(err)
 	}
-	ns := strings.Join(o.NameServers, ";")
-	if ns == "" {
-		ns = c.nsAddr
-	}
-	args := []string{"namesrv=" + ns, "topic=" + o.Topic,
-		"senders=" + strconv.Itoa(max(o.Senders, 1)), "rate=" + strconv.FormatFloat(o.Rate, 'f', -1, 64),
-		"durationMs=" + strconv.FormatInt(o.Duration.Milliseconds(), 10), "size=" + strconv.Itoa(max(o.Size, 1)),
-		"faultEnable=" + strconv.FormatBool(o.FaultEnable)}
-	if o.PollNameServerInterval > 0 {
-		args = append(args, "pollMs="+strconv.FormatInt(o.PollNameServerInterval.Milliseconds(), 10))
-	}
-	if o.Retries != nil {
-		args = append(args, "retries="+strconv.Itoa(*o.Retries))
-	}
-	if o.SendTimeout > 0 {
-		args = append(args, "timeoutMs="+strconv.FormatInt(o.SendTimeout.Milliseconds(), 10))
-	}
-	if o.PerAttemptTimeout > 0 {
-		args = append(args, "perAttemptMs="+strconv.FormatInt(o.PerAttemptTimeout.Milliseconds(), 10))
-	}
-	switch {
-	case o.Deferred:
-		args = append(args, "startAtMs=stdin")
-	case !o.StartAt.IsZero():
-		args = append(args, "startAtMs="+strconv.FormatInt(o.StartAt.UnixMilli(), 10))
-	}
-	if o.Warmup > 0 {
-		args = append(args, "warmup="+strconv.Itoa(o.Warmup))
-	}
-	if o.Shared {
-		args = append(args, "shared=true")
-	}
+	args := o.driverArgs(c.nsAddr)
 	cp := c.Dist.ClientClassPath
 	if o.Client != "" && o.Client != c.Dist.Line {
 		d, err := locate(o.Client)
@@ -206,6 +175,44 @@ func (c *Cluster) StartProducer(o ProducerOptions) *JavaProducer {
 		c.t.Fatalf("rmqtest: Java producer not ready within %v", startTimeout)
 	}
 	return p
+}
+
+// driverArgs are the Java driver's key=value arguments for o; the producer asks
+// defaultNameServer when o names no name servers.
+func (o ProducerOptions) driverArgs(defaultNameServer string) []string {
+	ns := strings.Join(o.NameServers, ";")
+	if ns == "" {
+		ns = defaultNameServer
+	}
+	args := []string{"namesrv=" + ns, "topic=" + o.Topic,
+		"senders=" + strconv.Itoa(max(o.Senders, 1)), "rate=" + strconv.FormatFloat(o.Rate, 'f', -1, 64),
+		"durationMs=" + strconv.FormatInt(o.Duration.Milliseconds(), 10), "size=" + strconv.Itoa(max(o.Size, 1)),
+		"faultEnable=" + strconv.FormatBool(o.FaultEnable)}
+	if o.PollNameServerInterval > 0 {
+		args = append(args, "pollMs="+strconv.FormatInt(o.PollNameServerInterval.Milliseconds(), 10))
+	}
+	if o.Retries != nil {
+		args = append(args, "retries="+strconv.Itoa(*o.Retries))
+	}
+	if o.SendTimeout > 0 {
+		args = append(args, "timeoutMs="+strconv.FormatInt(o.SendTimeout.Milliseconds(), 10))
+	}
+	if o.PerAttemptTimeout > 0 {
+		args = append(args, "perAttemptMs="+strconv.FormatInt(o.PerAttemptTimeout.Milliseconds(), 10))
+	}
+	switch {
+	case o.Deferred:
+		args = append(args, "startAtMs=stdin")
+	case !o.StartAt.IsZero():
+		args = append(args, "startAtMs="+strconv.FormatInt(o.StartAt.UnixMilli(), 10))
+	}
+	if o.Warmup > 0 {
+		args = append(args, "warmup="+strconv.Itoa(o.Warmup))
+	}
+	if o.Shared {
+		args = append(args, "shared=true")
+	}
+	return args
 }
 
 func (p *JavaProducer) read(stdout interface{ Read([]byte) (int, error) }) {
