@@ -26,6 +26,6 @@
 // (cluster_facade.go, cluster_facade_service.go) serve one facade per Cluster that asks.
 //
 // Identity: tenancy.go names brokers and routes by namespace (and Cluster), so two tenants'
-// brokers of one name never meet in the runtime. The collectors live in internal/metrics; the
+// brokers of one name never meet in the runtime. The collectors live in pkg/metrics; the
 // RBAC the manager needs is generated from the markers next to the code that needs it.
 package controllers

@@ -5,7 +5,7 @@
 # reuses it. Prints that folder, which is what DETOUR_PYTHON_CLIENT must point at. Skips the work
 # when the folder for these requirements and this driver is complete.
 #
-#   DETOUR_PYTHON_CLIENT=$(hack/setup-python-client.sh) go test ./internal/compat/...
+#   DETOUR_PYTHON_CLIENT=$(hack/setup-python-client.sh) go test ./test/compat/...
 #
 # Layout of the folder: venv (the virtual environment; run its bin/python), grpc_produce.py (the
 # driver), version (the client's version). DETOUR_PYTHON picks the interpreter (python3 by

@@ -4,7 +4,7 @@
 # reuses it. Prints that folder, which is what DETOUR_ROCKETMQ must point at. Skips the work when the
 # folder for this pom and these driver sources is complete.
 #
-#   DETOUR_ROCKETMQ=$(hack/setup-rocketmq.sh) go test ./internal/rmqtest/...
+#   DETOUR_ROCKETMQ=$(hack/setup-rocketmq.sh) go test ./internal/testsupport/rmqtest/...
 #
 # Layout of the folder: <line>/server (class path of the name server and broker), <line>/client
 # (class path of the client plus the driver jar), each with a file `version`; and 5/grpc, the class

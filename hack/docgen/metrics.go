@@ -39,7 +39,7 @@ func metricsReference(string) ([]byte, error) {
 	}
 	sort.Slice(rows, func(i, j int) bool { return rows[i].name < rows[j].name })
 	var b strings.Builder
-	b.WriteString(header("Metrics", "the collectors' descriptions (internal/metrics)"))
+	b.WriteString(header("Metrics", "the collectors' descriptions (pkg/metrics)"))
 	b.WriteString("Every `detour_*` series the manager serves on its metrics endpoint (`--metrics-bind-address`). " +
 		"Policies are labelled `<namespace>/<name>`; brokers by their scoped names (`<namespace>/<brokerName>`, " +
 		"or `<namespace>/<cluster>/<brokerName>`). The runtime's and controllers' series carry no subsystem; each front door " +

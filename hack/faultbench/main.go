@@ -2,7 +2,7 @@
 // one way) and each strategy (how the producer copes), it sends the same paced workload to three
 // brokers, records every send and attempt, and writes results.json, results.md and PNG charts
 // into the output directory. It has two modes: brokersim (fresh in-process brokers per run, the
-// fast mode) and real (one real Apache RocketMQ 5.x cluster started by internal/rmqtest, with
+// fast mode) and real (one real Apache RocketMQ 5.x cluster started by internal/testsupport/rmqtest, with
 // RocketMQ's own Java producers among the strategies; needs DETOUR_ROCKETMQ, see
 // hack/setup-rocketmq.sh). Every scenario × strategy is repeated -reps times, interleaved, and
 // reported as median with min-max.

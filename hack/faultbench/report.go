@@ -219,7 +219,7 @@ func writeMarkdown(path string, rep *report, charts map[string][]string) error {
 	b.WriteString("Two modes:\n\n")
 	if rp := rep.RealParams; rp != nil {
 		fmt.Fprintf(&b, "- **real**: one real Apache RocketMQ 5.5.0 cluster (name server and three master brokers, JVMs on "+
-			"127.0.0.1, started by `internal/rmqtest`), %.0f s runs (%d sends scheduled). Faults act on the bad broker's JVM "+
+			"127.0.0.1, started by `internal/testsupport/rmqtest`), %.0f s runs (%d sends scheduled). Faults act on the bad broker's JVM "+
 			"(SIGSTOP, SIGKILL, graceful stop and restart); after every run it is restored (resumed or restarted) and the "+
 			"name server must publish the topic on all three brokers again before the next run. RocketMQ's own Java "+
 			"producers run in their own JVM (started, warmed up with %d sends, then given the start time) on the same "+

@@ -1,5 +1,5 @@
 // Package compat holds the suites that prove detour against real Apache RocketMQ: name servers,
-// brokers and Java clients of the 5.x and 4.9.x lines, started by internal/rmqtest. What they
+// brokers and Java clients of the 5.x and 4.9.x lines, started by internal/testsupport/rmqtest. What they
 // prove:
 //
 //   - messages sent through the producer runtime, detourctl and the send gateway are stored as
@@ -15,5 +15,5 @@
 //
 // Run one suite alone with, for example:
 //
-//	DETOUR_ROCKETMQ=$(hack/setup-rocketmq.sh) go test -run TestStoredAsSent -v ./internal/compat/
+//	DETOUR_ROCKETMQ=$(hack/setup-rocketmq.sh) go test -run TestStoredAsSent -v ./test/compat/
 package compat

@@ -59,7 +59,7 @@ func (t grpcTurn) cpuPerMsg() time.Duration {
 // JVMs of their own), so detour's is this process's. Ratios are taken per turn, then the median.
 // It runs only when asked (-bench) and with DETOUR_ROCKETMQ set:
 //
-//	DETOUR_ROCKETMQ=$(hack/setup-rocketmq.sh) go test -run '^$' -bench GRPCEndpointAgainstProxy -benchtime 1x -timeout 20m ./internal/compat/
+//	DETOUR_ROCKETMQ=$(hack/setup-rocketmq.sh) go test -run '^$' -bench GRPCEndpointAgainstProxy -benchtime 1x -timeout 20m ./test/compat/
 func BenchmarkGRPCEndpointAgainstProxy(b *testing.B) {
 	if os.Getenv(rmqtest.EnvDist) == "" {
 		b.Skipf("%s is not set: this benchmark needs a real RocketMQ", rmqtest.EnvDist)

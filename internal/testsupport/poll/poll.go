@@ -10,7 +10,7 @@ import (
 )
 
 // TB is the part of testing.TB that Until needs, so test harnesses with their own TB (such as
-// internal/rmqtest's) can pass theirs.
+// internal/testsupport/rmqtest's) can pass theirs.
 type TB interface {
 	Helper()
 	Fatalf(format string, args ...any)
