@@ -3,7 +3,7 @@
 # (config/prometheus/alerts_test.yaml) run. Installs Debian's prometheus package, which carries
 # it, when it is missing (needs root and apt-get).
 #
-#   DETOUR_PROMTOOL=$(hack/setup-promtool.sh) go test -run Alert ./internal/operator/
+#   DETOUR_PROMTOOL=$(hack/setup-promtool.sh) go test -run Alert ./test/deploy/
 set -euo pipefail
 
 if command -v promtool >/dev/null; then

@@ -1,4 +1,4 @@
-package operator
+package deploy
 
 import (
 	"bytes"
@@ -61,7 +61,7 @@ func promtoolPath(t *testing.T) string {
 	}
 	path := os.Getenv("DETOUR_PROMTOOL")
 	if path == "" {
-		t.Fatal("DETOUR_PROMTOOL is not set: run `make test`, or DETOUR_PROMTOOL=$(hack/setup-promtool.sh) go test ./internal/operator/")
+		t.Fatal("DETOUR_PROMTOOL is not set: run `make test`, or DETOUR_PROMTOOL=$(hack/setup-promtool.sh) go test ./test/deploy/")
 	}
 	return path
 }

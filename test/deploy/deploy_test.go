@@ -1,4 +1,4 @@
-package operator
+package deploy
 
 import (
 	"bytes"
@@ -13,11 +13,11 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -27,7 +27,6 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
 )
@@ -112,19 +111,19 @@ func TestDefaultKustomizationRenders(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the Deployment's arguments %v are not the manager's flags: %v", c.Args, err)
 	}
-	if !o.leaderElect || !o.gatewayAuth || !o.gatewaySecure || !o.secureMetrics {
+	if !o.on("leader-elect") || !o.on("gateway-auth") || !o.on("gateway-secure") || !o.on("metrics-secure") {
 		t.Errorf("deployed flags: leader election %v, gateway auth %v, gateway TLS %v, secure metrics %v; want all on",
-			o.leaderElect, o.gatewayAuth, o.gatewaySecure, o.secureMetrics)
+			o.on("leader-elect"), o.on("gateway-auth"), o.on("gateway-secure"), o.on("metrics-secure"))
 	}
 	grace := dep.Spec.Template.Spec.TerminationGracePeriodSeconds
-	if grace == nil || time.Duration(*grace)*time.Second <= o.shutdownDelay+o.shutdownTimeout {
-		t.Errorf("terminationGracePeriodSeconds %v does not cover shutdown delay %s + timeout %s", grace, o.shutdownDelay, o.shutdownTimeout)
+	if grace == nil || time.Duration(*grace)*time.Second <= o.duration(t, "shutdown-delay")+o.duration(t, "shutdown-timeout") {
+		t.Errorf("terminationGracePeriodSeconds %v does not cover shutdown delay %s + timeout %s", grace, o.duration(t, "shutdown-delay"), o.duration(t, "shutdown-timeout"))
 	}
 	ports := map[string]int32{}
 	for _, p := range c.Ports {
 		ports[p.Name] = p.ContainerPort
 	}
-	for name, addr := range map[string]string{"gateway": o.gatewayAddr, "metrics": o.metricsAddr, "health": o.probeAddr, "namesrv": o.facadeAddr, "grpc": o.grpc.addr} {
+	for name, addr := range map[string]string{"gateway": o["gateway-bind-address"], "metrics": o["metrics-bind-address"], "health": o["health-probe-bind-address"], "namesrv": o["namesrv-facade-bind-address"], "grpc": o["grpc-bind-address"]} {
 		if p, ok := ports[name]; !ok || !strings.HasSuffix(addr, fmt.Sprintf(":%d", p)) {
 			t.Errorf("container port %q = %d does not match the bind address %q", name, p, addr)
 		}
@@ -241,31 +240,6 @@ func TestPrometheusKustomizationRenders(t *testing.T) {
 	}
 }
 
-// logCapture keeps an operator's log lines so a test can look for refusals in them.
-type logCapture struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-func (l *logCapture) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	l.lines = append(l.lines, string(p))
-	l.mu.Unlock()
-	return len(p), nil
-}
-
-func (l *logCapture) find(s string) []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []string
-	for _, line := range l.lines {
-		if strings.Contains(line, s) {
-			out = append(out, line)
-		}
-	}
-	return out
-}
-
 // TestManagerRunsWithTheDeployedRBAC proves the RBAC in config/ is enough and is what the
 // operator uses: the rendered default kustomization is applied with kubectl, the manager runs as
 // its service account with the Deployment's own flags (bind addresses moved to loopback), leads
@@ -293,28 +267,27 @@ func TestManagerRunsWithTheDeployedRBAC(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	metricsAddr := freeAddr(t)
+	metricsAddr, gatewayAddr := freeAddr(t), freeAddr(t)
 	args := append(slices.Clone(dep.Spec.Template.Spec.Containers[0].Args),
-		"--gateway-bind-address=127.0.0.1:0",
+		"--gateway-bind-address="+gatewayAddr,
 		"--grpc-bind-address=127.0.0.1:0",
 		"--metrics-bind-address="+metricsAddr,
 		"--health-probe-bind-address=0",
 		"--leader-election-namespace="+dep.Namespace, // in a pod this comes from the service account
 		"--shutdown-delay=0s")
-	o, err := parseFlags(args, io.Discard)
-	if err != nil {
+	if _, err := parseFlags(args, io.Discard); err != nil {
 		t.Fatal(err)
 	}
-	op, logs, stop := startOperatorAs(t, identity, o)
-	(&runningOperator{Operator: op}).waitForRoute(t, "RbacOrders", 1)
-	waitLeadingAndWriting(t, op, ns, "orders")
+	logs, stop := startManagerAs(t, identity, args)
+	waitLeadingAndWriting(t, dep.Namespace, ns, "orders")
 
 	c := insecureClient()
-	a := postMessage(t, c, messagesURL(op.gw.URL(), ns, "orders"), "text/plain", appToken, []byte("order"), nil)
+	gatewayURL := "https://" + gatewayAddr
+	a := postMessage(t, c, messagesURL(gatewayURL, ns, "orders"), "text/plain", appToken, []byte("order"))
 	if a.status != http.StatusOK || storedCounts(b)[a.ok.MsgID] != 1 {
 		t.Fatalf("a sender bound to detour-topic-sender: %d %+v; want 200 and stored", a.status, a.err)
 	}
-	if a := postMessage(t, c, messagesURL(op.gw.URL(), ns, "orders"), "text/plain", promToken, []byte("x"), nil); a.status != http.StatusForbidden {
+	if a := postMessage(t, c, messagesURL(gatewayURL, ns, "orders"), "text/plain", promToken, []byte("x")); a.status != http.StatusForbidden {
 		t.Fatalf("the metrics reader sending: %d, want 403", a.status)
 	}
 
@@ -384,53 +357,38 @@ func bindSender(t *testing.T, ns, sa, role string) {
 	}
 }
 
-// startOperatorAs runs the operator with options o as user, its log (and client-go's klog, where
-// leader election and event broadcasting report refusals) captured in logs. stop ends it and is
-// idempotent; it also runs when the test ends, before klog is given back.
-func startOperatorAs(t *testing.T, user *envtest.AuthenticatedUser, o *Options) (op *Operator, logs *logCapture, stop func()) {
+// waitLeadingAndWriting waits until a manager holds a leader Lease in leaseNamespace and has
+// written FaultPolicy and Topic ns/name's status Ready, the Topic routed over its brokers: what
+// only a leader whose runtime holds the route writes.
+func waitLeadingAndWriting(t *testing.T, leaseNamespace, ns, name string) {
 	t.Helper()
-	logs = &logCapture{}
-	klogSink.set(logs)
-	t.Cleanup(func() { klogSink.set(nil) })
-	op, err := newOperator(user.Config(), o, zap.New(zap.WriteTo(logs)), operatorHooks{skipNameValidation: true})
-	if err != nil {
-		t.Fatalf("building the operator as the ServiceAccount: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- op.Run(ctx) }()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("the operator stopped with %v", err)
-			}
-		})
-	}
-	t.Cleanup(stop)
-	return op, logs, stop
-}
-
-// waitLeadingAndWriting waits until op holds the leader Lease and has written FaultPolicy
-// ns/policy's status Ready.
-func waitLeadingAndWriting(t *testing.T, op *Operator, ns, policy string) {
-	t.Helper()
-	eventually(t, "leadership through the Lease", func() error {
-		select {
-		case <-op.mgr.Elected():
-			return nil
-		default:
-			return errors.New("not elected")
+	ctx := context.Background()
+	eventually(t, "leadership through a Lease", func() error {
+		var leases coordinationv1.LeaseList
+		if err := k8sClient.List(ctx, &leases, client.InNamespace(leaseNamespace)); err != nil {
+			return err
 		}
+		for _, l := range leases.Items {
+			if l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "" {
+				return nil
+			}
+		}
+		return errors.New("no Lease held")
 	})
-	eventually(t, "the FaultPolicy's status", func() error {
+	eventually(t, "the FaultPolicy's and the Topic's status", func() error {
 		var fp routingv1alpha1.FaultPolicy
-		if err := k8sClient.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: policy}, &fp); err != nil {
+		if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &fp); err != nil {
 			return err
 		}
 		if !apimeta.IsStatusConditionTrue(fp.Status.Conditions, "Ready") {
-			return fmt.Errorf("conditions %v", fp.Status.Conditions)
+			return fmt.Errorf("FaultPolicy conditions %v", fp.Status.Conditions)
+		}
+		var topic routingv1alpha1.Topic
+		if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &topic); err != nil {
+			return err
+		}
+		if !apimeta.IsStatusConditionTrue(topic.Status.Conditions, "Ready") || topic.Status.BrokerCount == 0 {
+			return fmt.Errorf("Topic conditions %v, %d brokers", topic.Status.Conditions, topic.Status.BrokerCount)
 		}
 		return nil
 	})

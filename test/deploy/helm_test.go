@@ -1,4 +1,4 @@
-package operator
+package deploy
 
 import (
 	"bytes"
@@ -23,6 +23,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/diff"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -41,7 +42,7 @@ func helmPath(t *testing.T) string {
 	}
 	path := os.Getenv("DETOUR_HELM")
 	if path == "" {
-		t.Fatal("DETOUR_HELM is not set: run `make test`, or DETOUR_HELM=$(hack/setup-helm.sh) go test ./internal/operator/")
+		t.Fatal("DETOUR_HELM is not set: run `make test`, or DETOUR_HELM=$(hack/setup-helm.sh) go test ./test/deploy/")
 	}
 	return path
 }
@@ -185,7 +186,7 @@ func withoutSelection(u *unstructured.Unstructured) *unstructured.Unstructured {
 // binary accepts and bind the ports it names, every Service and the PodDisruptionBudget select its
 // pods and reach ports it names, and every binding names a role and the ServiceAccount that
 // exist. It returns the Deployment and the parsed arguments.
-func checkCoherent(t *testing.T, objs []*unstructured.Unstructured, prefix string) (*appsv1.Deployment, *Options) {
+func checkCoherent(t *testing.T, objs []*unstructured.Unstructured, prefix string) (*appsv1.Deployment, managerFlags) {
 	t.Helper()
 	dep := find[appsv1.Deployment](t, objs, "Deployment", prefix+"-controller-manager")
 	if dep == nil {
@@ -203,7 +204,7 @@ func checkCoherent(t *testing.T, objs []*unstructured.Unstructured, prefix strin
 	for _, p := range c.Ports {
 		ports[p.Name] = p.ContainerPort
 	}
-	for name, addr := range map[string]string{"gateway": o.gatewayAddr, "metrics": o.metricsAddr, "health": o.probeAddr, "namesrv": o.facadeAddr, "grpc": o.grpc.addr} {
+	for name, addr := range map[string]string{"gateway": o["gateway-bind-address"], "metrics": o["metrics-bind-address"], "health": o["health-probe-bind-address"], "namesrv": o["namesrv-facade-bind-address"], "grpc": o["grpc-bind-address"]} {
 		p, named := ports[name]
 		if addr == "0" && named {
 			t.Errorf("container port %q is named but %s is off", name, name)
@@ -303,7 +304,7 @@ type helmValuesCase struct {
 	release string // "" means detour
 	prefix  string // of the objects' names; "" means the one the release gives
 	values  []string
-	check   func(t *testing.T, objs []*unstructured.Unstructured, dep *appsv1.Deployment, o *Options)
+	check   func(t *testing.T, objs []*unstructured.Unstructured, dep *appsv1.Deployment, o managerFlags)
 }
 
 // TestHelmChartValuesChangeWhatTheySay renders the chart with each value changed and proves the
@@ -313,7 +314,7 @@ func TestHelmChartValuesChangeWhatTheySay(t *testing.T) {
 	for _, tc := range []helmValuesCase{
 		{name: "image", values: []string{"--set", "image.repository=registry.example.com/detour,image.tag=v0.1.0,image.pullPolicy=Always",
 			"--set", "imagePullSecrets[0].name=regcred"},
-			check: func(t *testing.T, _ []*unstructured.Unstructured, dep *appsv1.Deployment, _ *Options) {
+			check: func(t *testing.T, _ []*unstructured.Unstructured, dep *appsv1.Deployment, _ managerFlags) {
 				c := dep.Spec.Template.Spec.Containers[0]
 				if c.Image != "registry.example.com/detour:v0.1.0" || c.ImagePullPolicy != corev1.PullAlways {
 					t.Errorf("image %q pulled %q", c.Image, c.ImagePullPolicy)
@@ -323,7 +324,7 @@ func TestHelmChartValuesChangeWhatTheySay(t *testing.T) {
 				}
 			}},
 		{name: "three replicas keep the disruption budget", values: []string{"--set", "replicas=3"},
-			check: func(t *testing.T, objs []*unstructured.Unstructured, dep *appsv1.Deployment, _ *Options) {
+			check: func(t *testing.T, objs []*unstructured.Unstructured, dep *appsv1.Deployment, _ managerFlags) {
 				if *dep.Spec.Replicas != 3 {
 					t.Errorf("replicas %d", *dep.Spec.Replicas)
 				}
@@ -332,7 +333,7 @@ func TestHelmChartValuesChangeWhatTheySay(t *testing.T) {
 				}
 			}},
 		{name: "one replica has no disruption budget to block drains", values: []string{"--set", "replicas=1"},
-			check: func(t *testing.T, objs []*unstructured.Unstructured, dep *appsv1.Deployment, _ *Options) {
+			check: func(t *testing.T, objs []*unstructured.Unstructured, dep *appsv1.Deployment, _ managerFlags) {
 				if *dep.Spec.Replicas != 1 {
 					t.Errorf("replicas %d", *dep.Spec.Replicas)
 				}
@@ -341,15 +342,15 @@ func TestHelmChartValuesChangeWhatTheySay(t *testing.T) {
 				}
 			}},
 		{name: "gRPC access keys are read from the watched namespace", values: []string{"--set", "grpc.accessKeysSecret=grpc-keys,watchNamespace=shop"},
-			check: func(t *testing.T, _ []*unstructured.Unstructured, _ *appsv1.Deployment, o *Options) {
-				if o.grpc.accessKeys != "shop/grpc-keys" {
-					t.Errorf("--grpc-access-keys-secret %q", o.grpc.accessKeys)
+			check: func(t *testing.T, _ []*unstructured.Unstructured, _ *appsv1.Deployment, o managerFlags) {
+				if o["grpc-access-keys-secret"] != "shop/grpc-keys" {
+					t.Errorf("--grpc-access-keys-secret %q", o["grpc-access-keys-secret"])
 				}
 			}},
 		{name: "namespace scope binds a Role there", values: []string{"--set", "watchNamespace=shop"},
-			check: func(t *testing.T, objs []*unstructured.Unstructured, _ *appsv1.Deployment, o *Options) {
-				if o.namespace != "shop" {
-					t.Errorf("--namespace %q", o.namespace)
+			check: func(t *testing.T, objs []*unstructured.Unstructured, _ *appsv1.Deployment, o managerFlags) {
+				if o["namespace"] != "shop" {
+					t.Errorf("--namespace %q", o["namespace"])
 				}
 				defaults := renderedDefault(t)
 				role := findIn[rbacv1.Role](t, objs, "Role", "shop", "detour-manager-role")
@@ -375,15 +376,15 @@ func TestHelmChartValuesChangeWhatTheySay(t *testing.T) {
 				}
 			}},
 		{name: "broker pod selector", values: []string{"--set", "brokerPodSelector=app.kubernetes.io/component in (broker\\,namesrv)"},
-			check: func(t *testing.T, _ []*unstructured.Unstructured, _ *appsv1.Deployment, o *Options) {
-				if o.brokerPodSelector == nil || o.brokerPodSelector.String() != "app.kubernetes.io/component in (broker,namesrv)" {
-					t.Errorf("--broker-pod-selector %v", o.brokerPodSelector)
+			check: func(t *testing.T, _ []*unstructured.Unstructured, _ *appsv1.Deployment, o managerFlags) {
+				if sel, err := labels.Parse(o["broker-pod-selector"]); err != nil || sel.String() != "app.kubernetes.io/component in (broker,namesrv)" {
+					t.Errorf("--broker-pod-selector %q: %v", o["broker-pod-selector"], err)
 				}
 			}},
 		{name: "gateway off", values: []string{"--set", "gateway.enabled=false"},
-			check: func(t *testing.T, objs []*unstructured.Unstructured, dep *appsv1.Deployment, o *Options) {
-				if o.gatewayAddr != "0" || o.gatewayCertDir != "" {
-					t.Errorf("gateway bound at %q with certificates from %q", o.gatewayAddr, o.gatewayCertDir)
+			check: func(t *testing.T, objs []*unstructured.Unstructured, dep *appsv1.Deployment, o managerFlags) {
+				if o["gateway-bind-address"] != "0" || o["gateway-cert-dir"] != "" {
+					t.Errorf("gateway bound at %q with certificates from %q", o["gateway-bind-address"], o["gateway-cert-dir"])
 				}
 				if find[corev1.Service](t, objs, "Service", "detour-gateway") != nil || find[rbacv1.ClusterRole](t, objs, "ClusterRole", "detour-topic-sender") != nil {
 					t.Error("the gateway's Service or sender role is still rendered")
@@ -396,7 +397,7 @@ func TestHelmChartValuesChangeWhatTheySay(t *testing.T) {
 				}
 			}},
 		{name: "gateway port and certificate", values: []string{"--set", "gateway.port=9443,gateway.tlsSecretName=detour-cert"},
-			check: func(t *testing.T, objs []*unstructured.Unstructured, dep *appsv1.Deployment, _ *Options) {
+			check: func(t *testing.T, objs []*unstructured.Unstructured, dep *appsv1.Deployment, _ managerFlags) {
 				svc := find[corev1.Service](t, objs, "Service", "detour-gateway")
 				if svc == nil || svc.Spec.Ports[0].Port != 9443 {
 					t.Errorf("gateway Service %+v, want port 9443", svc)
@@ -407,26 +408,26 @@ func TestHelmChartValuesChangeWhatTheySay(t *testing.T) {
 				}
 			}},
 		{name: "facade off", values: []string{"--set", "facade.enabled=false,facade.cluster=rmq/main"},
-			check: func(t *testing.T, objs []*unstructured.Unstructured, _ *appsv1.Deployment, o *Options) {
-				if o.facadeAddr != "0" || o.facadeCluster != "" {
-					t.Errorf("facade bound at %q for %q", o.facadeAddr, o.facadeCluster)
+			check: func(t *testing.T, objs []*unstructured.Unstructured, _ *appsv1.Deployment, o managerFlags) {
+				if o["namesrv-facade-bind-address"] != "0" || o["namesrv-facade-cluster"] != "" {
+					t.Errorf("facade bound at %q for %q", o["namesrv-facade-bind-address"], o["namesrv-facade-cluster"])
 				}
 				if find[corev1.Service](t, objs, "Service", "detour-namesrv") != nil {
 					t.Error("the facade's Service is still rendered")
 				}
 			}},
 		{name: "facade cluster and port", values: []string{"--set", "facade.cluster=rmq/main,facade.port=19876"},
-			check: func(t *testing.T, objs []*unstructured.Unstructured, _ *appsv1.Deployment, o *Options) {
-				if o.facadeCluster != "rmq/main" {
-					t.Errorf("--namesrv-facade-cluster %q", o.facadeCluster)
+			check: func(t *testing.T, objs []*unstructured.Unstructured, _ *appsv1.Deployment, o managerFlags) {
+				if o["namesrv-facade-cluster"] != "rmq/main" {
+					t.Errorf("--namesrv-facade-cluster %q", o["namesrv-facade-cluster"])
 				}
 				if svc := find[corev1.Service](t, objs, "Service", "detour-namesrv"); svc == nil || svc.Spec.Ports[0].Port != 19876 {
 					t.Errorf("namesrv Service %+v, want port 19876", svc)
 				}
 			}},
 		{name: "leader election off", values: []string{"--set", "leaderElection.enabled=false"},
-			check: func(t *testing.T, objs []*unstructured.Unstructured, _ *appsv1.Deployment, o *Options) {
-				if o.leaderElect {
+			check: func(t *testing.T, objs []*unstructured.Unstructured, _ *appsv1.Deployment, o managerFlags) {
+				if o.on("leader-elect") {
 					t.Error("--leader-elect still set")
 				}
 				if find[rbacv1.Role](t, objs, "Role", "detour-manager-role") != nil {
@@ -434,7 +435,7 @@ func TestHelmChartValuesChangeWhatTheySay(t *testing.T) {
 				}
 			}},
 		{name: "watching the release namespace grants both roles' rules in one Role there", values: []string{"--set", "watchNamespace=detour-system"},
-			check: func(t *testing.T, objs []*unstructured.Unstructured, _ *appsv1.Deployment, _ *Options) {
+			check: func(t *testing.T, objs []*unstructured.Unstructured, _ *appsv1.Deployment, _ managerFlags) {
 				defaults := renderedDefault(t)
 				var want []rbacv1.PolicyRule
 				want = append(want, find[rbacv1.ClusterRole](t, defaults, "ClusterRole", "detour-manager-role").Rules...)
@@ -453,23 +454,23 @@ func TestHelmChartValuesChangeWhatTheySay(t *testing.T) {
 				}
 			}},
 		{name: "resources", values: []string{"--set", "resources.requests.cpu=250m,resources.limits.memory=1Gi"},
-			check: func(t *testing.T, _ []*unstructured.Unstructured, dep *appsv1.Deployment, _ *Options) {
+			check: func(t *testing.T, _ []*unstructured.Unstructured, dep *appsv1.Deployment, _ managerFlags) {
 				r := dep.Spec.Template.Spec.Containers[0].Resources
 				if !r.Requests.Cpu().Equal(resource.MustParse("250m")) || !r.Limits.Memory().Equal(resource.MustParse("1Gi")) {
 					t.Errorf("resources %+v", r)
 				}
 			}},
 		{name: "extra args", values: []string{"--set", "extraArgs={--producer-group=orders,--zap-log-level=debug}"},
-			check: func(t *testing.T, _ []*unstructured.Unstructured, dep *appsv1.Deployment, o *Options) {
+			check: func(t *testing.T, _ []*unstructured.Unstructured, dep *appsv1.Deployment, o managerFlags) {
 				args := dep.Spec.Template.Spec.Containers[0].Args
-				if o.producerGroup != "orders" || !slices.Equal(args[len(args)-2:], []string{"--producer-group=orders", "--zap-log-level=debug"}) {
-					t.Errorf("args %v, producer group %q", args, o.producerGroup)
+				if o["producer-group"] != "orders" || !slices.Equal(args[len(args)-2:], []string{"--producer-group=orders", "--zap-log-level=debug"}) {
+					t.Errorf("args %v, producer group %q", args, o["producer-group"])
 				}
 			}},
 		{name: "scheduling", values: []string{"--set", "nodeSelector.pool=infra,podAnnotations.team=mq",
 			"--set-json", `tolerations=[{"key":"dedicated","operator":"Exists"}]`,
 			"--set-json", `affinity={"podAntiAffinity":{"preferredDuringSchedulingIgnoredDuringExecution":[{"weight":1,"podAffinityTerm":{"topologyKey":"kubernetes.io/hostname","labelSelector":{"matchLabels":{"control-plane":"controller-manager"}}}}]}}`},
-			check: func(t *testing.T, _ []*unstructured.Unstructured, dep *appsv1.Deployment, _ *Options) {
+			check: func(t *testing.T, _ []*unstructured.Unstructured, dep *appsv1.Deployment, _ managerFlags) {
 				s := dep.Spec.Template.Spec
 				if s.NodeSelector["pool"] != "infra" || len(s.Tolerations) != 1 || s.Tolerations[0].Key != "dedicated" ||
 					s.Affinity == nil || s.Affinity.PodAntiAffinity == nil || dep.Spec.Template.Annotations["team"] != "mq" {
@@ -477,7 +478,7 @@ func TestHelmChartValuesChangeWhatTheySay(t *testing.T) {
 				}
 			}},
 		{name: "another release keeps its own names", release: "payments",
-			check: func(t *testing.T, objs []*unstructured.Unstructured, dep *appsv1.Deployment, _ *Options) {
+			check: func(t *testing.T, objs []*unstructured.Unstructured, dep *appsv1.Deployment, _ managerFlags) {
 				for _, u := range objs {
 					if u.GetKind() != "CustomResourceDefinition" && !strings.HasPrefix(u.GetName(), "payments-detour-") {
 						t.Errorf("%s is not named for the release", objectKey(u))
@@ -488,7 +489,7 @@ func TestHelmChartValuesChangeWhatTheySay(t *testing.T) {
 				}
 			}},
 		{name: "fullnameOverride", prefix: "mq-detour", values: []string{"--set", "fullnameOverride=mq-detour"},
-			check: func(t *testing.T, objs []*unstructured.Unstructured, _ *appsv1.Deployment, _ *Options) {
+			check: func(t *testing.T, objs []*unstructured.Unstructured, _ *appsv1.Deployment, _ managerFlags) {
 				if find[corev1.Service](t, objs, "Service", "mq-detour-gateway") == nil {
 					t.Error("no Service mq-detour-gateway")
 				}
@@ -627,9 +628,9 @@ func TestManagerRunsWithTheChartsNamespacedRBAC(t *testing.T) {
 	appToken := serviceAccountToken(t, watched, "app")
 	bindSender(t, watched, "app", "scoped-detour-topic-sender")
 
-	healthAddr := freeAddr(t)
+	healthAddr, gatewayAddr := freeAddr(t), freeAddr(t)
 	args := append(slices.Clone(dep.Spec.Template.Spec.Containers[0].Args),
-		"--gateway-bind-address=127.0.0.1:0",
+		"--gateway-bind-address="+gatewayAddr,
 		"--grpc-bind-address=127.0.0.1:0",
 		"--metrics-bind-address=0",
 		"--health-probe-bind-address="+healthAddr,
@@ -639,11 +640,10 @@ func TestManagerRunsWithTheChartsNamespacedRBAC(t *testing.T) {
 	if o, err = parseFlags(args, io.Discard); err != nil {
 		t.Fatal(err)
 	}
-	if o.namespace != watched {
-		t.Fatalf("the chart's flags watch %q, want %q", o.namespace, watched)
+	if o["namespace"] != watched {
+		t.Fatalf("the chart's flags watch %q, want %q", o["namespace"], watched)
 	}
-	op, logs, stop := startOperatorAs(t, identity, o)
-	(&runningOperator{Operator: op}).waitForRoute(t, "ScopedOrders", 1)
+	logs, stop := startManagerAs(t, identity, args)
 	// What the kubelet sees: a replica that cannot read what it must restore never turns ready.
 	eventually(t, "the replica ready", func() error {
 		if code, body, err := probe(healthAddr, "/readyz"); err != nil || code != http.StatusOK {
@@ -651,8 +651,8 @@ func TestManagerRunsWithTheChartsNamespacedRBAC(t *testing.T) {
 		}
 		return nil
 	})
-	waitLeadingAndWriting(t, op, watched, "orders")
-	a := postMessage(t, insecureClient(), messagesURL(op.gw.URL(), watched, "orders"), "text/plain", appToken, []byte("order"), nil)
+	waitLeadingAndWriting(t, release, watched, "orders")
+	a := postMessage(t, insecureClient(), messagesURL("https://"+gatewayAddr, watched, "orders"), "text/plain", appToken, []byte("order"))
 	if a.status != http.StatusOK || storedCounts(b)[a.ok.MsgID] != 1 {
 		t.Fatalf("a sender bound to scoped-detour-topic-sender: %d %+v; want 200 and stored", a.status, a.err)
 	}
