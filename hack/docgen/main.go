@@ -1,16 +1,20 @@
 // Command docgen writes the generated reference pages under docs/reference (the API from
 // api/v1alpha1, the manager's flags, the Helm chart's values and every detour_* metric) and then
-// checks that every relative link in README.md and docs/ points at a file that exists. `make docs`
-// runs it from the repository's root; `make verify` fails when its pages are stale or a link is
-// broken.
+// checks the rules the tree's pages and code state: every relative link in README.md, CHANGELOG.md,
+// docs/ and bench/ points at a file that exists; docs/design/architecture.md names every package
+// of `go list ./...` once, on a floor no import of it climbs above; and no product function is
+// longer than 80 lines. `make docs` runs it from the repository's root; `make verify` fails when
+// its pages are stale or a check fails.
 package main
 
 import (
 	"bytes"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 func main() {
@@ -22,7 +26,7 @@ func main() {
 	}
 }
 
-// run writes every page and checks the links.
+// run writes every page and checks the tree.
 func run(root string) error {
 	pages := []struct {
 		name string
@@ -46,16 +50,36 @@ func run(root string) error {
 			return err
 		}
 	}
-	broken, err := brokenLinks(root)
-	if err != nil {
-		return err
+	return checkTree(root)
+}
+
+// checkTree runs the checks of the tree's written rules: every relative link resolves, the
+// architecture page maps every package once with no import running up a floor, and no product
+// function is longer than maxFuncLines.
+func checkTree(root string) error {
+	checks := []struct {
+		what string
+		run  func(root string) ([]string, error)
+	}{
+		{"links to files that do not exist", brokenLinks},
+		{"the package map of " + architecturePage + " and the packages disagree", architectureProblems},
+		{fmt.Sprintf("product functions longer than %d lines (split them into named steps)", maxFuncLines), longFunctions},
 	}
-	if len(broken) > 0 {
-		var b bytes.Buffer
-		for _, l := range broken {
-			fmt.Fprintf(&b, "\n  %s", l)
+	var b bytes.Buffer
+	for _, c := range checks {
+		found, err := c.run(root)
+		if err != nil {
+			return err
 		}
-		return fmt.Errorf("links to files that do not exist:%s", b.String())
+		if len(found) > 0 {
+			fmt.Fprintf(&b, "\n%s:", c.what)
+			for _, l := range found {
+				fmt.Fprintf(&b, "\n  %s", l)
+			}
+		}
+	}
+	if b.Len() > 0 {
+		return errors.New(strings.TrimPrefix(b.String(), "\n"))
 	}
 	return nil
 }

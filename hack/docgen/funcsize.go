@@ -1,0 +1,112 @@
+package main
+
+import (
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"path/filepath"
+	"strings"
+)
+
+// maxFuncLines is the most lines a product function may span, from its func keyword to its
+// closing brace.
+const maxFuncLines = 80
+
+// notProduct are the folders, from the repository's root, whose code is not the product: test
+// support and test tiers, and hack/ (generators, benchmarks and test tooling, none of which the
+// operator, the demo, brokersim or detourctl links).
+var notProduct = []string{"internal/testsupport", "test", "hack"}
+
+// longFunctions lists every function of the product's Go code under root longer than
+// maxFuncLines, as "file:line: name is n lines". Tests, generated files (those that say so in
+// Go's "Code generated ... DO NOT EDIT." form), testdata folders and the notProduct folders are
+// not read.
+func longFunctions(root string) ([]string, error) {
+	var long []string
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(root, path)
+		if err != nil {
+			return err
+		}
+		rel = filepath.ToSlash(rel)
+		if d.IsDir() {
+			if skipDir(rel, d.Name()) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(rel, ".go") || strings.HasSuffix(rel, "_test.go") {
+			return nil
+		}
+		found, err := longFunctionsIn(path, rel)
+		long = append(long, found...)
+		return err
+	})
+	return long, err
+}
+
+// skipDir says whether the folder rel (named name) holds no product code.
+func skipDir(rel, name string) bool {
+	if rel == "." {
+		return false
+	}
+	if strings.HasPrefix(name, ".") || name == "testdata" || name == "vendor" || name == "bin" {
+		return true
+	}
+	for _, dir := range notProduct {
+		if rel == dir {
+			return true
+		}
+	}
+	return false
+}
+
+// longFunctionsIn lists the functions of one file longer than maxFuncLines; rel names the file.
+func longFunctionsIn(path, rel string) ([]string, error) {
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, path, nil, parser.ParseComments|parser.SkipObjectResolution)
+	if err != nil {
+		return nil, err
+	}
+	if ast.IsGenerated(f) {
+		return nil, nil
+	}
+	var long []string
+	for _, decl := range f.Decls {
+		fd, ok := decl.(*ast.FuncDecl)
+		if !ok || fd.Body == nil {
+			continue
+		}
+		start, end := fset.Position(fd.Pos()).Line, fset.Position(fd.End()).Line
+		if n := end - start + 1; n > maxFuncLines {
+			long = append(long, fmt.Sprintf("%s:%d: %s is %d lines", rel, start, funcName(fd), n))
+		}
+	}
+	return long, nil
+}
+
+// funcName is a function's name, with its receiver's type for a method.
+func funcName(fd *ast.FuncDecl) string {
+	if fd.Recv == nil || len(fd.Recv.List) == 0 {
+		return fd.Name.Name
+	}
+	t := fd.Recv.List[0].Type
+	if star, ok := t.(*ast.StarExpr); ok {
+		t = star.X
+	}
+	if idx, ok := t.(*ast.IndexExpr); ok {
+		t = idx.X
+	}
+	if idx, ok := t.(*ast.IndexListExpr); ok {
+		t = idx.X
+	}
+	if id, ok := t.(*ast.Ident); ok {
+		return id.Name + "." + fd.Name.Name
+	}
+	return fd.Name.Name
+}
