@@ -88,11 +88,11 @@ const (
 
 // realStrategyNames are the strategies that can run on real brokers, in report order.
 var realStrategyNames = []string{"detour", "oracle", "java-5", "java-5-all", "java-4.9", "java-default", facadeStrategy,
-	facadeWatchStrategy, grpcDetourStrategy, grpcProxyStrategy, grpcProxyFault, "rocketmq5", "rocketmq4", "none", "rocketmq-client-go"}
+	facadeWatchStrategy, gatewayStrategy, grpcDetourStrategy, grpcProxyStrategy, grpcProxyFault, "rocketmq5", "rocketmq4", "none", "rocketmq-client-go"}
 
 // defaultRealStrategies run on real brokers unless -real-strategies says otherwise.
 var defaultRealStrategies = []string{"detour", "oracle", "java-5", "java-5-all", "java-4.9", "java-default", facadeStrategy,
-	facadeWatchStrategy, grpcDetourStrategy, grpcProxyStrategy, grpcProxyFault}
+	facadeWatchStrategy, gatewayStrategy, grpcDetourStrategy, grpcProxyStrategy, grpcProxyFault}
 
 func init() {
 	strategyDescriptions["java-5"] = "RocketMQ's own Java DefaultMQProducer 5.5.0 (the newest 5.x), sendLatencyFaultEnable=true and " +
@@ -500,6 +500,12 @@ func runJava(ctx context.Context, e *realEnv, sc scenario, strategy string, p pa
 			// The endpoint's runtime saw every attempt the SDK's sends made.
 			data.Attempts = append(data.Attempts, side.attempts()...)
 		}
+	}
+	switch js.grpc {
+	case viaDetour:
+		data.BadFrom = badFromAttempts
+	case viaProxy, viaProxyFault:
+		data.BadFrom = badUnknown
 	}
 	if werr != nil {
 		// Killed at the deadline: what it had not answered is abandoned.
