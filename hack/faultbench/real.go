@@ -140,18 +140,12 @@ type realEnv struct {
 	// proxies are the RocketMQ Proxies the gRPC strategies send through, by whether the Proxy's
 	// fault strategy is on; started on first use.
 	proxies map[bool]*rmqtest.Proxy
-	// readOnly is set while the bad broker's write permission is withdrawn.
-	readOnly bool
+	// topicDropped is set while the benchmark topic is deleted from the bad broker.
+	topicDropped bool
 	// gate sits in front of the bad broker during the hang scenario.
 	gate *hangGate
 }
 
-// setPermission sets the bad broker's brokerPermission.
-func (e *realEnv) setPermission(perm int32) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	return e.bad.SetPermission(ctx, int(perm))
-}
 
 // startRealEnv starts the cluster and creates the benchmark topic on every broker.
 func startRealEnv(ctx context.Context, log logf) (*realEnv, error) {
@@ -336,11 +330,13 @@ func (e *realEnv) apply(a action, d driver) error {
 		}
 		g.armed.Store(true)
 		return nil
-	case actReadOnly:
+	case actDropTopic:
 		e.mu.Lock()
-		e.readOnly = true
+		e.topicDropped = true
 		e.mu.Unlock()
-		return e.setPermission(remoting.PermRead)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		return e.bad.DeleteTopic(ctx, topic)
 	}
 	return fmt.Errorf("a real broker cannot carry out %q", a.Note)
 }
@@ -406,12 +402,15 @@ func (e *realEnv) restore(ctx context.Context) error {
 		return err
 	}
 	e.mu.Lock()
-	paused, readOnly := e.paused, e.readOnly
-	e.readOnly = false
+	paused, dropped := e.paused, e.topicDropped
+	e.topicDropped = false
 	e.mu.Unlock()
-	if readOnly {
-		if err := e.setPermission(remoting.PermReadWrite); err != nil {
-			return fmt.Errorf("give %s its write permission back: %w", badBroker, err)
+	if dropped {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := e.bad.CreateTopic(cctx, topic, queues)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("create %s on %s again: %w", topic, badBroker, err)
 		}
 	}
 	if paused {

@@ -51,9 +51,9 @@ const (
 	actRestartElsewhere
 	// actHang arms the hang gate in front of the broker: one send request in hangEvery hangs.
 	actHang
-	// actReadOnly withdraws the broker's write permission (brokerPermission 4): it refuses every
-	// send at once until restore gives it back.
-	actReadOnly
+	// actDropTopic deletes the benchmark topic from the broker, which creates no topic on demand:
+	// it refuses every send at once (TOPIC_NOT_EXIST) until restore creates the topic again.
+	actDropTopic
 )
 
 // action is one step of a scenario's fault schedule, at an offset from the start of the run.
@@ -269,10 +269,12 @@ func buildRealScenario(name string, d time.Duration) (scenario, error) {
 		sc.Faulty = []window{{onset, d}}
 		sc.Gate = true
 	case "failfast":
-		sc.Description = fmt.Sprintf("%s fails fast from %v on: updateBrokerConfig withdraws its write permission "+
-			"(brokerPermission 4), so it refuses every send at once (NO_PERMISSION) while it answers everything else; it "+
-			"re-registers read-only, so routes drop its write queues at their next refresh", badBroker, onset)
-		sc.Actions = []action{{At: onset, Kind: actReadOnly, Note: "write permission withdrawn"}}
+		sc.Description = fmt.Sprintf("%s fails fast from %v on: the benchmark topic is deleted from it (DELETE_TOPIC_IN_BROKER; "+
+			"it creates no topic on demand), so it refuses every send at once with TOPIC_NOT_EXIST while it answers everything "+
+			"else, and the name server keeps publishing its queues until its next registration (30 s). A broker's write "+
+			"permission would not do: a 5.x broker withdrawn of it still stores every send to a topic that is not ordered "+
+			"and only publishes its queues read-only", badBroker, onset)
+		sc.Actions = []action{{At: onset, Kind: actDropTopic, Note: "topic deleted"}}
 		sc.Faulty = []window{{onset, d}}
 	default:
 		return sc, fmt.Errorf("unknown real-broker scenario %q (known: %v)", name, realScenarioNames)
