@@ -146,7 +146,6 @@ type realEnv struct {
 	gate *hangGate
 }
 
-
 // startRealEnv starts the cluster and creates the benchmark topic on every broker.
 func startRealEnv(ctx context.Context, log logf) (*realEnv, error) {
 	e := &realEnv{r: &rmqtest.Runner{Log: func(f string, a ...any) { log(f, a...) }}, log: log}
