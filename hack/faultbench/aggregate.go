@@ -146,7 +146,7 @@ func verdicts(ms []median) []verdict {
 			v := verdict{Mode: d.Mode, Scenario: d.Scenario, Against: "oracle", P99Ratio: ratio(d.P99Ms.Median, o.P99Ms.Median),
 				SuccessPass:  d.SuccessPct.Median >= 100,
 				P99Pass:      d.P99Ms.Median <= targetP99Factor*o.P99Ms.Median,
-				BadSharePass: d.BadShareWhileFaultyPct.Median <= targetBadSharePct}
+				BadSharePass: shareWithin(d.BadShareWhileFaultyPct.Median, targetBadSharePct)}
 			out = append(out, v)
 		}
 		for _, j := range javaBaselines {
@@ -157,7 +157,7 @@ func verdicts(ms []median) []verdict {
 			v := verdict{Mode: d.Mode, Scenario: d.Scenario, Against: j, P99Ratio: ratio(d.P99Ms.Median, b.P99Ms.Median),
 				SuccessPass:  d.SuccessPct.Median >= b.SuccessPct.Median,
 				P99Pass:      d.P99Ms.Median <= b.P99Ms.Median,
-				BadSharePass: d.BadShareWhileFaultyPct.Median <= b.BadShareWhileFaultyPct.Median}
+				BadSharePass: shareWithin(d.BadShareWhileFaultyPct.Median, b.BadShareWhileFaultyPct.Median)}
 			v.Better = v.SuccessPass && v.P99Pass && v.BadSharePass && (d.SuccessPct.Median > b.SuccessPct.Median ||
 				d.P99Ms.Median < b.P99Ms.Median || d.BadShareWhileFaultyPct.Median < b.BadShareWhileFaultyPct.Median)
 			out = append(out, v)
@@ -180,4 +180,9 @@ func fmtStat(s stat, f func(float64) string) string {
 	return fmt.Sprintf("%s (%s–%s)", f(s.Median), f(s.Min), f(s.Max))
 }
 
-func fmtPct(v float64) string { return fmt.Sprintf("%.2f", v) }
+func fmtPct(v float64) string {
+	if v == unknownShare {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.2f", v)
+}

@@ -240,12 +240,12 @@ func TestMediansAndVerdicts(t *testing.T) {
 		rs = append(rs, result{Mode: "real", Scenario: "blackhole", Strategy: st, Rep: rep, SuccessPct: ok, P99Ms: p99, BadShareWhileFaultyPct: bad})
 	}
 	for rep, v := range []float64{100, 100, 99} {
-		add("detour", rep+1, v, []float64{100, 900, 120}[rep], []float64{0.5, 3, 0.2}[rep])
+		add("detour", rep+1, v, []float64{100, 900, 115}[rep], []float64{0.05, 3, 0.02}[rep])
 		add("oracle", rep+1, 100, 90, 0)
 		add("java-5", rep+1, 99, 400, 2)
 	}
 	ms := medians(rs)
-	if len(ms) != 3 || ms[0].Strategy != "detour" || ms[0].Runs != 3 || ms[0].P99Ms.Median != 120 || ms[0].P99Ms.Max != 900 {
+	if len(ms) != 3 || ms[0].Strategy != "detour" || ms[0].Runs != 3 || ms[0].P99Ms.Median != 115 || ms[0].P99Ms.Max != 900 {
 		t.Fatalf("medians %+v", ms)
 	}
 	vs := verdicts(ms)
@@ -253,10 +253,14 @@ func TestMediansAndVerdicts(t *testing.T) {
 		t.Fatalf("verdicts %+v", vs)
 	}
 	o, j := vs[0], vs[1]
-	if o.Against != "oracle" || !o.SuccessPass || !o.P99Pass || !o.BadSharePass || o.P99Ratio != 1.33 {
+	if o.Against != "oracle" || !o.SuccessPass || !o.P99Pass || !o.BadSharePass || o.P99Ratio != 1.28 {
 		t.Errorf("against the oracle: %+v", o)
 	}
-	if j.Against != "java-5" || !j.Better || j.P99Ratio != 0.3 {
+	// A share the records cannot tell meets no target.
+	if shareWithin(unknownShare, targetBadSharePct) || shareWithin(unknownShare, 5) || fmtPct(unknownShare) != "n/a" {
+		t.Errorf("an unknown share passes a target or prints as a number")
+	}
+	if j.Against != "java-5" || !j.Better || j.P99Ratio != 0.29 {
 		t.Errorf("against java-5: %+v", j)
 	}
 }

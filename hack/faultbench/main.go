@@ -359,35 +359,50 @@ func (b *bench) runReal(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		var rs []result
-		var runs []*runData
-		for rep := 0; rep < b.c.Reps; rep++ {
-			for _, st := range order(b.c.RealStrategies, rep) {
-				if err := ctx.Err(); err != nil {
-					return err
-				}
-				d, err := runReal(ctx, e, sc, st, b.c.RealParams)
-				if rerr := e.restore(ctx); rerr != nil {
-					return fmt.Errorf("real/%s/%s: restoring %s: %w", name, st, badBroker, rerr)
-				}
-				if err != nil {
-					return fmt.Errorf("real/%s/%s: %w", name, st, err)
-				}
-				d.Rep = rep + 1
-				rs = append(rs, b.record("real", rep, d))
-				runs = append(runs, d)
-				if b.c.Raw != "" {
-					if err := writeRaw(b.c.Raw, "real", d); err != nil {
-						return err
-					}
-				}
-			}
-		}
-		if err := b.finishScenario("real", sc, rs, runs, b.c.RealStrategies); err != nil {
+		if err := b.runRealScenario(ctx, e, sc); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// runRealScenario runs every repetition and strategy of one scenario on the real cluster.
+func (b *bench) runRealScenario(ctx context.Context, e *realEnv, sc scenario) error {
+	if sc.Gate {
+		if err := e.armHangGate(); err != nil {
+			return fmt.Errorf("real/%s: the hang gate: %w", sc.Name, err)
+		}
+		defer func() {
+			if err := e.removeHangGate(); err != nil {
+				b.log("real/%s: removing the hang gate: %v", sc.Name, err)
+			}
+		}()
+	}
+	var rs []result
+	var runs []*runData
+	for rep := 0; rep < b.c.Reps; rep++ {
+		for _, st := range order(b.c.RealStrategies, rep) {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			d, err := runReal(ctx, e, sc, st, b.c.RealParams)
+			if rerr := e.restore(ctx); rerr != nil {
+				return fmt.Errorf("real/%s/%s: restoring %s: %w", sc.Name, st, badBroker, rerr)
+			}
+			if err != nil {
+				return fmt.Errorf("real/%s/%s: %w", sc.Name, st, err)
+			}
+			d.Rep = rep + 1
+			rs = append(rs, b.record("real", rep, d))
+			runs = append(runs, d)
+			if b.c.Raw != "" {
+				if err := writeRaw(b.c.Raw, "real", d); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return b.finishScenario("real", sc, rs, runs, b.c.RealStrategies)
 }
 
 // explainSlow adds, to detour's result of the scenario just run, where its sends slower than the

@@ -18,20 +18,56 @@ import (
 )
 
 // Java strategies: RocketMQ's own DefaultMQProducer, run by the project's driver
-// (hack/rocketmq, Produce.java) in its own JVM on the same paced schedule as the Go strategies.
-// A facade strategy points the producer at detour's name-server facade instead of the name server.
-var javaStrategies = map[string]struct {
+// (hack/rocketmq, Produce.java) in its own JVM on the same paced schedule as the Go strategies,
+// and RocketMQ 5's gRPC SDK (GrpcPaced.java) through an access point: detour's gRPC endpoint or
+// RocketMQ's own Proxy. A facade strategy points the producer at detour's name-server facade
+// instead of the name server.
+var javaStrategies = map[string]javaStrategy{
+	"java-5":            {client: rmqtest.V5, faultEnable: true},
+	"java-5-all":        {client: rmqtest.V5, faultEnable: true, detector: true, perAttempt: javaAllKnobsPerAttempt},
+	"java-4.9":          {client: rmqtest.V4, faultEnable: true},
+	"java-default":      {client: rmqtest.V5},
+	facadeStrategy:      {client: rmqtest.V5, facade: true},
+	facadeWatchStrategy: {client: rmqtest.V5, facade: true, watch: true},
+	grpcDetourStrategy:  {grpc: viaDetour},
+	grpcProxyStrategy:   {grpc: viaProxy},
+	grpcProxyFault:      {grpc: viaProxyFault},
+}
+
+// javaStrategy is how a strategy run in a JVM is set up.
+type javaStrategy struct {
 	client      rmqtest.Line
-	faultEnable bool
+	faultEnable bool          // sendLatencyFaultEnable
+	detector    bool          // startDetectorEnable
+	perAttempt  time.Duration // sendMsgMaxTimeoutPerRequest; 0 leaves it unset
 	facade      bool
 	watch       bool // detour learns by watching the routed brokers, with no canary
-}{
-	"java-5":            {rmqtest.V5, true, false, false},
-	"java-4.9":          {rmqtest.V4, true, false, false},
-	"java-default":      {rmqtest.V5, false, false, false},
-	facadeStrategy:      {rmqtest.V5, false, true, false},
-	facadeWatchStrategy: {rmqtest.V5, false, true, true},
+	// grpc, when set, runs the gRPC SDK through that access point instead of a remoting producer.
+	grpc accessPoint
 }
+
+// accessPoint is where a gRPC strategy's SDK sends.
+type accessPoint int
+
+const (
+	viaNone accessPoint = iota
+	// viaDetour is detour's gRPC endpoint over a runtime with the detour strategy's policy.
+	viaDetour
+	// viaProxy is RocketMQ Proxy 5.5.0 in cluster mode with its defaults.
+	viaProxy
+	// viaProxyFault is the Proxy with its own fault strategy on (sendLatencyEnable and
+	// startDetectorEnable, its ProxyConfig switches).
+	viaProxyFault
+)
+
+// Names of the gRPC strategies and the all-knobs Java one.
+const (
+	grpcDetourStrategy = "grpc+detour"
+	grpcProxyStrategy  = "grpc+proxy"
+	grpcProxyFault     = "grpc+proxy-fault"
+	// javaAllKnobsPerAttempt is the all-knobs Java strategy's sendMsgMaxTimeoutPerRequest.
+	javaAllKnobsPerAttempt = time.Second
+)
 
 // facadeStrategy is RocketMQ's Java producer with default settings pointed at detour's
 // name-server facade (pkg/facade), which clears the write bit of isolated brokers' queues in the
@@ -51,14 +87,25 @@ const (
 )
 
 // realStrategyNames are the strategies that can run on real brokers, in report order.
-var realStrategyNames = []string{"detour", "oracle", "java-5", "java-4.9", "java-default", facadeStrategy, facadeWatchStrategy, "rocketmq5", "rocketmq4", "none", "rocketmq-client-go"}
+var realStrategyNames = []string{"detour", "oracle", "java-5", "java-5-all", "java-4.9", "java-default", facadeStrategy,
+	facadeWatchStrategy, gatewayStrategy, grpcDetourStrategy, grpcProxyStrategy, grpcProxyFault, "rocketmq5", "rocketmq4", "none", "rocketmq-client-go"}
 
 // defaultRealStrategies run on real brokers unless -real-strategies says otherwise.
-var defaultRealStrategies = []string{"detour", "oracle", "java-5", "java-4.9", "java-default", facadeStrategy, facadeWatchStrategy}
+var defaultRealStrategies = []string{"detour", "oracle", "java-5", "java-5-all", "java-4.9", "java-default", facadeStrategy,
+	facadeWatchStrategy, gatewayStrategy, grpcDetourStrategy, grpcProxyStrategy, grpcProxyFault}
 
 func init() {
 	strategyDescriptions["java-5"] = "RocketMQ's own Java DefaultMQProducer 5.5.0 (the newest 5.x), sendLatencyFaultEnable=true and " +
 		"the detector as it ships (startDetector off), route refresh every 30 s; retryTimesWhenSendFailed=2, sendMsgTimeout=3000 ms"
+	strategyDescriptions["java-5-all"] = fmt.Sprintf("RocketMQ's own Java DefaultMQProducer 5.5.0 with every fault knob it has: "+
+		"sendLatencyFaultEnable=true, startDetectorEnable=true (its detector probes isolated brokers and lifts an isolation once one "+
+		"answers) and sendMsgMaxTimeoutPerRequest=%d ms; retryTimesWhenSendFailed=2, sendMsgTimeout=3000 ms", javaAllKnobsPerAttempt.Milliseconds())
+	strategyDescriptions[grpcDetourStrategy] = "RocketMQ 5's Java gRPC SDK 5.2.0 (its defaults: TLS, 3 attempts, 3 s per request) through detour's " +
+		"gRPC endpoint, which sends every message through a runtime with the detour strategy's policy; pod steps reach that runtime. " +
+		"The SDK does not say which brokers an attempt tried: a send counts as reaching the bad broker when its receipt names it"
+	strategyDescriptions[grpcProxyStrategy] = "the same SDK through RocketMQ Proxy 5.5.0 in cluster mode with its defaults (its fault strategy off)"
+	strategyDescriptions[grpcProxyFault] = "the same SDK through RocketMQ Proxy 5.5.0 with its own fault strategy on: sendLatencyEnable=true and " +
+		"startDetectorEnable=true in its ProxyConfig"
 	strategyDescriptions["java-4.9"] = "RocketMQ's own Java DefaultMQProducer 4.9.8 with sendLatencyFaultEnable=true on the 5.5.0 brokers; " +
 		"retryTimesWhenSendFailed=2, sendMsgTimeout=3000 ms"
 	strategyDescriptions["java-default"] = "RocketMQ's own Java DefaultMQProducer 5.5.0 with default settings (fault tolerance off), " +
@@ -90,6 +137,13 @@ type realEnv struct {
 	load      *busyLoad // while the bad broker is driven into flow control
 	paused    bool
 	down      bool
+	// proxies are the RocketMQ Proxies the gRPC strategies send through, by whether the Proxy's
+	// fault strategy is on; started on first use.
+	proxies map[bool]*rmqtest.Proxy
+	// topicDropped is set while the benchmark topic is deleted from the bad broker.
+	topicDropped bool
+	// gate sits in front of the bad broker during the hang scenario.
+	gate *hangGate
 }
 
 // startRealEnv starts the cluster and creates the benchmark topic on every broker.
@@ -198,6 +252,11 @@ func (e *realEnv) waitRoute(ctx context.Context) error {
 
 func (e *realEnv) close() {
 	e.stopStall()
+	e.mu.Lock()
+	if e.gate != nil {
+		e.gate.close()
+	}
+	e.mu.Unlock()
 	_ = e.stopBusy(context.Background())
 	e.r.Close()
 }
@@ -227,7 +286,7 @@ func (e *realEnv) apply(a action, d driver) error {
 		return nil
 	case actPodReady:
 		if d != nil {
-			d.podReady()
+			d.podReady(e.bad.Addr)
 		}
 		return nil
 	case actPause:
@@ -255,6 +314,28 @@ func (e *realEnv) apply(a action, d driver) error {
 		}
 		e.setDown(false)
 		return nil
+	case actRestartElsewhere:
+		if err := e.harness(e.bad.RestartElsewhere); err != nil {
+			return err
+		}
+		e.setDown(false)
+		return nil
+	case actHang:
+		e.mu.Lock()
+		g := e.gate
+		e.mu.Unlock()
+		if g == nil {
+			return errors.New("the hang scenario's gate is not in front of the broker")
+		}
+		g.armed.Store(true)
+		return nil
+	case actDropTopic:
+		e.mu.Lock()
+		e.topicDropped = true
+		e.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		return e.bad.DeleteTopic(ctx, topic)
 	}
 	return fmt.Errorf("a real broker cannot carry out %q", a.Note)
 }
@@ -311,12 +392,26 @@ func (e *realEnv) stopStall() {
 // topic writable, so that every run starts from the same cluster.
 func (e *realEnv) restore(ctx context.Context) error {
 	e.stopStall()
+	e.mu.Lock()
+	if e.gate != nil {
+		e.gate.armed.Store(false)
+	}
+	e.mu.Unlock()
 	if err := e.stopBusy(ctx); err != nil {
 		return err
 	}
 	e.mu.Lock()
-	paused := e.paused
+	paused, dropped := e.paused, e.topicDropped
+	e.topicDropped = false
 	e.mu.Unlock()
+	if dropped {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := e.bad.CreateTopic(cctx, topic, queues)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("create %s on %s again: %w", topic, badBroker, err)
+		}
+	}
 	if paused {
 		if err := e.harness(e.bad.Resume); err != nil {
 			return err
@@ -366,24 +461,18 @@ func runJava(ctx context.Context, e *realEnv, sc scenario, strategy string, p pa
 	js := javaStrategies[strategy]
 	opts := rmqtest.ProducerOptions{
 		Topic: topic, Senders: p.Senders, Rate: float64(p.Rate), Duration: p.Duration, Size: p.BodyLen,
-		FaultEnable: js.faultEnable, Client: js.client,
+		FaultEnable: js.faultEnable, Detector: js.detector, PerAttemptTimeout: js.perAttempt, Client: js.client,
 		Warmup: len(brokerNames) * queues, Shared: true, Deferred: true,
 	}
-	var side *facadeSide
-	var pods driver // what the schedule's pod steps reach: detour's runtime behind the facade
-	if js.facade {
-		var err error
-		if side, err = startFacadeSide(e, js.watch); err != nil {
-			return nil, err
-		}
+	side, err := startSide(e, js, &opts)
+	if err != nil {
+		return nil, err
+	}
+	if side != nil {
 		defer side.close()
-		pods = side.d
-		opts.NameServers = []string{side.fc.Addr()}
-		opts.PollNameServerInterval = facadeJavaPoll
 	}
 	var jp *rmqtest.JavaProducer
-	err := e.harness(func() { jp = e.c.StartProducer(opts) })
-	if err != nil {
+	if err := e.harness(func() { jp = e.c.StartProducer(opts) }); err != nil {
 		return nil, err
 	}
 	// Java stamps sends in epoch milliseconds: start the clock on a whole millisecond.
@@ -392,11 +481,45 @@ func runJava(ctx context.Context, e *realEnv, sc scenario, strategy string, p pa
 		return nil, err
 	}
 	data := &runData{Scenario: sc, Strategy: strategy, Params: p}
-	noiseStop := make(chan struct{})
-	noiseDone := make(chan []time.Duration, 1)
+	var pods driver // what the schedule's pod steps reach: detour's runtime behind the facade or endpoint
 	if side != nil {
 		side.rec.begin(t0)
+		pods = side.d
 	}
+	sends, werr := waitJava(ctx, e, jp, sc, data, pods, t0)
+	if werr != nil && !errors.Is(werr, context.DeadlineExceeded) {
+		return nil, werr
+	}
+	data.BadSendsReceived = -1
+	javaRecords(data, sends, t0)
+	if side != nil {
+		data.Isos = side.isolations()
+		if js.grpc == viaDetour {
+			// The endpoint's runtime saw every attempt the SDK's sends made.
+			data.Attempts = append(data.Attempts, side.attempts()...)
+		}
+	}
+	switch js.grpc {
+	case viaDetour:
+		data.BadFrom = badFromAttempts
+	case viaProxy, viaProxyFault:
+		data.BadFrom = badUnknown
+	}
+	if werr != nil {
+		// Killed at the deadline: what it had not answered is abandoned.
+		data.Abandoned += max(0, p.scheduled()-len(sends))
+	}
+	sort.Slice(data.Attempts, func(i, j int) bool { return data.Attempts[i].Start < data.Attempts[j].Start })
+	sort.Slice(data.Sends, func(i, j int) bool { return data.Sends[i].Start < data.Sends[j].Start })
+	return data, nil
+}
+
+// waitJava carries out the scenario's schedule from t0 while the Java producer sends, and returns
+// its sends once it has finished (or was killed at the run's deadline).
+func waitJava(ctx context.Context, e *realEnv, jp *rmqtest.JavaProducer, sc scenario, data *runData, pods driver, t0 time.Time) ([]rmqtest.JavaSend, error) {
+	p := data.Params
+	noiseStop := make(chan struct{})
+	noiseDone := make(chan []time.Duration, 1)
 	time.Sleep(time.Until(t0))
 	go measureNoise(noiseStop, noiseDone)
 	var tlWG sync.WaitGroup
@@ -415,37 +538,58 @@ func runJava(ctx context.Context, e *realEnv, sc scenario, strategy string, p pa
 	data.Noise = <-noiseDone
 	close(tlStop)
 	tlWG.Wait()
-	if werr != nil && !errors.Is(werr, context.DeadlineExceeded) {
-		return nil, werr
-	}
-	data.BadSendsReceived = -1
-	javaRecords(data, sends, t0)
-	if side != nil {
-		data.Isos = side.isolations()
-	}
-	if werr != nil {
-		// Killed at the deadline: what it had not answered is abandoned.
-		data.Abandoned += max(0, p.scheduled()-len(sends))
-	}
-	sort.Slice(data.Attempts, func(i, j int) bool { return data.Attempts[i].Start < data.Attempts[j].Start })
-	sort.Slice(data.Sends, func(i, j int) bool { return data.Sends[i].Start < data.Sends[j].Start })
-	return data, nil
+	return sends, werr
 }
 
-// facadeSide is detour's part of the facade strategy: its runtime with the detour strategy's
-// policy, sending a canary trickle to the benchmark topic, and a name-server facade in front of
-// the cluster's name server that publishes what that runtime isolates.
-type facadeSide struct {
+// startSide starts what a Java strategy sends through besides the cluster, and points opts at it:
+// detour's facade (with its runtime), detour's gRPC endpoint (with its runtime), or the Proxy.
+// It returns the detour side, nil when detour takes no part.
+func startSide(e *realEnv, js javaStrategy, opts *rmqtest.ProducerOptions) (*detourSide, error) {
+	switch {
+	case js.facade:
+		side, err := startFacadeSide(e, js.watch)
+		if err != nil {
+			return nil, err
+		}
+		opts.NameServers = []string{side.fc.Addr()}
+		opts.PollNameServerInterval = facadeJavaPoll
+		return side, nil
+	case js.grpc == viaDetour:
+		side, err := startEndpointSide(e)
+		if err != nil {
+			return nil, err
+		}
+		opts.GRPCEndpoint = side.endpoint
+		return side, nil
+	case js.grpc == viaProxy || js.grpc == viaProxyFault:
+		px, err := e.proxy(js.grpc == viaProxyFault)
+		if err != nil {
+			return nil, err
+		}
+		opts.GRPCEndpoint = px.Addr
+	}
+	return nil, nil
+}
+
+// detourSide is detour's part of a strategy whose producer runs in a JVM: its runtime with the
+// detour strategy's policy and either a name-server facade in front of the cluster's name server
+// that publishes what that runtime isolates (with a canary trickle through the runtime, which is
+// what it measures the brokers by), or detour's gRPC endpoint, which sends the SDK's messages
+// through the runtime.
+type detourSide struct {
 	d    *runtimeDriver
 	rec  *recorder
 	fc   *facade.Server
 	stop chan struct{}
 	wg   sync.WaitGroup
+	// endpoint is the gRPC endpoint's address; stopEndpoint ends it.
+	endpoint     string
+	stopEndpoint func()
 }
 
 // startFacadeSide starts the runtime, the facade and either the canary or, with watch, the
 // runtime's watch of the routed brokers instead.
-func startFacadeSide(e *realEnv, watch bool) (*facadeSide, error) {
+func startFacadeSide(e *realEnv, watch bool) (*detourSide, error) {
 	rec := &recorder{}
 	d, err := newRuntimeDriver("detour", e.brokerList(), rec)
 	if err != nil {
@@ -459,7 +603,7 @@ func startFacadeSide(e *realEnv, watch bool) (*facadeSide, error) {
 			return nil, err
 		}
 	}
-	s := &facadeSide{d: d, rec: rec, stop: make(chan struct{})}
+	s := &detourSide{d: d, rec: rec, stop: make(chan struct{})}
 	s.fc, err = facade.Start(facade.Options{Addr: "127.0.0.1:0",
 		View: facadetest.RuntimeView{NameServer: e.nameServer(), Topic: topic, Policy: "detour", Runtime: d.rt}})
 	if err != nil {
@@ -475,7 +619,7 @@ func startFacadeSide(e *realEnv, watch bool) (*facadeSide, error) {
 
 // canary sends facadeCanaryRate messages a second through detour's runtime until close: its
 // measurements are what the facade publishes.
-func (s *facadeSide) canary() {
+func (s *detourSide) canary() {
 	defer s.wg.Done()
 	t := time.NewTicker(time.Second / facadeCanaryRate)
 	defer t.Stop()
@@ -494,16 +638,28 @@ func (s *facadeSide) canary() {
 }
 
 // isolations are the bad broker's isolation changes in detour's runtime during the run.
-func (s *facadeSide) isolations() []isoRec {
+func (s *detourSide) isolations() []isoRec {
 	s.rec.mu.Lock()
 	defer s.rec.mu.Unlock()
 	return slices.Clone(s.rec.isos)
 }
 
-func (s *facadeSide) close() {
+// attempts are the attempts detour's runtime made during the run.
+func (s *detourSide) attempts() []attemptRec {
+	s.rec.mu.Lock()
+	defer s.rec.mu.Unlock()
+	return slices.Clone(s.rec.attempts)
+}
+
+func (s *detourSide) close() {
 	close(s.stop)
 	s.wg.Wait()
-	s.fc.Close()
+	if s.fc != nil {
+		s.fc.Close()
+	}
+	if s.stopEndpoint != nil {
+		s.stopEndpoint()
+	}
 	s.d.close()
 }
 

@@ -260,6 +260,8 @@ func writeMarkdown(path string, rep *report, charts map[string][]string) error {
 			fmt.Fprintf(&b, "- `%s`: %s.\n", sc.Name, sc.Description)
 		}
 		writeVerdicts(&b, rep, mode)
+		writeDoors(&b, rep, mode)
+		writeGRPC(&b, rep, mode)
 		writeFacade(&b, rep, mode)
 		b.WriteString("\n### Medians\n\nLatencies in ms. *issued*: sends issued of those scheduled (senders stuck in " +
 			"slow sends issue fewer; success, latency and shares are over the issued sends). *bad while faulty*: % of sends started while the bad broker was " +

@@ -105,7 +105,24 @@ type runData struct {
 	// Noise holds how late 1 ms sleeps woke up during the run: the machine's scheduling noise,
 	// which every latency here includes.
 	Noise []time.Duration
+	// BadFrom says where the bad shares come from when the sends do not list their attempts'
+	// brokers (RocketMQ's gRPC SDK does not say where an attempt went).
+	BadFrom badSource
 }
+
+// badSource is what a run's bad shares are counted from.
+type badSource int
+
+const (
+	// badFromSends counts sends that list an attempt on the bad broker.
+	badFromSends badSource = iota
+	// badFromAttempts counts the attempts detour's runtime made on the bad broker for sends it
+	// took from a client (its gRPC endpoint): attempts on the bad broker over sends, an upper
+	// bound of the share of sends that reached it, capped at 100.
+	badFromAttempts
+	// badUnknown: nothing says where attempts went (the SDK through RocketMQ's Proxy).
+	badUnknown
+)
 
 // measureNoise sleeps 1 ms at a time until stop closes and sends back how late each wake-up was.
 // On a quiet machine that is tens of microseconds; on a loaded one it shows how much of a tail
@@ -185,8 +202,11 @@ func runOne(ctx context.Context, sc scenario, strategy string, p params) (*runDa
 
 // newDriver builds the Go driver of a strategy.
 func newDriver(strategy string, e benchEnv, rec *recorder) (driver, error) {
-	if strategy == "rocketmq-client-go" {
+	switch strategy {
+	case "rocketmq-client-go":
 		return newClientGoDriver(e.nameServer(), rec)
+	case gatewayStrategy:
+		return newGatewayDriver(e.brokerList(), rec)
 	}
 	return newRuntimeDriver(strategy, e.brokerList(), rec)
 }

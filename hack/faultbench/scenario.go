@@ -46,6 +46,14 @@ const (
 	actPodReady
 	// actBusy drives the bad broker into flow control until the run ends (see busyLoad).
 	actBusy
+	// actRestartElsewhere starts the stopped broker again with the same name and store on new
+	// ports (a pod back at a new IP) and returns once the name server lists its new address.
+	actRestartElsewhere
+	// actHang arms the hang gate in front of the broker: one send request in hangEvery hangs.
+	actHang
+	// actDropTopic deletes the benchmark topic from the broker, which creates no topic on demand:
+	// it refuses every send at once (TOPIC_NOT_EXIST) until restore creates the topic again.
+	actDropTopic
 )
 
 // action is one step of a scenario's fault schedule, at an offset from the start of the run.
@@ -81,6 +89,8 @@ type scenario struct {
 	// FaultyUntilDone names the step whose completion ends the last faulty span (the rolling
 	// restart is faulty until the new broker is registered, which takes as long as it takes).
 	FaultyUntilDone string
+	// Gate puts the hang gate in front of the bad broker for the scenario's runs (real brokers).
+	Gate bool
 }
 
 // Fractions of the run duration at which things happen, so that a short run keeps the shape of
@@ -173,7 +183,7 @@ const (
 	rollingGraceFrac = 0.1
 )
 
-var realScenarioNames = []string{"blackhole", "slow", "dead", "flapping", "recovery", "rolling", "busy"}
+var realScenarioNames = []string{"blackhole", "slow", "dead", "flapping", "recovery", "rolling", "busy", "readdress", "failfast", "hang"}
 
 // buildRealScenario returns a scenario on real brokers for a run of duration d. The schedules are
 // those of buildScenario, carried out on the broker's JVM.
@@ -237,6 +247,35 @@ func buildRealScenario(name string, d time.Duration) (scenario, error) {
 		// Until the restart is done; fixed up from the applied times after each run.
 		sc.Faulty = []window{{onset, d}}
 		sc.FaultyUntilDone = "new broker registered"
+	case "readdress":
+		stopAt := onset + frac(rollingGraceFrac)
+		sc.Description = fmt.Sprintf("rolling restart of %s to a new address: its pod is marked terminating at %v, the broker is "+
+			"stopped gracefully at %v (it unregisters), a new broker starts at once under the same name and store on new ports "+
+			"(a pod back at a new IP: nothing answers at the old address), and its pod is marked ready at the new address once "+
+			"it is registered", badBroker, onset, stopAt)
+		sc.Actions = []action{
+			{At: onset, Kind: actTerminating, Note: "pod terminating"},
+			{At: stopAt, Kind: actStop, Note: "graceful stop"},
+			{At: stopAt, Kind: actRestartElsewhere, Note: "new broker registered", Chained: true},
+			{At: stopAt, Kind: actPodReady, Note: "pod ready", Chained: true},
+		}
+		sc.Faulty = []window{{onset, d}}
+		sc.FaultyUntilDone = "new broker registered"
+	case "hang":
+		sc.Description = fmt.Sprintf("one attempt in %d on %s hangs from %v on: a relay in front of the broker holds every "+
+			"%dth send request %v before the broker sees it, and passes everything else at once", hangEvery, badBroker, onset,
+			hangEvery, hangFor)
+		sc.Actions = []action{{At: onset, Kind: actHang, Note: "one send in ten hangs"}}
+		sc.Faulty = []window{{onset, d}}
+		sc.Gate = true
+	case "failfast":
+		sc.Description = fmt.Sprintf("%s fails fast from %v on: the benchmark topic is deleted from it (DELETE_TOPIC_IN_BROKER; "+
+			"it creates no topic on demand), so it refuses every send at once with TOPIC_NOT_EXIST while it answers everything "+
+			"else, and the name server keeps publishing its queues until its next registration (30 s). A broker's write "+
+			"permission would not do: a 5.x broker withdrawn of it still stores every send to a topic that is not ordered "+
+			"and only publishes its queues read-only", badBroker, onset)
+		sc.Actions = []action{{At: onset, Kind: actDropTopic, Note: "topic deleted"}}
+		sc.Faulty = []window{{onset, d}}
 	default:
 		return sc, fmt.Errorf("unknown real-broker scenario %q (known: %v)", name, realScenarioNames)
 	}

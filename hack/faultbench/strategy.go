@@ -139,8 +139,8 @@ type driver interface {
 	send(ctx context.Context, rec *sendRec, body []byte, t0 time.Time)
 	// podTerminating tells the strategy that the bad broker's pod is terminating.
 	podTerminating()
-	// podReady tells it that the bad broker's (new) pod is ready again.
-	podReady()
+	// podReady tells it that the bad broker's (new) pod is ready again, at addr.
+	podReady(addr string)
 	close()
 }
 
@@ -223,9 +223,10 @@ func (d *runtimeDriver) podTerminating() {
 	}
 }
 
-func (d *runtimeDriver) podReady() {
+func (d *runtimeDriver) podReady(addr string) {
 	if b, ok := d.brokers[badBroker]; ok {
-		b.Terminating, b.Ready = false, true
+		b.Terminating, b.Ready, b.Addr = false, true, addr
+		d.brokers[badBroker] = b
 		d.rt.SetBroker(b)
 	}
 }
@@ -330,6 +331,6 @@ func (d *clientGoDriver) send(ctx context.Context, rec *sendRec, body []byte, t0
 
 func (d *clientGoDriver) podTerminating() {} // it cannot know
 
-func (d *clientGoDriver) podReady() {}
+func (d *clientGoDriver) podReady(string) {}
 
 func (d *clientGoDriver) close() { _ = d.p.Shutdown() }

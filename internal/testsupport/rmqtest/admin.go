@@ -16,6 +16,7 @@ const (
 	codeUpdateBrokerConfig    int16 = 25
 	codeGetBrokerConfig       int16 = 26
 	codeWipeWritePermOfBroker int16 = 205
+	codeDeleteTopicInBroker   int16 = 215
 	codeAddWritePermOfBroker  int16 = 327
 )
 
@@ -115,6 +116,17 @@ func (b *Broker) CreateTopic(ctx context.Context, topic string, queues int) erro
 	}
 	if resp.Code != remoting.Success {
 		return fmt.Errorf("rmqtest: create topic %s on %s: %w", topic, b.Name, &remoting.ResponseError{Code: resp.Code, Remark: resp.Remark})
+	}
+	return nil
+}
+
+// DeleteTopic deletes a topic's configuration and consume queues from the broker
+// (DELETE_TOPIC_IN_BROKER, the broker's half of `mqadmin deleteTopic`). A broker that does not
+// create topics on demand then refuses every send to it at once with TOPIC_NOT_EXIST.
+func (b *Broker) DeleteTopic(ctx context.Context, topic string) error {
+	_, err := b.c.invoke(ctx, b.Addr, codeDeleteTopicInBroker, map[string]string{"topic": topic}, nil)
+	if err != nil {
+		return fmt.Errorf("rmqtest: delete topic %s on %s: %w", topic, b.Name, err)
 	}
 	return nil
 }

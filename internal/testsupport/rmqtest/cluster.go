@@ -218,6 +218,11 @@ func (b *Broker) configure() error {
 	if err != nil {
 		return err
 	}
+	return b.writeConfig(port)
+}
+
+// writeConfig writes broker.conf for a broker listening on port.
+func (b *Broker) writeConfig(port int) error {
 	b.Addr = "127.0.0.1:" + strconv.Itoa(port)
 	store := filepath.Join(b.proc.dir, "store")
 	conf := map[string]string{
@@ -411,6 +416,47 @@ func (b *Broker) Stop() {
 // and waits until it is registered.
 func (b *Broker) Restart() {
 	b.c.t.Helper()
+	if err := b.boot(); err != nil {
+		b.c.t.Fatal(err)
+	}
+}
+
+// RestartElsewhere starts a stopped broker again with the same name and store on new ports, as a
+// broker pod rescheduled with a new IP comes back, and returns once the name server lists it at its
+// new Addr. Nothing listens at the old address afterwards.
+func (b *Broker) RestartElsewhere() {
+	b.c.t.Helper()
+	if err := b.configure(); err != nil {
+		b.c.t.Fatal(err)
+	}
+	if err := b.boot(); err != nil {
+		b.c.t.Fatal(err)
+	}
+}
+
+// BootWith starts a stopped broker again on the same ports and store with settings changed (an
+// empty value drops a setting), for a change that takes a restart, such as bindAddress; it returns
+// once the name server lists the broker again.
+func (b *Broker) BootWith(settings map[string]string) {
+	b.c.t.Helper()
+	if b.cfg.Settings == nil {
+		b.cfg.Settings = map[string]string{}
+	}
+	for k, v := range settings {
+		if v == "" {
+			delete(b.cfg.Settings, k)
+		} else {
+			b.cfg.Settings[k] = v
+		}
+	}
+	_, port, err := net.SplitHostPort(b.Addr)
+	if err != nil {
+		b.c.t.Fatal(err)
+	}
+	p, _ := strconv.Atoi(port)
+	if err := b.writeConfig(p); err != nil {
+		b.c.t.Fatal(err)
+	}
 	if err := b.boot(); err != nil {
 		b.c.t.Fatal(err)
 	}

@@ -36,6 +36,14 @@ type ProducerOptions struct {
 	// PerAttemptTimeout is 5.x's sendMsgMaxTimeoutPerRequest (0 leaves it unset).
 	Retries                        *int
 	SendTimeout, PerAttemptTimeout time.Duration
+	// Detector is 5.x's startDetectorEnable: the fault strategy probes the brokers it isolated
+	// and lifts an isolation as soon as one answers.
+	Detector bool
+	// GRPCEndpoint, when set, runs RocketMQ 5's gRPC SDK producer (the driver's GrpcPaced, SDK
+	// defaults but the endpoint) against this access point on the same schedule instead of the
+	// remoting producer; the options above that only a remoting producer has are then ignored,
+	// and a send's Brokers hold only the broker its receipt names.
+	GRPCEndpoint string
 	// StartAt aligns the first send slot; zero means when the producer is ready.
 	StartAt time.Time
 	// Client is the release line whose Java client runs the producer; "" means the cluster's own.
@@ -131,17 +139,13 @@ func (c *Cluster) StartProducer(o ProducerOptions) *JavaProducer {
 		c.t.Fatal(err)
 	}
 	args := o.driverArgs(c.nsAddr)
-	cp := c.Dist.ClientClassPath
-	if o.Client != "" && o.Client != c.Dist.Line {
-		d, err := locate(o.Client)
-		if err != nil {
-			c.t.Fatal(err)
-		}
-		cp = d.ClientClassPath
+	cp, main, err := producerClassPath(c, o)
+	if err != nil {
+		c.t.Fatal(err)
 	}
 	argv := append([]string{"-Xmx256m"}, JVMFlags...)
 	argv = append(argv, "-Duser.home="+home, "-Drocketmq.client.logRoot="+filepath.Join(home, "logs"),
-		"-cp", cp, "dev.detour.rmqdriver.Produce")
+		"-cp", cp, main)
 	argv = append(argv, args...)
 	p := &JavaProducer{cmd: exec.Command("java", argv...), ready: make(chan struct{}), done: make(chan struct{})}
 	p.cmd.Stderr = &lockedWriter{mu: &p.mu, b: &p.stderr}
@@ -177,6 +181,23 @@ func (c *Cluster) StartProducer(o ProducerOptions) *JavaProducer {
 	return p
 }
 
+// producerClassPath is the class path and main class of the producer o asks for: the gRPC SDK's
+// paced driver, or the remoting producer of the cluster's line or of o.Client's.
+func producerClassPath(c *Cluster, o ProducerOptions) (cp, main string, err error) {
+	if o.GRPCEndpoint != "" {
+		_, cp, err = GRPCClassPath()
+		return cp, "dev.detour.rmqdriver.GrpcPaced", err
+	}
+	if o.Client == "" || o.Client == c.Dist.Line {
+		return c.Dist.ClientClassPath, "dev.detour.rmqdriver.Produce", nil
+	}
+	d, err := locate(o.Client)
+	if err != nil {
+		return "", "", err
+	}
+	return d.ClientClassPath, "dev.detour.rmqdriver.Produce", nil
+}
+
 // driverArgs are the Java driver's key=value arguments for o; the producer asks
 // defaultNameServer when o names no name servers.
 func (o ProducerOptions) driverArgs(defaultNameServer string) []string {
@@ -206,11 +227,17 @@ func (o ProducerOptions) driverArgs(defaultNameServer string) []string {
 	case !o.StartAt.IsZero():
 		args = append(args, "startAtMs="+strconv.FormatInt(o.StartAt.UnixMilli(), 10))
 	}
+	if o.Detector {
+		args = append(args, "detector=true")
+	}
 	if o.Warmup > 0 {
 		args = append(args, "warmup="+strconv.Itoa(o.Warmup))
 	}
 	if o.Shared {
 		args = append(args, "shared=true")
+	}
+	if o.GRPCEndpoint != "" {
+		args = append(args, "endpoints="+o.GRPCEndpoint)
 	}
 	return args
 }

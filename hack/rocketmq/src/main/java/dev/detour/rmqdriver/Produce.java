@@ -27,6 +27,8 @@ import org.apache.rocketmq.common.message.Message;
  *   faultEnable=false (sendLatencyFaultEnable)   pollMs=30000 (pollNameServerInterval)
  *   retries=2 (retryTimesWhenSendFailed)   timeoutMs=3000 (sendMsgTimeout)
  *   perAttemptMs=0 (sendMsgMaxTimeoutPerRequest, 5.x only; 0 leaves it unset)
+ *   detector=false (startDetectorEnable, 5.x only: the fault strategy's detector probes the
+ *                   brokers it isolated and lifts an isolation once one answers)
  *   startAtMs=0 (epoch millis of the first slot; 0 = now; "stdin" = read it as one line from
  *                standard input after the ready line, so a harness can start the clock once the
  *                JVM is warm)
@@ -84,6 +86,11 @@ public final class Produce {
         if (perAttempt > 0) {
             Method m = DefaultMQProducer.class.getMethod("setSendMsgMaxTimeoutPerRequest", int.class);
             m.invoke(producer, perAttempt);
+        }
+        if (Boolean.parseBoolean(a.getOrDefault("detector", "false"))) {
+            // Looked up by name, as sendMsgMaxTimeoutPerRequest is: the 4.9 client has neither.
+            Method m = DefaultMQProducer.class.getMethod("setStartDetectorEnable", boolean.class);
+            m.invoke(producer, true);
         }
         producer.getDefaultMQProducerImpl().registerSendMessageHook(new SendMessageHook() {
             @Override

@@ -1,0 +1,86 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+)
+
+// doorStrategies are detour's ways in that the targets judge: the runtime itself, the send
+// gateway and the gRPC endpoint.
+var doorStrategies = []string{"detour", gatewayStrategy, grpcDetourStrategy}
+
+// writeDoors judges each of detour's doors against the targets, scenario by scenario (medians):
+// 100 % success, at most targetBadSharePct of sends reaching the bad broker while it is faulty,
+// p99 within targetP99Factor of the oracle's.
+func writeDoors(b *strings.Builder, rep *report, mode string) {
+	var rows []string
+	for _, sc := range rep.Scenarios {
+		if sc.Mode != mode {
+			continue
+		}
+		oracle := findMedian(rep, mode, sc.Name, "oracle")
+		for _, st := range doorStrategies {
+			d := findMedian(rep, mode, sc.Name, st)
+			if d == nil {
+				continue
+			}
+			vsOracle := "—"
+			if oracle != nil && oracle.P99Ms.Median > 0 {
+				ratio := d.P99Ms.Median / oracle.P99Ms.Median
+				vsOracle = fmt.Sprintf("%.2f× %s", ratio, mark(ratio <= targetP99Factor))
+			}
+			rows = append(rows, fmt.Sprintf("| %s | %s | %s %s | %s %s | %s | %s |", sc.Name, st,
+				fmtStat(d.SuccessPct, fmtPct), mark(d.SuccessPct.Median >= 100),
+				fmtStat(d.BadShareWhileFaultyPct, fmtPct), mark(shareWithin(d.BadShareWhileFaultyPct.Median, targetBadSharePct)),
+				fmtStat(d.P99Ms, fmtMs), vsOracle))
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "\n### detour's doors against the targets (medians)\n\n"+
+		"`detour` is the runtime called directly, `%s` an HTTP client through the send gateway, `%s` RocketMQ's Java gRPC "+
+		"SDK through the gRPC endpoint. Targets: 100 %% success, at most %.1f %% of sends reaching the bad broker while it "+
+		"is faulty, p99 within %.1f× the oracle's. Through the endpoint the share is the runtime's attempts on the bad "+
+		"broker over the SDK's sends (an upper bound: the SDK does not say where a send went).\n\n",
+		gatewayStrategy, grpcDetourStrategy, targetBadSharePct, targetP99Factor)
+	b.WriteString("| scenario | door | success % | bad while faulty % | p99 ms | p99 × oracle |\n|---|---|---|---|---|---|\n")
+	b.WriteString(strings.Join(rows, "\n"))
+	b.WriteString("\n")
+}
+
+// writeGRPC sets RocketMQ's gRPC SDK through detour's endpoint beside the same SDK through
+// RocketMQ's Proxy, with its defaults and with its fault strategy on (medians).
+func writeGRPC(b *strings.Builder, rep *report, mode string) {
+	var rows []string
+	for _, sc := range rep.Scenarios {
+		if sc.Mode != mode {
+			continue
+		}
+		cells := []string{sc.Name}
+		found := 0
+		for _, st := range []string{grpcDetourStrategy, grpcProxyStrategy, grpcProxyFault} {
+			m := findMedian(rep, mode, sc.Name, st)
+			if m == nil {
+				cells = append(cells, "—", "—", "—")
+				continue
+			}
+			found++
+			cells = append(cells, fmtStat(m.IssuedPct, fmtPct), fmtStat(m.SuccessPct, fmtPct), fmtStat(m.P99Ms, fmtMs))
+		}
+		if found > 1 {
+			rows = append(rows, "| "+strings.Join(cells, " | ")+" |")
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "\n### RocketMQ's gRPC SDK: detour's endpoint beside the Proxy (medians)\n\n"+
+		"The same SDK and schedule through `%s`, `%s` (Proxy 5.5.0, its defaults) and `%s` (its fault strategy on). "+
+		"*issued*: sends issued of those scheduled (the SDK's senders stuck in slow sends issue fewer).\n\n",
+		grpcDetourStrategy, grpcProxyStrategy, grpcProxyFault)
+	b.WriteString("| scenario | detour issued % | detour success % | detour p99 ms | Proxy issued % | Proxy success % | Proxy p99 ms | " +
+		"Proxy+fault issued % | Proxy+fault success % | Proxy+fault p99 ms |\n|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString(strings.Join(rows, "\n"))
+	b.WriteString("\n")
+}
