@@ -200,11 +200,11 @@ func readProblem(want sentBody, r rmqtest.GRPCRead, again bool) string {
 // real 5.5.0 Proxy and through detour's endpoint forwarding consumers to that Proxy, and with
 // RocketMQ's remoting lite pull consumer from the brokers: every reader gets every body, tag, key
 // and user property intact, once, and the Python client sees each body arrive IDENTITY (stored
-// plain), as the Proxy stores an SDK's body. The canary stores the same
-// messages as the endpoint did before (the runtime's default, compressed from 4 KiB): some
-// reader must fail to read them intact (the Node.js client fails every receive that brings a
-// compressed body: "incorrect header check"). Readers of one client run in one process, all
-// clients at once, against one cluster and one Proxy.
+// plain), as the Proxy stores an SDK's body. The canary stores the same messages as the endpoint
+// did before (the runtime's default, compressed from 4 KiB): some reader must fail to read them
+// intact (the Node.js client fails every receive that brings a compressed body: "incorrect header
+// check"). Readers of one client run in one process, all clients at once, against one cluster and
+// one Proxy.
 func TestBodiesStoredThroughTheEndpointAreReadIntactByEveryConsumer(t *testing.T) {
 	start := time.Now()
 	// Before the cluster: a missing client fails at once.
