@@ -16,6 +16,9 @@ ROCKETMQ_DIST = $(shell hack/setup-rocketmq.sh)
 # virtual environment from hack/rocketmq/python/requirements.txt) and its test driver; it needs
 # python3 with its venv module.
 PYTHON_CLIENT = $(shell hack/setup-python-client.sh)
+# NODE_CLIENT is where hack/setup-node-client.sh installs RocketMQ's Node.js gRPC client (npm ci of
+# hack/rocketmq/node/package-lock.json) and its test driver; it needs node and npm.
+NODE_CLIENT = $(shell hack/setup-node-client.sh)
 # HELM is the Helm client hack/setup-helm.sh builds from its Go module (hack/helm) and caches.
 HELM = $(shell hack/setup-helm.sh)
 # PROTOC is Debian's protobuf-compiler, which hack/setup-protoc.sh installs when it is missing; its
@@ -104,6 +107,10 @@ rocketmq: ## Resolve (first time) and print the real RocketMQ folder for the rea
 python-client: ## Install (first time) and print RocketMQ's Python gRPC client folder for the real-client tests.
 	@hack/setup-python-client.sh
 
+.PHONY: node-client
+node-client: ## Install (first time) and print RocketMQ's Node.js gRPC client folder for the real-client tests.
+	@hack/setup-node-client.sh
+
 .PHONY: helm
 helm: ## Build (first time) and print the Helm client that lints and renders charts/detour.
 	@hack/setup-helm.sh
@@ -119,7 +126,8 @@ test: vet ## Run all tests (never from the test cache): unit, fuzz seeds, envtes
 	@helm="$(HELM)"; [[ -n "$$helm" ]] || { echo "make test: hack/setup-helm.sh failed (see above)" >&2; exit 1; }
 	@promtool="$(PROMTOOL)"; [[ -n "$$promtool" ]] || { echo "make test: hack/setup-promtool.sh failed (see above)" >&2; exit 1; }
 	@pyclient="$(PYTHON_CLIENT)"; [[ -n "$$pyclient" ]] || { echo "make test: hack/setup-python-client.sh failed (see above)" >&2; exit 1; }
-	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" DETOUR_ROCKETMQ="$(ROCKETMQ_DIST)" DETOUR_HELM="$(HELM)" DETOUR_PROMTOOL="$(PROMTOOL)" DETOUR_PYTHON_CLIENT="$(PYTHON_CLIENT)" $(GO) test -json -race -count=1 -timeout $(TEST_TIMEOUT) ./... \
+	@nodeclient="$(NODE_CLIENT)"; [[ -n "$$nodeclient" ]] || { echo "make test: hack/setup-node-client.sh failed (see above)" >&2; exit 1; }
+	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" DETOUR_ROCKETMQ="$(ROCKETMQ_DIST)" DETOUR_HELM="$(HELM)" DETOUR_PROMTOOL="$(PROMTOOL)" DETOUR_PYTHON_CLIENT="$(PYTHON_CLIENT)" DETOUR_NODE_CLIENT="$(NODE_CLIENT)" $(GO) test -json -race -count=1 -timeout $(TEST_TIMEOUT) ./... \
 		| $(GO) run ./hack/testreport
 
 .PHONY: test-unit

@@ -37,6 +37,17 @@ func sendContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithDeadline(ctx, dl.Add(-min(time.Until(dl)/answerReserveShare, answerReserveMax)))
 }
 
+// storeAsSent is ctx under which the runtime stores every body as the client sent it (plain,
+// after any GZIP the client applied is undone), never compressed, as the Proxy does for the gRPC
+// SDKs. The runtime would compress bodies from 4 KiB as RocketMQ's remoting producer does, and
+// the Proxy hands a compressed stored body to gRPC consumers as it is, zlib bytes marked GZIP:
+// the Java, Go, Python, C++ and C# SDKs inflate them, but the Node.js SDK gunzips (and fails)
+// and the Rust SDK hands the compressed bytes to the application. Stored plain, every consumer
+// reads the body the producer sent.
+func storeAsSent(ctx context.Context) context.Context {
+	return producer.WithBodyAsIs(ctx)
+}
+
 // outgoing is a request's message as the runtime sends it, with how it asks to be sent.
 type outgoing struct {
 	msg       *producer.Message
@@ -72,7 +83,7 @@ func (s *Server) SendMessage(ctx context.Context, req *rmqpb.SendMessageRequest)
 	for _, o := range out {
 		o.msg.Topic = target.Topic
 	}
-	ctx, cancel := sendContext(ctx)
+	ctx, cancel := sendContext(storeAsSent(ctx))
 	defer cancel()
 	var entries []*rmqpb.SendResultEntry
 	switch {

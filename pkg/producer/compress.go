@@ -3,6 +3,7 @@ package producer
 import (
 	"bytes"
 	"compress/zlib"
+	"context"
 	"sync"
 )
 
@@ -71,4 +72,25 @@ func sendBody(body []byte, threshold int) ([]byte, int32) {
 		return body, 0
 	}
 	return buf.Bytes(), SysFlagCompressed | SysFlagZlib
+}
+
+// bodyAsIsKey marks a context under which sends store bodies as they are (see WithBodyAsIs).
+type bodyAsIsKey struct{}
+
+// WithBodyAsIs returns ctx under which every send stores the message body exactly as given,
+// whatever its size, instead of compressing it from Options.CompressThreshold. A door whose
+// consumers may not all be able to inflate a compressed body (the compressed flag travels with
+// the stored message to every consumer of the topic) sends under it; the runtime's own threshold
+// stays in force for every other send.
+func WithBodyAsIs(ctx context.Context) context.Context {
+	return context.WithValue(ctx, bodyAsIsKey{}, true)
+}
+
+// compressAtFor is the body size from which a send under ctx compresses: the runtime's
+// threshold, or never (-1) under WithBodyAsIs.
+func (r *Runtime) compressAtFor(ctx context.Context) int {
+	if asIs, _ := ctx.Value(bodyAsIsKey{}).(bool); asIs {
+		return -1
+	}
+	return r.compressAt
 }

@@ -130,31 +130,40 @@ func (c *simCluster) storedMessage(t *testing.T, res *SendResult) brokersim.Stor
 	return brokersim.StoredMessage{}
 }
 
-func TestBrokerReceivesLargeBodiesCompressedAndTheMessageIsUntouched(t *testing.T) {
+func TestBrokerReceivesLargeBodiesCompressedUnlessTheSendAsksForThemAsTheyAreAndTheMessageIsUntouched(t *testing.T) {
 	cases := []struct {
-		name       string
-		opt        clusterOpt
+		name string
+		opt  clusterOpt
+		// asIs sends under WithBodyAsIs.
+		asIs       bool
 		body       []byte
 		compressed bool
 	}{
-		{"small body", withCompressThreshold(0), compressible(100), false},
-		{"5000-byte body", withCompressThreshold(0), compressible(5000), true},
-		{"1 MiB body", withCompressThreshold(0), compressible(1 << 20), true},
-		{"compression turned off", withCompressThreshold(-1), compressible(1 << 20), false},
+		{"small body", withCompressThreshold(0), false, compressible(100), false},
+		{"5000-byte body", withCompressThreshold(0), false, compressible(5000), true},
+		{"1 MiB body", withCompressThreshold(0), false, compressible(1 << 20), true},
+		{"compression turned off", withCompressThreshold(-1), false, compressible(1 << 20), false},
+		{"a send that asks for its body as it is, at the default threshold", withCompressThreshold(0), true, compressible(1 << 20), false},
+		{"a send that asks for its body as it is, exactly at the threshold", withCompressThreshold(0), true, compressible(4096), false},
+		{"a send that asks for its body as it is, at a low threshold", withCompressThreshold(100), true, compressible(5000), false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			c := startCluster(t, 1, []string{"broker-a"}, tc.opt)
 			m := &Message{Topic: testTopic, Body: tc.body, Properties: map[string]string{"k": "v"}}
 			orig := bytes.Clone(m.Body)
+			ctx := context.Background()
+			if tc.asIs {
+				ctx = WithBodyAsIs(ctx)
+			}
 			for _, mode := range []SendMode{ModeSync, ModeAsync} {
 				var res *SendResult
 				var err error
 				if mode == ModeSync {
-					res, err = c.r.Send(context.Background(), m)
+					res, err = c.r.Send(ctx, m)
 				} else {
 					done := make(chan struct{})
-					c.r.SendAsync(context.Background(), m, func(r *SendResult, e error) { res, err = r, e; close(done) })
+					c.r.SendAsync(ctx, m, func(r *SendResult, e error) { res, err = r, e; close(done) })
 					<-done
 				}
 				if err != nil {

@@ -52,7 +52,8 @@ type Options struct {
 	NameServerTimeout time.Duration
 	// CompressThreshold is the body size in bytes from which a message body is sent
 	// zlib-compressed, as RocketMQ's compressMsgBodyOverHowmuch; 0 means
-	// DefaultCompressThreshold (4 KiB) and a negative value never compresses.
+	// DefaultCompressThreshold (4 KiB) and a negative value never compresses. A send under
+	// WithBodyAsIs never compresses, whatever this says.
 	CompressThreshold int
 }
 

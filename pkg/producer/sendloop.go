@@ -153,7 +153,7 @@ func (c *sendCall) prepare(rt *route, m *Message) error {
 	}
 	c.uniq = uniq
 	var sysFlag int32
-	c.body, sysFlag = sendBody(m.Body, c.r.compressAt)
+	c.body, sysFlag = sendBody(m.Body, c.r.compressAtFor(c.ctx))
 	c.header = remoting.SendHeader{
 		ProducerGroup:         c.r.group,
 		Topic:                 c.topic,
