@@ -14,8 +14,8 @@ import (
 	"github.com/detourmq/detour/pkg/rmqpb"
 )
 
-// acceptedTypes are the message types detour sends, listed on every queue: the runtime does not
-// know a topic's type, so every queue accepts every type detour can send.
+// acceptedTypes are the message types detour sends, listed on every queue of a MIXED topic and
+// of one whose type no broker said.
 var acceptedTypes = []rmqpb.MessageType{rmqpb.MessageType_NORMAL, rmqpb.MessageType_FIFO, rmqpb.MessageType_DELAY, rmqpb.MessageType_TRANSACTION}
 
 // maxEchoedAddresses bounds the access point a route echoes back.
@@ -48,11 +48,14 @@ func (s *Server) QueryRoute(ctx context.Context, req *rmqpb.QueryRouteRequest) (
 	if len(ep.Addresses) > maxEchoedAddresses {
 		ep = &rmqpb.Endpoints{Scheme: ep.Scheme, Addresses: ep.Addresses[:maxEchoedAddresses]}
 	}
-	return &rmqpb.QueryRouteResponse{Status: okStatus(), MessageQueues: routeQueues(req.GetTopic(), info, target.Brokers, ep)}, nil
+	facts, known := s.facts.get(ctx, target.RouteKey())
+	types := acceptedTypesOf(facts.MessageType, known && !s.opts.SkipMessageTypeCheck)
+	return &rmqpb.QueryRouteResponse{Status: okStatus(), MessageQueues: routeQueues(req.GetTopic(), info, target.Brokers, ep, types)}, nil
 }
 
 // routeQueues is a route's queues as the protocol writes them.
-func routeQueues(topic *rmqpb.Resource, info producer.RouteInfo, scope front.Scope, ep *rmqpb.Endpoints) []*rmqpb.MessageQueue {
+// types are the message types every queue takes.
+func routeQueues(topic *rmqpb.Resource, info producer.RouteInfo, scope front.Scope, ep *rmqpb.Endpoints, types []rmqpb.MessageType) []*rmqpb.MessageQueue {
 	writable := make(map[string]bool, len(info.Brokers))
 	anyWritable := false
 	for _, b := range info.Brokers {
@@ -73,7 +76,7 @@ func routeQueues(topic *rmqpb.Resource, info producer.RouteInfo, scope front.Sco
 			perm = rmqpb.Permission_READ
 		}
 		out = append(out, &rmqpb.MessageQueue{Topic: res, Id: int32(q.QueueID), Permission: perm, Broker: b,
-			AcceptMessageTypes: acceptedTypes})
+			AcceptMessageTypes: types})
 	}
 	return out
 }
@@ -81,11 +84,8 @@ func routeQueues(topic *rmqpb.Resource, info producer.RouteInfo, scope front.Sco
 // resolve finds the target of a client's topic, or the status that refuses it.
 func (s *Server) resolve(ctx context.Context, topic *rmqpb.Resource) (front.Target, *rmqpb.Status) {
 	name := topic.GetName()
-	if name == "" {
-		return front.Target{}, newStatus(rmqpb.Code_ILLEGAL_TOPIC, "the request names no topic")
-	}
-	if len(name) > producer.MaxTopicLength {
-		return front.Target{}, newStatus(rmqpb.Code_ILLEGAL_TOPIC, "topic name is %d characters long, over the limit of %d", len(name), producer.MaxTopicLength)
+	if st := checkTopicName(name); st != nil {
+		return front.Target{}, st
 	}
 	t, err := s.opts.Topics.ResolveTopic(ctx, topic.GetResourceNamespace(), name)
 	if errors.Is(err, front.ErrTopicNotFound) {
