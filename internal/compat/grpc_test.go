@@ -286,12 +286,12 @@ func serveGRPC(t *testing.T, rt *producer.Runtime, cfg *tls.Config, keys grpcfro
 	return serveGRPCWith(t, rt, grpcfront.Options{TLS: cfg, Credentials: keys}, nil)
 }
 
-// serveGRPCWith is serveGRPC with o's TLS, AllowPlaintext and Credentials, whose topics forward
-// consumers to up (none when nil); the rest is set here.
+// serveGRPCWith is serveGRPC with o's TLS, AllowPlaintext, Credentials and SkipMessageTypeCheck,
+// whose topics forward consumers to up (none when nil); the rest is set here.
 func serveGRPCWith(t *testing.T, rt *producer.Runtime, o grpcfront.Options, up *front.Upstream) string {
 	t.Helper()
 	srv, err := grpcfront.New(grpcfront.Options{Addr: "127.0.0.1:0", Runtime: rt, TLS: o.TLS, AllowPlaintext: o.AllowPlaintext,
-		Credentials: o.Credentials, Logger: testr.New(t),
+		Credentials: o.Credentials, SkipMessageTypeCheck: o.SkipMessageTypeCheck, Logger: testr.New(t),
 		Topics: front.TopicResolverFunc(func(_ context.Context, _, topic string) (front.Target, error) {
 			if !strings.HasPrefix(topic, "DetourGRPC") {
 				return front.Target{}, fmt.Errorf("%w: %s", front.ErrTopicNotFound, topic)
