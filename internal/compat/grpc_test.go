@@ -237,7 +237,8 @@ func notDeliveredEarly(t *testing.T, c *rmqtest.Cluster, topic string, acked []r
 }
 
 // grpcRuntime is a runtime routing topics from c's name server, after creating them on every broker
-// with two queues.
+// with two queues and message.type MIXED: its tests send normal, FIFO, delayed and transactional
+// messages, which a topic of one type would refuse, as the Proxy does.
 func grpcRuntime(t *testing.T, c *rmqtest.Cluster, topics ...string) *producer.Runtime {
 	t.Helper()
 	r := producer.New(producer.Options{ProducerGroup: "detour_compat_grpc"})
@@ -249,7 +250,7 @@ func grpcRuntime(t *testing.T, c *rmqtest.Cluster, topics ...string) *producer.R
 	defer cancel()
 	for _, topic := range topics {
 		for _, b := range c.Brokers() {
-			if err := r.CreateTopic(ctx, b.Addr, topic, 2, 2, 6); err != nil {
+			if err := b.CreateTypedTopic(ctx, topic, 2, "MIXED"); err != nil {
 				t.Fatalf("create %s on %s: %v", topic, b.Name, err)
 			}
 		}
