@@ -15,8 +15,10 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -49,6 +51,9 @@ type parityCase struct {
 	route string
 	// end builds an EndTransaction request.
 	end func() *rmqpb.EndTransactionRequest
+	// call makes any other call (Heartbeat, Telemetry) and answers its status, or the gRPC
+	// status code of a call that failed.
+	call func(ctx context.Context, cli rmqpb.MessagingServiceClient) (*rmqpb.Status, codes.Code)
 	// visible says an OK answer makes the messages readable from the topic at once (no delivery
 	// time ahead); commit says the test commits a transactional send answered OK, which makes
 	// it readable.
@@ -63,6 +68,7 @@ type parityCase struct {
 // stored and readable, and for a route the types its queues accept.
 type parityAnswer struct {
 	code   rmqpb.Code
+	grpc   codes.Code
 	msg    string
 	stored bool
 	types  string
@@ -103,6 +109,9 @@ func TestGRPCEndpointAnswersAsTheProxy(t *testing.T) {
 			}
 			answers[i][side] = askParity(t, sides[side], pc, func(j int) string { return fmt.Sprintf("parity-%02d-%s-%d", i, side, j) })
 		}
+	}
+	for i, pc := range cases {
+		t.Logf("answered: %s: detour %s, proxy %s", pc.name, p2s(answers[i]["detour"]), p2s(answers[i]["proxy"]))
 	}
 	readBackParity(t, c, cases, answers)
 
@@ -213,6 +222,9 @@ func askParity(t *testing.T, cli rmqpb.MessagingServiceClient, pc parityCase, id
 		if pc.commit && a.code == rmqpb.Code_OK {
 			commitParity(t, ctx, cli, pc, a)
 		}
+	case pc.call != nil:
+		st, gc := pc.call(ctx, cli)
+		a.code, a.msg, a.grpc = st.GetCode(), st.GetMessage(), gc
 	case pc.end != nil:
 		resp, err := cli.EndTransaction(ctx, pc.end())
 		if err != nil {
@@ -263,7 +275,13 @@ func readBackParity(t *testing.T, c *rmqtest.Cluster, cases []parityCase, answer
 	}
 	read := map[string]bool{}
 	for _, topic := range slices.Sorted(maps.Keys(expect)) {
-		for _, m := range c.Consume(t, context.Background(), topic, expect[topic], 2*time.Minute) {
+		// A send answered OK whose message never shows is a finding, not a reason to stop: the
+		// topic is read for what it holds, and the table shows which answer it belies.
+		held := awaitHeld(t, c, topic, expect[topic])
+		if held < int64(expect[topic]) {
+			t.Errorf("%s holds %d messages, but %d sends to it were answered OK", topic, held, expect[topic])
+		}
+		for _, m := range c.Consume(t, context.Background(), topic, int(held), 2*time.Minute) {
 			read[m.MsgID] = true
 		}
 	}
@@ -276,9 +294,28 @@ func readBackParity(t *testing.T, c *rmqtest.Cluster, cases []parityCase, answer
 	}
 }
 
+// awaitHeld waits up to a minute for topic's queues to hold want messages (a message delivered
+// by the brokers' timer arrives late) and returns how many they hold.
+func awaitHeld(t *testing.T, c *rmqtest.Cluster, topic string, want int) int64 {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		held, _ := storedTotal(t, c, topic)
+		if held >= int64(want) || time.Now().After(deadline) {
+			return held
+		}
+		<-tick.C
+	}
+}
+
 // parityDiff says how two answers differ, "" when they do not.
 func parityDiff(p, d *parityAnswer) string {
 	var out []string
+	if p.grpc != d.grpc {
+		out = append(out, fmt.Sprintf("gRPC status %s, the Proxy's %s", d.grpc, p.grpc))
+	}
 	if p.code != d.code {
 		out = append(out, fmt.Sprintf("code %s, the Proxy's %s", d.code, p.code))
 	}
@@ -294,6 +331,9 @@ func parityDiff(p, d *parityAnswer) string {
 // p2s is an answer as the log's table shows it.
 func p2s(a *parityAnswer) string {
 	s := fmt.Sprintf("%d %s", int32(a.code), a.code)
+	if a.grpc != codes.OK {
+		s = "gRPC " + a.grpc.String()
+	}
 	if a.stored {
 		s += ", stored"
 	}
@@ -354,6 +394,7 @@ const (
 	departTypedBatch    = "a batch is stored at once on one queue, so detour sends FIFO, delay and transactional messages one per request; the Proxy stores a batch of FIFO messages ignoring their group"
 	departMadeUpTxID    = "an id detour never issued can never be ended: detour says INVALID_TRANSACTION_ID, the Proxy INTERNAL_SERVER_ERROR (transaction data not found), which invites retries"
 	departUnknownTopic  = "a topic detour does not serve is TOPIC_NOT_FOUND before anything else"
+	departHeartbeat     = "detour keeps no state per producer: a producer's heartbeat is OK with or without its Telemetry stream; the Proxy answers UNRECOGNIZED_CLIENT_TYPE until the stream's Settings came"
 )
 
 // parityCases is the table: every class of the Proxy's rules, each with requests it takes and
@@ -529,6 +570,14 @@ func parityCases() []parityCase {
 		{name: "route of a MIXED topic", route: M},
 		{name: "route of an illegal topic", route: "Gs Bad/Topic"},
 		{name: "route of a system topic", route: "rmq_sys_x"},
+		// Heartbeats and Telemetry Settings.
+		{name: "producer heartbeat without Settings", call: func(ctx context.Context, cli rmqpb.MessagingServiceClient) (*rmqpb.Status, codes.Code) {
+			resp, err := cli.Heartbeat(ctx, &rmqpb.HeartbeatRequest{ClientType: rmqpb.ClientType_PRODUCER})
+			return resp.GetStatus(), status.Code(err)
+		}, departure: departHeartbeat},
+		{name: "producer Settings publishing a topic", call: parityTelemetry(U)},
+		{name: "producer Settings publishing an illegal topic", call: parityTelemetry("Gs Bad/Topic")},
+		{name: "producer Settings publishing a system topic", call: parityTelemetry("rmq_sys_x")},
 		// Ending transactions.
 		{name: "end with a made-up transaction id", end: func() *rmqpb.EndTransactionRequest {
 			return &rmqpb.EndTransactionRequest{Topic: &rmqpb.Resource{Name: X}, MessageId: "parity-made-up", TransactionId: "7F0000010000000000000001",
@@ -548,4 +597,30 @@ func parityCases() []parityCase {
 		}},
 	}
 	return cases
+}
+
+// parityTelemetry opens a Telemetry stream, sends a producer's Settings publishing topic and
+// answers the first command's status, or the stream's gRPC status when it ends instead.
+func parityTelemetry(topic string) func(context.Context, rmqpb.MessagingServiceClient) (*rmqpb.Status, codes.Code) {
+	return func(ctx context.Context, cli rmqpb.MessagingServiceClient) (*rmqpb.Status, codes.Code) {
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		stream, err := cli.Telemetry(ctx)
+		if err != nil {
+			return nil, status.Code(err)
+		}
+		err = stream.Send(&rmqpb.TelemetryCommand{Command: &rmqpb.TelemetryCommand_Settings{Settings: &rmqpb.Settings{
+			ClientType:     rmqpb.ClientType_PRODUCER.Enum(),
+			RequestTimeout: durationpb.New(3 * time.Second),
+			PubSub:         &rmqpb.Settings_Publishing{Publishing: &rmqpb.Publishing{Topics: []*rmqpb.Resource{{Name: topic}}}},
+		}}})
+		if err != nil {
+			return nil, status.Code(err)
+		}
+		cmd, err := stream.Recv()
+		if err != nil {
+			return nil, status.Code(err)
+		}
+		return cmd.GetStatus(), codes.OK
+	}
 }

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/detourmq/detour/internal/front"
@@ -143,6 +145,9 @@ func (s *Server) serveProducerTelemetry(stream grpc.BidiStreamingServer[rmqpb.Te
 	}()
 	for {
 		if settings := cmd.GetSettings(); settings != nil { // else an answer to a command detour never sends
+			if err := checkPublishedTopics(settings); err != nil {
+				return err
+			}
 			answer := s.settingsAnswer(settings)
 			if answer.GetSettings() != nil {
 				s.orphans.register(ps, s.publishedTargets(ps, settings))
@@ -156,6 +161,18 @@ func (s *Server) serveProducerTelemetry(stream grpc.BidiStreamingServer[rmqpb.Te
 			return nil
 		}
 	}
+}
+
+// checkPublishedTopics applies the Proxy's topic rules to the topics a producer's Settings
+// publish. The Proxy ends such a stream with INVALID_ARGUMENT, the status naming the rule, as it
+// ends a stream on any of its 4xx refusals.
+func checkPublishedTopics(settings *rmqpb.Settings) error {
+	for _, t := range settings.GetPublishing().GetTopics() {
+		if st := checkTopicName(t.GetName()); st != nil {
+			return status.Errorf(codes.InvalidArgument, "process client telemetryCommand failed. %s", st.Message)
+		}
+	}
+	return nil
 }
 
 // settingsAnswer is the answer to a producer's Settings; Settings that are neither a producer's

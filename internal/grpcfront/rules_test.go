@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -294,5 +296,36 @@ func TestTopicFactsAreBounded(t *testing.T) {
 	defer c.mu.Unlock()
 	if len(c.entries) > maxFactsEntries {
 		t.Fatalf("%d entries, the bound is %d", len(c.entries), maxFactsEntries)
+	}
+}
+
+// TestSettingsPublishingAnIllegalTopicEndTheStream proves a producer's Settings are held to the
+// topic rules as the Proxy holds them: a stream publishing an illegal or system topic ends with
+// INVALID_ARGUMENT naming the rule.
+func TestSettingsPublishingAnIllegalTopicEndTheStream(t *testing.T) {
+	cases := []struct {
+		name   string
+		topics []string
+		ok     bool
+	}{
+		{"legal topics", []string{"Orders", "T-1"}, true},
+		{"an illegal name", []string{"Orders", "Gs Bad/Topic"}, false},
+		{"a system topic", []string{"rmq_sys_x"}, false},
+		{"a blank name", []string{""}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			pub := &rmqpb.Publishing{}
+			for _, n := range tc.topics {
+				pub.Topics = append(pub.Topics, &rmqpb.Resource{Name: n})
+			}
+			err := checkPublishedTopics(&rmqpb.Settings{PubSub: &rmqpb.Settings_Publishing{Publishing: pub}})
+			if (err == nil) != tc.ok {
+				t.Fatalf("error %v, want ok %v", err, tc.ok)
+			}
+			if err != nil && status.Code(err) != codes.InvalidArgument {
+				t.Fatalf("error %v, want INVALID_ARGUMENT", err)
+			}
+		})
 	}
 }
