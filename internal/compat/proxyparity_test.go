@@ -36,6 +36,8 @@ const (
 	parityDelay   = "DetourGRPCParityDelay"
 	parityTx      = "DetourGRPCParityTx"
 	parityMixed   = "DetourGRPCParityMixed"
+	// parityBig takes the large and the GZIP-encoded bodies, which are not read back.
+	parityBig = "DetourGRPCParityBig"
 )
 
 // parityBrokerMax is the brokers' maxMessageSize in the parity run: 1 MiB, under the Proxy's own
@@ -90,7 +92,7 @@ func TestGRPCEndpointAnswersAsTheProxy(t *testing.T) {
 	small := rmqtest.BrokerConfig{Settings: map[string]string{"maxMessageSize": strconv.Itoa(parityBrokerMax)}}
 	c := rmqtest.Start(t, rmqtest.V5, small, small)
 	createParityTopics(t, c)
-	rt := grpcRuntimeOf(t, c, parityUntyped, parityNormal, parityFIFO, parityDelay, parityTx, parityMixed)
+	rt := grpcRuntimeOf(t, c, parityUntyped, parityNormal, parityFIFO, parityDelay, parityTx, parityMixed, parityBig)
 	sides := map[string]rmqpb.MessagingServiceClient{
 		"detour": dialPlain(t, serveGRPCWith(t, rt, grpcfront.Options{}, nil)),
 		"canary": dialPlain(t, serveGRPCWith(t, rt, grpcfront.Options{SkipMessageTypeCheck: true}, nil)),
@@ -111,7 +113,7 @@ func TestGRPCEndpointAnswersAsTheProxy(t *testing.T) {
 		}
 	}
 	for i, pc := range cases {
-		t.Logf("answered: %s: detour %s, proxy %s", pc.name, p2s(answers[i]["detour"]), p2s(answers[i]["proxy"]))
+		t.Logf("answered: %s: detour %s, proxy %s (%.160s)", pc.name, p2s(answers[i]["detour"]), p2s(answers[i]["proxy"]), answers[i]["proxy"].msg)
 	}
 	readBackParity(t, c, cases, answers)
 
@@ -148,8 +150,10 @@ func createParityTopics(t *testing.T, c *rmqtest.Cluster) {
 	defer cancel()
 	typed := map[string]string{parityNormal: "NORMAL", parityFIFO: "FIFO", parityDelay: "DELAY", parityTx: "TRANSACTION", parityMixed: "MIXED"}
 	for _, b := range c.Brokers() {
-		if err := b.CreateTopic(ctx, parityUntyped, 2); err != nil {
-			t.Fatal(err)
+		for _, topic := range []string{parityUntyped, parityBig} {
+			if err := b.CreateTopic(ctx, topic, 2); err != nil {
+				t.Fatal(err)
+			}
 		}
 		for topic, typ := range typed {
 			if err := b.CreateTypedTopic(ctx, topic, 2, typ); err != nil {
@@ -194,7 +198,7 @@ func dialPlain(t *testing.T, addr string) rmqpb.MessagingServiceClient {
 func parityCall() (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	return metadata.AppendToOutgoingContext(ctx, "x-mq-client-id", "parity@"+strconv.Itoa(os.Getpid()),
-		"x-mq-language", "GOLANG", "x-mq-protocol", "v2", "x-mq-client-version", "parity"), cancel
+		"x-mq-language", "JAVA", "x-mq-protocol", "v2", "x-mq-client-version", "parity"), cancel
 }
 
 // askParity sends one case to one side and notes its answer; a transactional send answered OK
@@ -281,8 +285,21 @@ func readBackParity(t *testing.T, c *rmqtest.Cluster, cases []parityCase, answer
 		if held < int64(expect[topic]) {
 			t.Errorf("%s holds %d messages, but %d sends to it were answered OK", topic, held, expect[topic])
 		}
-		for _, m := range c.Consume(t, context.Background(), topic, int(held), 2*time.Minute) {
+		msgs, err := c.ConsumeRead(t, context.Background(), topic, int(held), time.Minute)
+		if err != nil {
+			t.Errorf("%s: %v", topic, err)
+		}
+		for _, m := range msgs {
 			read[m.MsgID] = true
+		}
+	}
+	for i, pc := range cases {
+		for side, a := range answers[i] {
+			for _, id := range a.ids {
+				if a.code == rmqpb.Code_OK && (pc.visible || pc.commit) && !read[id] {
+					t.Logf("%s: %s answered OK, but %s was not read back", pc.name, side, id)
+				}
+			}
 		}
 	}
 	for i := range cases {
@@ -445,7 +462,7 @@ func parityCases() []parityCase {
 			return out
 		}
 	}
-	U, N, F, D, X, M := parityUntyped, parityNormal, parityFIFO, parityDelay, parityTx, parityMixed
+	U, N, F, D, X, M, B := parityUntyped, parityNormal, parityFIFO, parityDelay, parityTx, parityMixed, parityBig
 	cases := []parityCase{
 		// Topics.
 		{name: "topic with a space and a slash", send: one("Gs Bad/Topic", nil)},
@@ -478,14 +495,16 @@ func parityCases() []parityCase {
 		// Bodies.
 		{name: "body of 1 byte", send: one(U, withBody([]byte("x"))), visible: true},
 		{name: "empty body", send: one(U, withBody([]byte{}))},
-		{name: "body of 1 MiB - 4 KiB", send: one(U, withBody(randomBody(parityBrokerMax-4096))), visible: true},
-		{name: "1.5 MiB compressible body, brokers' maxMessageSize 1 MiB", send: one(U, withBody(bytes.Repeat([]byte("a"), 3<<19))), departure: departBrokerLimit},
-		{name: "1.5 MiB random body, brokers' maxMessageSize 1 MiB", send: one(U, withBody(randomBody(3<<19))), departure: departBrokerLimit},
-		{name: "5 MiB body, over the Proxy's 4 MiB", send: one(U, withBody(randomBody(5<<20)))},
-		{name: "GZIP-encoded body", send: one(U, func(m *rmqpb.Message) {
+		{name: "body of 1 MiB - 4 KiB", send: one(B, withBody(randomBody(parityBrokerMax-4096)))},
+		{name: "1.5 MiB compressible body, brokers' maxMessageSize 1 MiB", send: one(B, withBody(bytes.Repeat([]byte("a"), 3<<19))), departure: departBrokerLimit},
+		{name: "1.5 MiB random body, brokers' maxMessageSize 1 MiB", send: one(B, withBody(randomBody(3<<19))), departure: departBrokerLimit},
+		{name: "5 MiB body, over the Proxy's 4 MiB", send: one(B, withBody(randomBody(5<<20)))},
+		// Not read back: the Proxy stores a GZIP body as sent, marked compressed, which RocketMQ's
+		// Java consumer cannot inflate (it reads such bodies as zlib), and its queue stops there.
+		{name: "GZIP-encoded body", send: one(B, func(m *rmqpb.Message) {
 			m.Body = gzipped(bytes.Repeat([]byte("z"), 8192))
 			m.SystemProperties.BodyEncoding = rmqpb.Encoding_GZIP
-		}), visible: true},
+		})},
 		// Tags.
 		{name: "plain tag", send: one(U, withTag("TagA")), visible: true},
 		{name: "tag with a space inside", send: one(U, withTag("a b")), visible: true},
@@ -610,7 +629,9 @@ func parityTelemetry(topic string) func(context.Context, rmqpb.MessagingServiceC
 			return nil, status.Code(err)
 		}
 		err = stream.Send(&rmqpb.TelemetryCommand{Command: &rmqpb.TelemetryCommand_Settings{Settings: &rmqpb.Settings{
-			ClientType:     rmqpb.ClientType_PRODUCER.Enum(),
+			ClientType: rmqpb.ClientType_PRODUCER.Enum(),
+			AccessPoint: &rmqpb.Endpoints{Scheme: rmqpb.AddressScheme_IPv4,
+				Addresses: []*rmqpb.Address{{Host: "127.0.0.1", Port: 8081}}},
 			RequestTimeout: durationpb.New(3 * time.Second),
 			PubSub:         &rmqpb.Settings_Publishing{Publishing: &rmqpb.Publishing{Topics: []*rmqpb.Resource{{Name: topic}}}},
 		}}})
@@ -619,7 +640,7 @@ func parityTelemetry(topic string) func(context.Context, rmqpb.MessagingServiceC
 		}
 		cmd, err := stream.Recv()
 		if err != nil {
-			return nil, status.Code(err)
+			return &rmqpb.Status{Message: err.Error()}, status.Code(err)
 		}
 		return cmd.GetStatus(), codes.OK
 	}
