@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/detourmq/detour/internal/front"
@@ -14,8 +16,8 @@ import (
 	"github.com/detourmq/detour/pkg/rmqpb"
 )
 
-// acceptedTypes are the message types detour sends, listed on every queue: the runtime does not
-// know a topic's type, so every queue accepts every type detour can send.
+// acceptedTypes are the message types detour sends, listed on every queue of a MIXED topic and
+// of one whose type no broker said.
 var acceptedTypes = []rmqpb.MessageType{rmqpb.MessageType_NORMAL, rmqpb.MessageType_FIFO, rmqpb.MessageType_DELAY, rmqpb.MessageType_TRANSACTION}
 
 // maxEchoedAddresses bounds the access point a route echoes back.
@@ -48,11 +50,14 @@ func (s *Server) QueryRoute(ctx context.Context, req *rmqpb.QueryRouteRequest) (
 	if len(ep.Addresses) > maxEchoedAddresses {
 		ep = &rmqpb.Endpoints{Scheme: ep.Scheme, Addresses: ep.Addresses[:maxEchoedAddresses]}
 	}
-	return &rmqpb.QueryRouteResponse{Status: okStatus(), MessageQueues: routeQueues(req.GetTopic(), info, target.Brokers, ep)}, nil
+	facts, known := s.facts.get(ctx, target.RouteKey())
+	types := acceptedTypesOf(facts.MessageType, known && !s.opts.SkipMessageTypeCheck)
+	return &rmqpb.QueryRouteResponse{Status: okStatus(), MessageQueues: routeQueues(req.GetTopic(), info, target.Brokers, ep, types)}, nil
 }
 
 // routeQueues is a route's queues as the protocol writes them.
-func routeQueues(topic *rmqpb.Resource, info producer.RouteInfo, scope front.Scope, ep *rmqpb.Endpoints) []*rmqpb.MessageQueue {
+// types are the message types every queue takes.
+func routeQueues(topic *rmqpb.Resource, info producer.RouteInfo, scope front.Scope, ep *rmqpb.Endpoints, types []rmqpb.MessageType) []*rmqpb.MessageQueue {
 	writable := make(map[string]bool, len(info.Brokers))
 	anyWritable := false
 	for _, b := range info.Brokers {
@@ -73,7 +78,7 @@ func routeQueues(topic *rmqpb.Resource, info producer.RouteInfo, scope front.Sco
 			perm = rmqpb.Permission_READ
 		}
 		out = append(out, &rmqpb.MessageQueue{Topic: res, Id: int32(q.QueueID), Permission: perm, Broker: b,
-			AcceptMessageTypes: acceptedTypes})
+			AcceptMessageTypes: types})
 	}
 	return out
 }
@@ -81,11 +86,8 @@ func routeQueues(topic *rmqpb.Resource, info producer.RouteInfo, scope front.Sco
 // resolve finds the target of a client's topic, or the status that refuses it.
 func (s *Server) resolve(ctx context.Context, topic *rmqpb.Resource) (front.Target, *rmqpb.Status) {
 	name := topic.GetName()
-	if name == "" {
-		return front.Target{}, newStatus(rmqpb.Code_ILLEGAL_TOPIC, "the request names no topic")
-	}
-	if len(name) > producer.MaxTopicLength {
-		return front.Target{}, newStatus(rmqpb.Code_ILLEGAL_TOPIC, "topic name is %d characters long, over the limit of %d", len(name), producer.MaxTopicLength)
+	if st := checkTopicName(name); st != nil {
+		return front.Target{}, st
 	}
 	t, err := s.opts.Topics.ResolveTopic(ctx, topic.GetResourceNamespace(), name)
 	if errors.Is(err, front.ErrTopicNotFound) {
@@ -143,6 +145,9 @@ func (s *Server) serveProducerTelemetry(stream grpc.BidiStreamingServer[rmqpb.Te
 	}()
 	for {
 		if settings := cmd.GetSettings(); settings != nil { // else an answer to a command detour never sends
+			if err := checkPublishedTopics(settings); err != nil {
+				return err
+			}
 			answer := s.settingsAnswer(settings)
 			if answer.GetSettings() != nil {
 				s.orphans.register(ps, s.publishedTargets(ps, settings))
@@ -156,6 +161,18 @@ func (s *Server) serveProducerTelemetry(stream grpc.BidiStreamingServer[rmqpb.Te
 			return nil
 		}
 	}
+}
+
+// checkPublishedTopics applies the Proxy's topic rules to the topics a producer's Settings
+// publish. The Proxy ends such a stream with INVALID_ARGUMENT, the status naming the rule, as it
+// ends a stream on any of its 4xx refusals.
+func checkPublishedTopics(settings *rmqpb.Settings) error {
+	for _, t := range settings.GetPublishing().GetTopics() {
+		if st := checkTopicName(t.GetName()); st != nil {
+			return status.Errorf(codes.InvalidArgument, "process client telemetryCommand failed. %s", st.Message)
+		}
+	}
+	return nil
 }
 
 // settingsAnswer is the answer to a producer's Settings; Settings that are neither a producer's

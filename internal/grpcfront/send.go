@@ -80,6 +80,9 @@ func (s *Server) SendMessage(ctx context.Context, req *rmqpb.SendMessageRequest)
 	if st != nil {
 		return refusedAll(msgs, st), nil
 	}
+	if st := s.checkAgainstBrokers(ctx, target.RouteKey(), out); st != nil {
+		return refusedAll(msgs, st), nil
+	}
 	for _, o := range out {
 		o.msg.Topic = target.Topic
 	}
@@ -104,6 +107,26 @@ func (s *Server) SendMessage(ctx context.Context, req *rmqpb.SendMessageRequest)
 	return resp, nil
 }
 
+// checkAgainstBrokers applies the rules that need the topic's brokers' word, from the cache of
+// their facts: every body within their maxMessageSize, and the first message's type one the
+// topic's message.type takes (as the Proxy checks a request by its first message). Facts no
+// broker gave leave the rule unchecked: a broker that cannot say is no reason to refuse.
+func (s *Server) checkAgainstBrokers(ctx context.Context, route string, out []outgoing) *rmqpb.Status {
+	facts, ok := s.facts.get(ctx, route)
+	if !ok {
+		return nil
+	}
+	if facts.MaxMessageSize > 0 {
+		if st := checkBodyFits(out, facts.MaxMessageSize); st != nil {
+			return st
+		}
+	}
+	if facts.MessageType != "" && !s.opts.SkipMessageTypeCheck {
+		return checkMessageType(facts.MessageType, out[0])
+	}
+	return nil
+}
+
 // refusedAll is the answer refusing every message of a request with st.
 func refusedAll(msgs []*rmqpb.Message, st *rmqpb.Status) *rmqpb.SendMessageResponse {
 	resp := &rmqpb.SendMessageResponse{Status: st, Entries: make([]*rmqpb.SendResultEntry, len(msgs))}
@@ -113,11 +136,15 @@ func refusedAll(msgs []*rmqpb.Message, st *rmqpb.Status) *rmqpb.SendMessageRespo
 	return resp
 }
 
-// decodeRequest checks a request's messages and turns them into the runtime's, or answers the
-// status naming the first rule one breaks.
+// decodeRequest checks a request's messages in the Proxy's order (the request, the topic, then
+// each message) and turns them into the runtime's, or answers the status naming the first rule
+// one breaks.
 func (s *Server) decodeRequest(msgs []*rmqpb.Message) ([]outgoing, *rmqpb.Status) {
 	if len(msgs) == 0 {
-		return nil, newStatus(rmqpb.Code_BAD_REQUEST, "the request holds no message")
+		return nil, newStatus(rmqpb.Code_MESSAGE_CORRUPTED, "the request holds no message")
+	}
+	if st := checkTopicName(msgs[0].GetTopic().GetName()); st != nil {
+		return nil, st
 	}
 	if len(msgs) > producer.MaxBatchMessages {
 		return nil, newStatus(rmqpb.Code_BAD_REQUEST, "the request holds %d messages, over the limit of %d", len(msgs), producer.MaxBatchMessages)
@@ -126,7 +153,7 @@ func (s *Server) decodeRequest(msgs []*rmqpb.Message) ([]outgoing, *rmqpb.Status
 	budget := s.opts.MaxBodySize
 	for i, m := range msgs {
 		if m.GetTopic().GetName() != msgs[0].GetTopic().GetName() || m.GetTopic().GetResourceNamespace() != msgs[0].GetTopic().GetResourceNamespace() {
-			return nil, newStatus(rmqpb.Code_BAD_REQUEST, "message %d names topic %s, message 0 %s: one request sends to one topic",
+			return nil, newStatus(rmqpb.Code_MESSAGE_CORRUPTED, "message %d names topic %s, message 0 %s: one request sends to one topic",
 				i, m.GetTopic().GetName(), msgs[0].GetTopic().GetName())
 		}
 		o, st := s.decodeMessage(m, budget)
@@ -151,50 +178,92 @@ func (s *Server) decodeRequest(msgs []*rmqpb.Message) ([]outgoing, *rmqpb.Status
 }
 
 // decodeMessage turns one message into the runtime's; budget is what is left of the body limit.
+// The Proxy's rules come in its order: body, user properties, tag, keys, their total size,
+// message id, then the type's own (recovery time, delivery time, message group).
 func (s *Server) decodeMessage(m *rmqpb.Message, budget int) (outgoing, *rmqpb.Status) {
 	sys := m.GetSystemProperties()
-	if sys == nil {
-		return outgoing{}, newStatus(rmqpb.Code_BAD_REQUEST, "the message has no system properties")
-	}
-	id := sys.GetMessageId()
-	if strings.TrimSpace(id) == "" || len(id) > 128 {
-		return outgoing{}, newStatus(rmqpb.Code_ILLEGAL_MESSAGE_ID, "a message needs a message_id of 1 to 128 characters, as the client makes")
-	}
 	switch sys.GetMessageType() {
 	case rmqpb.MessageType_LITE, rmqpb.MessageType_PRIORITY:
 		return outgoing{}, newStatus(rmqpb.Code_UNSUPPORTED, "detour does not send %s messages", sys.GetMessageType())
+	}
+	if len(m.GetBody()) == 0 {
+		return outgoing{}, newStatus(rmqpb.Code_MESSAGE_BODY_EMPTY, "the message body is empty")
 	}
 	body, st := s.messageBody(m.GetBody(), sys.GetBodyEncoding(), budget)
 	if st != nil {
 		return outgoing{}, st
 	}
-	o := outgoing{id: id, group: sys.GetMessageGroup(), msg: &producer.Message{
+	o := outgoing{id: sys.GetMessageId(), group: sys.GetMessageGroup(), msg: &producer.Message{
 		Tags: sys.GetTag(), Keys: strings.Join(sys.GetKeys(), keySeparator), Body: body,
 		Properties: make(map[string]string, len(m.GetUserProperties())+1),
 	}}
+	if st := checkStrings(m, sys); st != nil {
+		return outgoing{}, st
+	}
 	for k, v := range m.GetUserProperties() {
 		o.msg.Properties[k] = v
 	}
-	if _, ok := o.msg.Properties[remoting.PropertyUniqKey]; ok {
-		return outgoing{}, newStatus(rmqpb.Code_ILLEGAL_MESSAGE_PROPERTY_KEY, "user property %s is reserved: the message_id is the message's UNIQ_KEY", remoting.PropertyUniqKey)
+	if strings.TrimSpace(o.id) == "" || len(o.id) > 128 {
+		return outgoing{}, newStatus(rmqpb.Code_ILLEGAL_MESSAGE_ID, "a message needs a message_id of 1 to 128 characters, as the client makes")
 	}
-	o.msg.Properties[remoting.PropertyUniqKey] = id
+	o.msg.Properties[remoting.PropertyUniqKey] = o.id
+	if st := messageKind(&o, sys); st != nil {
+		return outgoing{}, st
+	}
+	return o, nil
+}
+
+// checkStrings applies the Proxy's rules on a message's user properties, tag and keys, and their
+// total size.
+func checkStrings(m *rmqpb.Message, sys *rmqpb.SystemProperties) *rmqpb.Status {
+	size, st := checkUserProperties(m.GetUserProperties())
+	if st != nil {
+		return st
+	}
+	if st := checkTag(sys.GetTag()); st != nil {
+		return st
+	}
+	size += len(sys.GetTag())
+	for _, k := range sys.GetKeys() {
+		if st := checkKey(k); st != nil {
+			return st
+		}
+		size += len(k)
+	}
+	if size > maxUserPropertySize {
+		return newStatus(rmqpb.Code_MESSAGE_PROPERTIES_TOO_LARGE,
+			"the user properties, tag and keys are %d bytes together, over the limit of %d", size, maxUserPropertySize)
+	}
+	return nil
+}
+
+// messageKind reads how o asks to be sent (transactional, a delivery time, a message group) and
+// checks each as the Proxy does; detour refuses the combinations it cannot send as asked.
+func messageKind(o *outgoing, sys *rmqpb.SystemProperties) *rmqpb.Status {
 	if sys.DeliveryTimestamp != nil {
 		if err := sys.DeliveryTimestamp.CheckValid(); err != nil {
-			return outgoing{}, newStatus(rmqpb.Code_ILLEGAL_DELIVERY_TIME, "delivery_timestamp: %v", err)
+			return newStatus(rmqpb.Code_ILLEGAL_DELIVERY_TIME, "delivery_timestamp: %v", err)
 		}
 		o.deliverAt = sys.DeliveryTimestamp.AsTime()
 	}
-	if o.group != "" && !o.deliverAt.IsZero() {
-		return outgoing{}, newStatus(rmqpb.Code_MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
-			"a message has a message group (FIFO) or a delivery time (delay), not both")
-	}
 	if sys.GetMessageType() == rmqpb.MessageType_TRANSACTION {
-		if st := transactional(&o, sys); st != nil {
-			return outgoing{}, st
+		if st := transactional(o, sys); st != nil {
+			return st
 		}
 	}
-	return o, nil
+	if !o.deliverAt.IsZero() {
+		if st := checkDeliveryDelay(time.Until(o.deliverAt).Milliseconds()); st != nil {
+			return st
+		}
+	}
+	if st := checkGroup(o.group); st != nil {
+		return st
+	}
+	if o.group != "" && !o.deliverAt.IsZero() {
+		return newStatus(rmqpb.Code_MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
+			"a message has a message group (FIFO) or a delivery time (delay), not both")
+	}
+	return nil
 }
 
 // maxTransactionRecovery bounds a half message's orphaned-transaction recovery time, as the

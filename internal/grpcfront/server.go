@@ -82,6 +82,12 @@ type Options struct {
 	// MaxBodySize is the largest message body accepted, pushed to clients in their Settings;
 	// 0 means producer.MaxMessageSize (RocketMQ's 4 MiB). It cannot exceed that.
 	MaxBodySize int
+	// SkipMessageTypeCheck sends a message whatever its topic's message.type attribute says, as
+	// the Proxy does with enableTopicMessageTypeCheck off; by default a FIFO, DELAY or
+	// TRANSACTION message is refused (MESSAGE_PROPERTY_CONFLICT_WITH_TYPE) on a topic of
+	// another type than its own or MIXED, and a NORMAL one on a topic of another type, as the
+	// Proxy refuses them.
+	SkipMessageTypeCheck bool
 	// ShutdownTimeout bounds the wait for calls in flight on shutdown; 0 means
 	// DefaultShutdownTimeout.
 	ShutdownTimeout time.Duration
@@ -120,6 +126,7 @@ type Server struct {
 	affinity     *affinity
 	upstreams    *upstreams
 	orphans      *orphanRegistry
+	facts        *topicFacts
 }
 
 // New validates opts and binds the listener at once, so a taken port fails start-up.
@@ -157,6 +164,7 @@ func New(opts Options) (*Server, error) {
 		s.metrics = metrics.NewGRPC()
 	}
 	s.orphans = &orphanRegistry{byTopic: map[string][]registered{}}
+	s.facts = newTopicFacts(opts.Runtime.TopicFacts, time.Now)
 	if opts.Advertise != "" {
 		ep, err := parseEndpoints(opts.Advertise)
 		if err != nil {

@@ -105,12 +105,16 @@ func (s *Server) EndTransaction(ctx context.Context, req *rmqpb.EndTransactionRe
 	if st := who.authorizeSend(req.GetTopic()); st != nil {
 		return answer(st)
 	}
-	how, st := commitOrRollback(req.GetResolution())
-	if st != nil {
+	// The Proxy's order: the topic, a transaction id at all, then the rest.
+	if st := checkTopicName(req.GetTopic().GetName()); st != nil {
 		return answer(st)
 	}
 	if strings.TrimSpace(req.GetTransactionId()) == "" {
 		return answer(newStatus(rmqpb.Code_INVALID_TRANSACTION_ID, "transaction id cannot be empty"))
+	}
+	how, st := commitOrRollback(req.GetResolution())
+	if st != nil {
+		return answer(st)
 	}
 	ref, err := decodeTransactionID(req.GetTransactionId())
 	if err != nil {

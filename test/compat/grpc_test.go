@@ -237,7 +237,8 @@ func notDeliveredEarly(t *testing.T, c *rmqtest.Cluster, topic string, acked []r
 }
 
 // grpcRuntime is a runtime routing topics from c's name server, after creating them on every broker
-// with two queues.
+// with two queues and message.type MIXED: its tests send normal, FIFO, delayed and transactional
+// messages, which a topic of one type would refuse, as the Proxy does.
 func grpcRuntime(t *testing.T, c *rmqtest.Cluster, topics ...string) *producer.Runtime {
 	t.Helper()
 	r := producer.New(producer.Options{ProducerGroup: "detour_compat_grpc"})
@@ -249,7 +250,7 @@ func grpcRuntime(t *testing.T, c *rmqtest.Cluster, topics ...string) *producer.R
 	defer cancel()
 	for _, topic := range topics {
 		for _, b := range c.Brokers() {
-			if err := r.CreateTopic(ctx, b.Addr, topic, 2, 2, 6); err != nil {
+			if err := b.CreateTypedTopic(ctx, topic, 2, "MIXED"); err != nil {
 				t.Fatalf("create %s on %s: %v", topic, b.Name, err)
 			}
 		}
@@ -286,12 +287,12 @@ func serveGRPC(t *testing.T, rt *producer.Runtime, cfg *tls.Config, keys grpcfro
 	return serveGRPCWith(t, rt, grpcfront.Options{TLS: cfg, Credentials: keys}, nil)
 }
 
-// serveGRPCWith is serveGRPC with o's TLS, AllowPlaintext and Credentials, whose topics forward
-// consumers to up (none when nil); the rest is set here.
+// serveGRPCWith is serveGRPC with o's TLS, AllowPlaintext, Credentials and SkipMessageTypeCheck,
+// whose topics forward consumers to up (none when nil); the rest is set here.
 func serveGRPCWith(t *testing.T, rt *producer.Runtime, o grpcfront.Options, up *front.Upstream) string {
 	t.Helper()
 	srv, err := grpcfront.New(grpcfront.Options{Addr: "127.0.0.1:0", Runtime: rt, TLS: o.TLS, AllowPlaintext: o.AllowPlaintext,
-		Credentials: o.Credentials, Logger: testr.New(t),
+		Credentials: o.Credentials, SkipMessageTypeCheck: o.SkipMessageTypeCheck, Logger: testr.New(t),
 		Topics: front.TopicResolverFunc(func(_ context.Context, _, topic string) (front.Target, error) {
 			if !strings.HasPrefix(topic, "DetourGRPC") {
 				return front.Target{}, fmt.Errorf("%w: %s", front.ErrTopicNotFound, topic)

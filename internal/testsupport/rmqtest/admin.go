@@ -131,6 +131,22 @@ func (b *Broker) DeleteTopic(ctx context.Context, topic string) error {
 	return nil
 }
 
+// CreateTypedTopic is CreateTopic with the topic's message.type attribute set to msgType
+// (NORMAL, FIFO, DELAY, TRANSACTION or MIXED), as `mqadmin updateTopic -a +message.type=...`
+// creates it on a RocketMQ 5 broker.
+func (b *Broker) CreateTypedTopic(ctx context.Context, topic string, queues int, msgType string) error {
+	if queues < 1 || queues > 1<<16 {
+		return fmt.Errorf("rmqtest: create topic %s: %d queues, want 1..65536", topic, queues)
+	}
+	n := int32(queues) //nolint:gosec // bounded above
+	req := remoting.NewCreateTopicRequest(topic, n, n, 6)
+	req.ExtFields["attributes"] = "+" + remoting.AttributeMessageType + "=" + msgType
+	if _, err := b.c.invoke(ctx, b.Addr, remoting.UpdateAndCreateTopic, req.ExtFields, nil); err != nil {
+		return fmt.Errorf("rmqtest: create %s topic %s on %s: %w", msgType, topic, b.Name, err)
+	}
+	return nil
+}
+
 // MaxOffset is the number of messages a queue of a topic holds on the broker (GET_MAX_OFFSET).
 func (b *Broker) MaxOffset(ctx context.Context, topic string, queueID int) (int64, error) {
 	resp, err := b.c.invoke(ctx, b.Addr, remoting.GetMaxOffset, map[string]string{"topic": topic, "queueId": strconv.Itoa(queueID)}, nil)

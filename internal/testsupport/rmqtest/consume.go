@@ -44,6 +44,22 @@ func (c *Cluster) Consume(t TB, ctx context.Context, topic string, expect int, t
 // ConsumeVia is Consume with the consumer's namesrvAddr set to nameServer (a facade, say).
 func (c *Cluster) ConsumeVia(t TB, ctx context.Context, nameServer, topic string, expect int, timeout time.Duration) []Consumed {
 	t.Helper()
+	msgs, err := c.consume(t, ctx, nameServer, topic, expect, timeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return msgs
+}
+
+// ConsumeRead is Consume that, when the consumer read fewer than expect messages, returns what it
+// read with the error instead of failing t: for a test that reports which messages are missing.
+func (c *Cluster) ConsumeRead(t TB, ctx context.Context, topic string, expect int, timeout time.Duration) ([]Consumed, error) {
+	t.Helper()
+	return c.consume(t, ctx, c.nsAddr, topic, expect, timeout)
+}
+
+func (c *Cluster) consume(t TB, ctx context.Context, nameServer, topic string, expect int, timeout time.Duration) ([]Consumed, error) {
+	t.Helper()
 	home := filepath.Join(c.dir, "consumer")
 	if err := os.MkdirAll(home, 0o755); err != nil {
 		t.Fatal(err)
@@ -68,9 +84,9 @@ func (c *Cluster) ConsumeVia(t TB, ctx context.Context, nameServer, topic string
 			continue
 		}
 		if runErr != nil {
-			t.Fatalf("rmqtest: Java consumer of %s read %d of %d messages: %v\nstderr:\n%s", topic, len(msgs), expect, runErr, truncate(stderr.Bytes(), 4000))
+			return msgs, fmt.Errorf("rmqtest: Java consumer of %s read %d of %d messages: %w\nstderr:\n%s", topic, len(msgs), expect, runErr, truncate(stderr.Bytes(), 4000))
 		}
-		return msgs
+		return msgs, nil
 	}
 }
 
