@@ -113,7 +113,7 @@ func (r *TopicReconciler) createOnCluster(ctx context.Context, topic *routingv1a
 			read, write = max(read, p.ReadQueues), max(write, p.WriteQueues)
 		}
 		cctx, cancel := context.WithTimeout(ctx, topicCreateTimeout)
-		err := r.Runtime.CreateTopicIn(cctx, ClusterBrokerPrefix(cl.Namespace, cl.Name), b.MasterAddr, topic.Spec.TopicName, read, write, int(topic.Spec.Perm))
+		err := r.Runtime.CreateTopicIn(cctx, ClusterBrokerPrefix(cl.Namespace, cl.Name), b.MasterAddr, topic.Spec.TopicName, read, write, int(topic.Spec.Perm), topicOptions(topic)...)
 		cancel()
 		if err != nil {
 			errs = append(errs, fmt.Errorf("broker %s (%s): %w", b.Name, b.MasterAddr, err))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -237,7 +238,7 @@ func (r *TopicReconciler) createOnBrokers(ctx context.Context, topic *routingv1a
 		}
 		cctx, cancel := context.WithTimeout(ctx, topicCreateTimeout)
 		err := r.Runtime.CreateTopicIn(cctx, BrokerPrefix(topic.Namespace), b.Addr, topic.Spec.TopicName,
-			int(topic.Spec.ReadQueueNums), int(topic.Spec.WriteQueueNums), int(topic.Spec.Perm))
+			int(topic.Spec.ReadQueueNums), int(topic.Spec.WriteQueueNums), int(topic.Spec.Perm), topicOptions(topic)...)
 		cancel()
 		if err != nil {
 			errs = append(errs, fmt.Errorf("broker %s (%s): %w", b.Name, b.Addr, err))
@@ -335,3 +336,15 @@ func (r *TopicReconciler) SetupWithManager(mgr ctrl.Manager) error {
 
 // writable reports whether RocketMQ's permission bits allow writes (PERM_WRITE = 2).
 func writable(perm int32) bool { return perm&remoting.PermWrite != 0 }
+
+// topicOptions are the broker-side settings of topic beyond queues and perm that create sets: its
+// message.type, in RocketMQ's spelling of the API's values.
+func topicOptions(topic *routingv1alpha1.Topic) []producer.TopicOption {
+	if topic.Spec.MessageType == "" {
+		return nil
+	}
+	return []producer.TopicOption{producer.WithMessageType(rocketMQMessageType(topic.Spec.MessageType))}
+}
+
+// rocketMQMessageType is t as RocketMQ spells the message.type attribute's values.
+func rocketMQMessageType(t routingv1alpha1.TopicMessageType) string { return strings.ToUpper(string(t)) }

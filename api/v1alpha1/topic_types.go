@@ -81,6 +81,15 @@ type TopicSpec struct {
 	// +kubebuilder:validation:Enum=2;4;6
 	Perm int32 `json:"perm,omitempty"`
 
+	// messageType is the type of message the topic takes, RocketMQ 5's message.type topic
+	// attribute, which create sets on each broker: Normal, FIFO, Delay, Transaction, or Mixed (every
+	// type; a 5.x broker creates such a topic only with enableMixedMessageType=true). RocketMQ 5's
+	// Proxy and detour's gRPC endpoint refuse a message of another type (MESSAGE_PROPERTY_CONFLICT_WITH_TYPE),
+	// as the RocketMQ 5 SDKs do before sending. Unset creates the topic without the attribute, which
+	// RocketMQ 5 treats as Normal; 4.x brokers ignore it.
+	// +optional
+	MessageType TopicMessageType `json:"messageType,omitempty"`
+
 	// faultPolicyRef names the FaultPolicy whose fault table governs sends to this topic. Unset
 	// (or naming a FaultPolicy that does not exist) means the runtime's default policy, which is
 	// the Detour preset with every default: not RocketMQ's default, which isolates nothing.
@@ -95,6 +104,24 @@ type TopicSpec struct {
 	// +optional
 	CredentialsSecretRef *CredentialsSecretReference `json:"credentialsSecretRef,omitempty"`
 }
+
+// TopicMessageType is the type of message a topic takes (RocketMQ 5's message.type attribute).
+// +kubebuilder:validation:Enum=Normal;FIFO;Delay;Transaction;Mixed
+type TopicMessageType string
+
+// Message types of a topic.
+const (
+	// TopicMessageNormal takes normal messages only.
+	TopicMessageNormal TopicMessageType = "Normal"
+	// TopicMessageFIFO takes messages of a message group, stored in order.
+	TopicMessageFIFO TopicMessageType = "FIFO"
+	// TopicMessageDelay takes messages with a delivery time.
+	TopicMessageDelay TopicMessageType = "Delay"
+	// TopicMessageTransaction takes transactional messages.
+	TopicMessageTransaction TopicMessageType = "Transaction"
+	// TopicMessageMixed takes messages of every type.
+	TopicMessageMixed TopicMessageType = "Mixed"
+)
 
 // TopicBroker is one master broker serving the topic.
 type TopicBroker struct {

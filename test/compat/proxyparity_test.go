@@ -25,6 +25,7 @@ import (
 	"github.com/detourmq/detour/internal/grpcfront"
 	"github.com/detourmq/detour/internal/testsupport/rmqtest"
 	"github.com/detourmq/detour/pkg/producer"
+	"github.com/detourmq/detour/pkg/remoting"
 	"github.com/detourmq/detour/pkg/rmqpb"
 )
 
@@ -143,12 +144,18 @@ func TestGRPCEndpointAnswersAsTheProxy(t *testing.T) {
 }
 
 // createParityTopics creates the run's topics on both brokers, each with its message.type but
-// the untyped one.
+// the untyped one. The typed ones are created as the Topic controller creates them (the runtime's
+// CreateTopic with WithMessageType), and each broker's own configuration must then carry the type:
+// the differential reads it there, and would pass alike if neither side found one.
 func createParityTopics(t *testing.T, c *rmqtest.Cluster) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	typed := map[string]string{parityNormal: "NORMAL", parityFIFO: "FIFO", parityDelay: "DELAY", parityTx: "TRANSACTION", parityMixed: "MIXED"}
+	rt := producer.New(producer.Options{})
+	defer rt.Close()
+	wire := remoting.NewClient(remoting.ClientOptions{})
+	defer wire.Close()
 	for _, b := range c.Brokers() {
 		for _, topic := range []string{parityUntyped, parityBig} {
 			if err := b.CreateTopic(ctx, topic, 2); err != nil {
@@ -156,8 +163,16 @@ func createParityTopics(t *testing.T, c *rmqtest.Cluster) {
 			}
 		}
 		for topic, typ := range typed {
-			if err := b.CreateTypedTopic(ctx, topic, 2, typ); err != nil {
+			if err := rt.CreateTopic(ctx, b.Addr, topic, 2, 2, int(remoting.PermReadWrite), producer.WithMessageType(typ)); err != nil {
 				t.Fatal(err)
+			}
+			resp, err := wire.Invoke(ctx, b.Addr, remoting.NewGetTopicConfigRequest(topic))
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc, err := remoting.ParseTopicConfig(resp)
+			if err != nil || tc.Attributes[remoting.AttributeMessageType] != typ {
+				t.Fatalf("%s on %s after CreateTopic with message type %s: attributes %v, %v", topic, b.Name, typ, tc.Attributes, err)
 			}
 		}
 	}
