@@ -1,0 +1,119 @@
+package scale
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/detourmq/detour/pkg/remoting"
+	"github.com/detourmq/detour/pkg/rmqpb"
+)
+
+var (
+	// scaleTopics is the Topics of the large worlds; a smaller number fits a slower machine.
+	scaleTopics = flag.Int("scale.topics", 10000, "Topics of BenchmarkDoorsAtScale's large worlds (one namespace; ten namespaces of a tenth each)")
+	// scaleRounds repeats every door's sizes, interleaved, so noise shows beside the ratios.
+	scaleRounds = flag.Int("scale.rounds", 1, "rounds of BenchmarkDoorsAtScale, each measuring every door at every size in turn")
+)
+
+// BenchmarkDoorsAtScale sends through each door of three worlds built in one run: one Topic;
+// -scale.topics (10,000) in one namespace; and as many spread over ten namespaces of a Cluster
+// each. Each world is what one manager holds: an informer cache of the API server's Topics with
+// the spec.topicName index, a runtime routing every Topic, a brokersim broker (and name server)
+// answering as the real ones do, and the doors as the manager wires them:
+//   - grpc: a SendMessage over a gRPC connection to internal/grpcfront's Server, resolved by
+//     front.Resolver (by RocketMQ topic name in the client's namespace), sent by the runtime;
+//   - gateway: one message posted over HTTP to internal/gateway's server, resolved by
+//     Kubernetes name, sent by the runtime;
+//   - facade: a route request to pkg/facade's server fronting the first namespace's Cluster,
+//     forwarded to the name server and checked against controllers.FacadeView.
+//
+// Requests take the Topics in turn (the fronted Cluster's, for the facade), so the large worlds
+// read all over their caches and routes. Every door runs its worlds one after the other, round
+// after round, so their ns/op are compared under the same load.
+func BenchmarkDoorsAtScale(b *testing.B) {
+	needsEnvtest(b)
+	n := *scaleTopics
+	worlds := []*world{
+		newWorld(b, "1", layout{namespaces: []string{"scale-one"}, perNS: 1}),
+		newWorld(b, fmt.Sprint(n), layout{namespaces: []string{"scale-big"}, perNS: n}),
+		newWorld(b, fmt.Sprintf("10x%d", n/10), layout{namespaces: tenNamespaces(), perNS: n / 10}),
+	}
+	for round := range *scaleRounds {
+		for _, door := range doors() {
+			for _, w := range worlds {
+				b.Run(fmt.Sprintf("%s/topics=%s/round=%d", door.name, w.name, round), func(b *testing.B) {
+					next := door.prepare(b, w)
+					b.ReportAllocs()
+					b.ResetTimer()
+					for i := 0; b.Loop(); i++ {
+						if err := next(i); err != nil {
+							b.Fatal(err)
+						}
+					}
+				})
+			}
+		}
+	}
+}
+
+// tenNamespaces are the namespaces of the spread world.
+func tenNamespaces() []string {
+	out := make([]string, 10)
+	for i := range out {
+		out[i] = fmt.Sprintf("scale-ten-%d", i)
+	}
+	return out
+}
+
+// door is one door's request: prepare builds a world's requests before the clock starts and
+// returns the i-th request's call.
+type door struct {
+	name    string
+	prepare func(b *testing.B, w *world) func(i int) error
+}
+
+// doors are the three doors measured.
+func doors() []door {
+	return []door{
+		{"grpc", prepareGRPC},
+		{"gateway", prepareGateway},
+		{"facade", prepareFacade},
+	}
+}
+
+// prepareGRPC builds a SendMessage request for every Topic of w.
+func prepareGRPC(b *testing.B, w *world) func(int) error {
+	ctx, cancel := context.WithTimeout(grpcContext(context.Background()), time.Hour)
+	b.Cleanup(cancel)
+	reqs := make([]*rmqpb.SendMessageRequest, len(w.topics))
+	for i := range w.topics {
+		reqs[i] = grpcRequest(&w.topics[i], i)
+	}
+	return func(i int) error { return w.sendGRPC(ctx, reqs[i%len(reqs)]) }
+}
+
+// prepareGateway builds the gateway's URL of every Topic of w.
+func prepareGateway(b *testing.B, w *world) func(int) error {
+	urls := make([]string, len(w.topics))
+	for i := range w.topics {
+		urls[i] = w.gatewayURL(&w.topics[i])
+	}
+	body := bytes.Repeat([]byte("x"), 128)
+	return func(i int) error { return w.sendGateway(urls[i%len(urls)], body) }
+}
+
+// prepareFacade builds a route request for every Topic of w's fronted Cluster.
+func prepareFacade(b *testing.B, w *world) func(int) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	b.Cleanup(cancel)
+	reqs := make([]*remoting.Command, len(w.fronted))
+	for i := range w.fronted {
+		reqs[i] = remoting.NewGetRouteInfoRequest(w.fronted[i].Spec.TopicName)
+	}
+	return func(i int) error { return w.askRoute(ctx, reqs[i%len(reqs)]) }
+}
+
