@@ -116,4 +116,3 @@ func prepareFacade(b *testing.B, w *world) func(int) error {
 	}
 	return func(i int) error { return w.askRoute(ctx, reqs[i%len(reqs)]) }
 }
-
