@@ -32,8 +32,9 @@ var (
 //     forwarded to the name server and checked against controllers.FacadeView.
 //
 // Requests take the Topics in turn (the fronted Cluster's, for the facade), so the large worlds
-// read all over their caches and routes. Every door runs its worlds one after the other, round
-// after round, so their ns/op are compared under the same load.
+// read all over their caches and routes. Every door runs its worlds one after the other (their
+// allocs/op), then all of them paired request by request (the ratios of their ns per request,
+// under the same load), round after round.
 func BenchmarkDoorsAtScale(b *testing.B) {
 	needsEnvtest(b)
 	n := *scaleTopics
@@ -56,6 +57,36 @@ func BenchmarkDoorsAtScale(b *testing.B) {
 					}
 				})
 			}
+			b.Run(fmt.Sprintf("%s/paired/round=%d", door.name, round), func(b *testing.B) { benchPaired(b, door, worlds) })
+		}
+	}
+}
+
+// benchPaired sends one request to every world per iteration, the worlds' order rotating, and
+// times each: the worlds share every moment of the machine's load, so the ratio of their times
+// (reported as <world>/1, the first world being the one Topic) is the cost of size alone. Each
+// world's ns per request is reported too; the clock reads cost the same in every world.
+func benchPaired(b *testing.B, d door, worlds []*world) {
+	nexts := make([]func(int) error, len(worlds))
+	for i, w := range worlds {
+		nexts[i] = d.prepare(b, w)
+	}
+	spent := make([]time.Duration, len(worlds))
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		for k := range worlds {
+			w := (i + k) % len(worlds)
+			start := time.Now()
+			if err := nexts[w](i); err != nil {
+				b.Fatal(err)
+			}
+			spent[w] += time.Since(start)
+		}
+	}
+	for w := range worlds {
+		b.ReportMetric(float64(spent[w].Nanoseconds())/float64(b.N), "ns/req@"+worlds[w].name)
+		if w > 0 {
+			b.ReportMetric(float64(spent[w])/float64(spent[0]), worlds[w].name+"/1")
 		}
 	}
 }
