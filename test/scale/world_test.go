@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -74,10 +75,12 @@ func newWorld(tb testing.TB, name string, l layout) *world {
 	var objs []client.Object
 	for _, ns := range l.namespaces {
 		createNamespace(tb, ns)
-		objs = append(objs, &routingv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: clusterName},
+		objs = append(objs, &routingv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: clusterName,
+			Labels: map[string]string{worldLabel: name}},
 			Spec: routingv1alpha1.ClusterSpec{NameServers: []string{nsrv.Addr()}}})
 		for i := range l.perNS {
 			t := clusterTopic(ns, fmt.Sprintf("t%05d", i), fmt.Sprintf("T_%s_%05d", ns, i), clusterName)
+			t.Labels = map[string]string{worldLabel: name}
 			broker.CreateTopic(t.Spec.TopicName, 4)
 			w.topics = append(w.topics, *t)
 		}
@@ -87,21 +90,23 @@ func newWorld(tb testing.TB, name string, l layout) *world {
 		objs = append(objs, &w.topics[i])
 	}
 	createAll(tb, objs)
-	reader := startCache(tb, len(w.topics), l.namespaces)
+	reader := startCache(tb, len(w.topics), name)
 	rt := routedRuntime(tb, w.topics, broker.Addr())
 	w.startDoors(tb, reader, rt, types.NamespacedName{Namespace: l.namespaces[0], Name: clusterName})
 	tb.Logf("world %s: %d Topics created, cached and routed in %v", name, len(w.topics), time.Since(start).Round(time.Millisecond))
 	return w
 }
 
-// startCache runs an informer cache over namespaces with front.TopicNameField indexed, as the
-// manager's is, until the test ends, and returns it once it holds want Topics.
-func startCache(tb testing.TB, want int, namespaces []string) client.Reader {
+// worldLabel labels every object of a world with its name.
+const worldLabel = "scale.detour.dev/world"
+
+// startCache runs an informer cache over every namespace, as the manager's (without --namespace)
+// is, with front.TopicNameField indexed, until the test ends, and returns it once it holds want
+// Topics. It selects the world's objects by their label, so that every world's cache holds its
+// own Topics alone, however many the API server holds.
+func startCache(tb testing.TB, want int, world string) client.Reader {
 	tb.Helper()
-	opts := cache.Options{Scheme: testScheme, DefaultNamespaces: map[string]cache.Config{}}
-	for _, ns := range namespaces {
-		opts.DefaultNamespaces[ns] = cache.Config{}
-	}
+	opts := cache.Options{Scheme: testScheme, DefaultLabelSelector: labels.SelectorFromSet(labels.Set{worldLabel: world})}
 	c, err := cache.New(restConfig, opts)
 	if err != nil {
 		tb.Fatal(err)
