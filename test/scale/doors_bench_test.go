@@ -30,7 +30,10 @@ var (
 //   - gateway: one message posted over HTTP to internal/gateway's server, resolved by
 //     Kubernetes name, sent by the runtime;
 //   - facade: a route request to pkg/facade's server fronting the first namespace's Cluster,
-//     forwarded to the name server and checked against controllers.FacadeView.
+//     forwarded to the name server and checked against controllers.FacadeView;
+//   - facade-sole-cluster: the same to a facade whose view names no Cluster (the process-wide
+//     facade without --namesrv-facade-cluster, which looks for the only Cluster there is on every
+//     request), in the worlds of one Cluster.
 //
 // Requests take the Topics in turn (the fronted Cluster's, for the facade), so the large worlds
 // read all over their caches and routes. Every door runs its worlds one after the other (their
@@ -46,7 +49,8 @@ func BenchmarkDoorsAtScale(b *testing.B) {
 	}
 	for round := range *scaleRounds {
 		for _, door := range doors() {
-			for _, w := range worlds {
+			served := door.served(b, worlds)
+			for _, w := range served {
 				b.Run(fmt.Sprintf("%s/topics=%s/round=%d", door.name, w.name, round), func(b *testing.B) {
 					next := door.prepare(b, w)
 					b.ReportAllocs()
@@ -58,9 +62,20 @@ func BenchmarkDoorsAtScale(b *testing.B) {
 					}
 				})
 			}
-			b.Run(fmt.Sprintf("%s/paired/round=%d", door.name, round), func(b *testing.B) { benchPaired(b, door, worlds) })
+			b.Run(fmt.Sprintf("%s/paired/round=%d", door.name, round), func(b *testing.B) { benchPaired(b, door, served) })
 		}
 	}
+}
+
+// served are the worlds the door can be measured in (its prepare is not nil for them).
+func (d door) served(b *testing.B, worlds []*world) []*world {
+	var out []*world
+	for _, w := range worlds {
+		if d.prepare(b, w) != nil {
+			out = append(out, w)
+		}
+	}
+	return out
 }
 
 // benchPaired sends one request to every world per iteration, the worlds' order rotating, and
@@ -130,6 +145,7 @@ func doors() []door {
 		{"grpc", prepareGRPC},
 		{"gateway", prepareGateway},
 		{"facade", prepareFacade},
+		{"facade-sole-cluster", prepareSoleFacade},
 	}
 }
 
@@ -162,5 +178,20 @@ func prepareFacade(b *testing.B, w *world) func(int) error {
 	for i := range w.fronted {
 		reqs[i] = remoting.NewGetRouteInfoRequest(w.fronted[i].Spec.TopicName)
 	}
-	return func(i int) error { return w.askRoute(ctx, reqs[i%len(reqs)]) }
+	return func(i int) error { return w.askRoute(ctx, w.facade, reqs[i%len(reqs)]) }
+}
+
+// prepareSoleFacade is prepareFacade against the facade whose view names no Cluster; nil for a
+// world of several Clusters, where that facade has no name servers to answer with.
+func prepareSoleFacade(b *testing.B, w *world) func(int) error {
+	if w.sole == "" {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	b.Cleanup(cancel)
+	reqs := make([]*remoting.Command, len(w.fronted))
+	for i := range w.fronted {
+		reqs[i] = remoting.NewGetRouteInfoRequest(w.fronted[i].Spec.TopicName)
+	}
+	return func(i int) error { return w.askRoute(ctx, w.sole, reqs[i%len(reqs)]) }
 }

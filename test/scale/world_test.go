@@ -46,7 +46,10 @@ type world struct {
 	gateway string // the gateway's base URL
 	http    *http.Client
 	facade  string // the facade's address
-	names   *remoting.Client
+	// sole is the address of a facade whose view names no Cluster ("the only Cluster there is",
+	// the process-wide facade without --namesrv-facade-cluster); "" for a world of several.
+	sole  string
+	names *remoting.Client
 }
 
 // layout is how many Topics each namespace of a world holds.
@@ -92,7 +95,7 @@ func newWorld(tb testing.TB, name string, l layout) *world {
 	createAll(tb, objs)
 	reader := startCache(tb, len(w.topics), name)
 	rt := routedRuntime(tb, w.topics, broker.Addr())
-	w.startDoors(tb, reader, rt, types.NamespacedName{Namespace: l.namespaces[0], Name: clusterName})
+	w.startDoors(tb, reader, rt, types.NamespacedName{Namespace: l.namespaces[0], Name: clusterName}, l.namespaces)
 	tb.Logf("world %s: %d Topics created, cached and routed in %v", name, len(w.topics), time.Since(start).Round(time.Millisecond))
 	return w
 }
@@ -169,7 +172,7 @@ func routedRuntime(tb testing.TB, topics []routingv1alpha1.Topic, addr string) *
 
 // startDoors serves the gRPC endpoint, the HTTP gateway and the facade of the Cluster fronted in
 // front of rt, resolving through reader as the manager does, and connects a client to each.
-func (w *world) startDoors(tb testing.TB, reader client.Reader, rt *producer.Runtime, fronted types.NamespacedName) {
+func (w *world) startDoors(tb testing.TB, reader client.Reader, rt *producer.Runtime, fronted types.NamespacedName, namespaces []string) {
 	tb.Helper()
 	resolver := &front.Resolver{Reader: reader}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -213,6 +216,14 @@ func (w *world) startDoors(tb testing.TB, reader client.Reader, rt *producer.Run
 	}
 	tb.Cleanup(func() { _ = fs.Close() })
 	w.facade = fs.Addr()
+	if len(namespaces) == 1 {
+		sole, err := facade.Start(facade.Options{Addr: "127.0.0.1:0", View: &controllers.FacadeView{Reader: reader, Runtime: rt}})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		tb.Cleanup(func() { _ = sole.Close() })
+		w.sole = sole.Addr()
+	}
 	w.names = remoting.NewClient(remoting.ClientOptions{})
 	tb.Cleanup(func() { _ = w.names.Close() })
 }
@@ -265,9 +276,9 @@ func (w *world) sendGateway(url string, body []byte) error {
 	return nil
 }
 
-// askRoute asks the facade for req's route and fails unless it answers with one.
-func (w *world) askRoute(ctx context.Context, req *remoting.Command) error {
-	resp, err := w.names.Invoke(ctx, w.facade, req)
+// askRoute asks the facade at addr for req's route and fails unless it answers with one.
+func (w *world) askRoute(ctx context.Context, addr string, req *remoting.Command) error {
+	resp, err := w.names.Invoke(ctx, addr, req)
 	if err != nil {
 		return err
 	}
