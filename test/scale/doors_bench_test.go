@@ -20,9 +20,9 @@ var (
 	scaleRounds = flag.Int("scale.rounds", 1, "rounds of BenchmarkDoorsAtScale, each measuring every door at every size in turn")
 )
 
-// BenchmarkDoorsAtScale sends through each door of three worlds built in one run: one Topic;
-// -scale.topics (10,000) in one namespace; and as many spread over ten namespaces of a Cluster
-// each. Each world is what one manager holds: an informer cache of the API server's Topics with
+// BenchmarkDoorsAtScale sends through each door of four worlds built in one run: one Topic; one
+// Topic again (the control: what a ratio shows between worlds of one size); -scale.topics
+// (10,000) in one namespace; and as many spread over ten namespaces of a Cluster each. Each world is what one manager holds: an informer cache of the API server's Topics with
 // the spec.topicName index, a runtime routing every Topic, a brokersim broker (and name server)
 // answering as the real ones do, and the doors as the manager wires them:
 //   - grpc: a SendMessage over a gRPC connection to internal/grpcfront's Server, resolved by
@@ -44,6 +44,9 @@ func BenchmarkDoorsAtScale(b *testing.B) {
 	n := *scaleTopics
 	worlds := []*world{
 		newWorld(b, "1", layout{namespaces: []string{"scale-one"}, perNS: 1}),
+		// A second world of one Topic: its ratio to the first is what the pairing itself
+		// shows when size does not differ.
+		newWorld(b, "1-again", layout{namespaces: []string{"scale-one-again"}, perNS: 1}),
 		newWorld(b, fmt.Sprint(n), layout{namespaces: []string{"scale-big"}, perNS: n}),
 		newWorld(b, fmt.Sprintf("10x%d", n/10), layout{namespaces: tenNamespaces(), perNS: n / 10}),
 	}
