@@ -22,8 +22,9 @@ var (
 
 // BenchmarkDoorsAtScale sends through each door of four worlds built in one run: one Topic; one
 // Topic again (the control: what a ratio shows between worlds of one size); -scale.topics
-// (10,000) in one namespace; and as many spread over ten namespaces of a Cluster each. Each world is what one manager holds: an informer cache of the API server's Topics with
-// the spec.topicName index, a runtime routing every Topic, a brokersim broker (and name server)
+// (10,000) in one namespace; and as many spread over ten namespaces of a Cluster each. Each
+// world is what one manager holds: an informer cache of the API server's Topics with the
+// spec.topicName index, a runtime routing every Topic, a brokersim broker (and name server)
 // answering as the real ones do, and the doors as the manager wires them:
 //   - grpc: a SendMessage over a gRPC connection to internal/grpcfront's Server, resolved by
 //     front.Resolver (by RocketMQ topic name in the client's namespace), sent by the runtime;
