@@ -477,10 +477,25 @@ func (b *Broker) Topics() []TopicConfig {
 	}
 	b.mu.Unlock()
 	if _, ok := b.topic(remoting.DefaultTopic); !ok && b.autoCreateRuntime.Load() {
-		out = append(out, TopicConfig{Name: remoting.DefaultTopic, ReadQueues: 8, WriteQueues: 8, Perm: remoting.PermReadWrite | remoting.PermInherit})
+		out = append(out, templateTopic())
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
+}
+
+// registered is the configuration of one topic as Topics reports it (the TBW102 template
+// included), found by its name: a name server answering a route looks up one topic, as the real
+// one does, rather than copying every topic of the broker.
+func (b *Broker) registered(name string) (TopicConfig, bool) {
+	if t, ok := b.topic(name); ok || name != remoting.DefaultTopic || !b.autoCreateRuntime.Load() {
+		return t, ok
+	}
+	return templateTopic(), true
+}
+
+// templateTopic is the TBW102 template a broker with auto-create on registers.
+func templateTopic() TopicConfig {
+	return TopicConfig{Name: remoting.DefaultTopic, ReadQueues: 8, WriteQueues: 8, Perm: remoting.PermReadWrite | remoting.PermInherit}
 }
 
 // topic returns a topic's configuration.

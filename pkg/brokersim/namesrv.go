@@ -101,14 +101,8 @@ func (n *NameServer) Route(topic string) *remoting.TopicRouteData {
 	sort.Slice(brokers, func(i, j int) bool { return brokers[i].Name() < brokers[j].Name() })
 	r := &remoting.TopicRouteData{FilterServerTable: map[string][]string{}}
 	for _, b := range brokers {
-		var cfg *TopicConfig
-		for _, t := range b.Topics() {
-			if t.Name == topic {
-				cfg = &t
-				break
-			}
-		}
-		if cfg == nil {
+		cfg, ok := b.registered(topic)
+		if !ok {
 			continue
 		}
 		r.QueueDatas = append(r.QueueDatas, remoting.QueueData{
