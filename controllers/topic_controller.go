@@ -347,4 +347,6 @@ func topicOptions(topic *routingv1alpha1.Topic) []producer.TopicOption {
 }
 
 // rocketMQMessageType is t as RocketMQ spells the message.type attribute's values.
-func rocketMQMessageType(t routingv1alpha1.TopicMessageType) string { return strings.ToUpper(string(t)) }
+func rocketMQMessageType(t routingv1alpha1.TopicMessageType) string {
+	return strings.ToUpper(string(t))
+}
