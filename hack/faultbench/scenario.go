@@ -238,29 +238,14 @@ func buildRealScenario(name string, d time.Duration) (scenario, error) {
 		sc.Description = fmt.Sprintf("rolling restart of %s: its pod is marked terminating at %v, the broker is stopped gracefully at %v "+
 			"(it unregisters), a new broker starts at once under the same name, port and store, and its pod is marked ready "+
 			"once it is registered", badBroker, onset, stopAt)
-		sc.Actions = []action{
-			{At: onset, Kind: actTerminating, Note: "pod terminating"},
-			{At: stopAt, Kind: actStop, Note: "graceful stop"},
-			{At: stopAt, Kind: actRestart, Note: "new broker registered", Chained: true},
-			{At: stopAt, Kind: actPodReady, Note: "pod ready", Chained: true},
-		}
-		// Until the restart is done; fixed up from the applied times after each run.
-		sc.Faulty = []window{{onset, d}}
-		sc.FaultyUntilDone = "new broker registered"
+		rollingRestart(&sc, onset, stopAt, d, actRestart)
 	case "readdress":
 		stopAt := onset + frac(rollingGraceFrac)
 		sc.Description = fmt.Sprintf("rolling restart of %s to a new address: its pod is marked terminating at %v, the broker is "+
 			"stopped gracefully at %v (it unregisters), a new broker starts at once under the same name and store on new ports "+
 			"(a pod back at a new IP: nothing answers at the old address), and its pod is marked ready at the new address once "+
 			"it is registered", badBroker, onset, stopAt)
-		sc.Actions = []action{
-			{At: onset, Kind: actTerminating, Note: "pod terminating"},
-			{At: stopAt, Kind: actStop, Note: "graceful stop"},
-			{At: stopAt, Kind: actRestartElsewhere, Note: "new broker registered", Chained: true},
-			{At: stopAt, Kind: actPodReady, Note: "pod ready", Chained: true},
-		}
-		sc.Faulty = []window{{onset, d}}
-		sc.FaultyUntilDone = "new broker registered"
+		rollingRestart(&sc, onset, stopAt, d, actRestartElsewhere)
 	case "hang":
 		sc.Description = fmt.Sprintf("one attempt in %d on %s hangs from %v on: a relay in front of the broker holds every "+
 			"%dth send request %v before the broker sees it, and passes everything else at once", hangEvery, badBroker, onset,
@@ -280,6 +265,21 @@ func buildRealScenario(name string, d time.Duration) (scenario, error) {
 		return sc, fmt.Errorf("unknown real-broker scenario %q (known: %v)", name, realScenarioNames)
 	}
 	return sc, nil
+}
+
+// rollingRestart gives sc a rolling restart's schedule for a run of duration d: the pod marked
+// terminating at onset, a graceful stop at stopAt, then at once the new broker (started by
+// restart: on the same ports, or elsewhere) and its pod ready. The broker is faulty until the
+// restart is done, which settleFaulty fixes up from the applied times after each run.
+func rollingRestart(sc *scenario, onset, stopAt, d time.Duration, restart actionKind) {
+	sc.Actions = []action{
+		{At: onset, Kind: actTerminating, Note: "pod terminating"},
+		{At: stopAt, Kind: actStop, Note: "graceful stop"},
+		{At: stopAt, Kind: restart, Note: "new broker registered", Chained: true},
+		{At: stopAt, Kind: actPodReady, Note: "pod ready", Chained: true},
+	}
+	sc.Faulty = []window{{onset, d}}
+	sc.FaultyUntilDone = "new broker registered"
 }
 
 // settleFaulty moves the scenario's faulty spans to when their steps were actually carried out
