@@ -252,6 +252,7 @@ func managerOptions(o *Options, h operatorHooks, log logr.Logger, metricsOpts me
 		Logger:                  log,
 		Metrics:                 metricsOpts,
 		HealthProbeBindAddress:  o.probeAddr,
+		PprofBindAddress:        o.pprofAddr,
 		GracefulShutdownTimeout: ptr.To(o.shutdownTimeout),
 		MapperProvider:          newKnownKindsFirst,
 		Controller: config.Controller{

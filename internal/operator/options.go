@@ -21,6 +21,7 @@ type Options struct {
 	metricsAddr             string
 	secureMetrics           bool
 	probeAddr               string
+	pprofAddr               string
 	leaderElect             bool
 	leaderElectionID        string
 	leaderElectionNamespace string
@@ -55,6 +56,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.secureMetrics, "metrics-secure", true,
 		"Serve metrics over HTTPS, allowing only callers whose token may get the /metrics path (TokenReview and SubjectAccessReview).")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "The address the /healthz and /readyz endpoints bind to; 0 disables them.")
+	fs.StringVar(&o.pprofAddr, "pprof-bind-address", "0",
+		"The address Go's profiling endpoints (/debug/pprof/) bind to, plain HTTP and unauthenticated: bind it to loopback; 0 disables them.")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false,
 		"Enable leader election: one replica at a time writes status; every replica keeps its runtime current and serves the gateway.")
 	fs.StringVar(&o.leaderElectionID, "leader-election-id", "detour-manager.routing.detour.dev", "The name of the leader election Lease.")
