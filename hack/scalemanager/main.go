@@ -22,6 +22,8 @@ import (
 
 	"github.com/go-logr/logr"
 	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/detourmq/detour/internal/testsupport/managertest"
 )
 
 // config is the command line.
@@ -58,14 +60,18 @@ func run(c config) error {
 	}
 	defer os.RemoveAll(dir)
 	bin := filepath.Join(dir, "manager")
-	if err := buildManager(bin); err != nil {
-		return err
+	if err := managertest.Build(".", bin); err != nil {
+		return fmt.Errorf("%w (run from the repository's root)", err)
 	}
-	cp, err := startControlPlane(dir)
+	cp, err := managertest.StartControlPlane(".", dir)
 	if err != nil {
-		return err
+		return fmt.Errorf("%w (run from the repository's root)", err)
 	}
-	defer cp.stop()
+	defer func() {
+		if err := cp.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+		}
+	}()
 	fleet, err := startFleet(c)
 	if err != nil {
 		return err
@@ -100,27 +106,36 @@ func run(c config) error {
 
 // measure starts the manager, waits until every Topic is Ready, reads its memory then and after
 // the settling pause, and stops it.
-func measure(what, bin string, cp *controlPlane, ready *readiness, c config) error {
-	m, err := startManager(bin, cp.kubeconfig)
+func measure(what, bin string, cp *managertest.ControlPlane, ready *readiness, c config) error {
+	m, err := managertest.Start(bin, cp.Kubeconfig)
 	if err != nil {
 		return err
 	}
-	defer m.stop()
+	defer m.Stop()
 	took, err := ready.waitAll(m, 20*time.Minute)
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
-	mem, err := m.memory()
+	mem, err := memory(m)
 	if err != nil {
 		return err
 	}
 	fmt.Printf("%s: every one of %d Topics Ready %v after the manager started; %s\n", what, c.topics, took.Round(10*time.Millisecond), mem)
 	<-time.After(c.settle)
-	if mem, err = m.memory(); err != nil {
+	if mem, err = memory(m); err != nil {
 		return err
 	}
 	fmt.Printf("%s: %v later: %s\n", what, c.settle, mem)
 	return nil
+}
+
+// memory is the manager's resident set and Go heap in use, for printing.
+func memory(m *managertest.Manager) (string, error) {
+	rss, heap, err := m.Memory()
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("RSS %.1f MiB, heap in use %.1f MiB", rss/(1<<20), heap/(1<<20)), nil
 }
 
 // since is the time since start, rounded for printing.

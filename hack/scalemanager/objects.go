@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
+	"github.com/detourmq/detour/internal/testsupport/managertest"
 )
 
 // namespace holds every object the command creates.
@@ -18,7 +19,7 @@ const namespace = "scale"
 
 // createObjects creates the namespace, a Cluster per name server and the Topics, each Topic
 // declaring a topic its Cluster's brokers already hold (spec.create false).
-func createObjects(ctx context.Context, cp *controlPlane, f *fleet, cfg config) error {
+func createObjects(ctx context.Context, cp *managertest.ControlPlane, f *fleet, cfg config) error {
 	objs := []client.Object{&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}}
 	for c, ns := range f.nameServers {
 		cluster := fmt.Sprintf("c%d", c)
@@ -32,11 +33,11 @@ func createObjects(ctx context.Context, cp *controlPlane, f *fleet, cfg config) 
 		}
 	}
 	// The namespace first, then the rest from a few writers at once.
-	if err := cp.client.Create(ctx, objs[0]); err != nil {
+	if err := cp.Client.Create(ctx, objs[0]); err != nil {
 		return err
 	}
 	return parallel(objs[1:], func(o client.Object) error {
-		if err := cp.client.Create(ctx, o); err != nil {
+		if err := cp.Client.Create(ctx, o); err != nil {
 			return fmt.Errorf("creating %s: %w", client.ObjectKeyFromObject(o), err)
 		}
 		return nil
@@ -45,9 +46,9 @@ func createObjects(ctx context.Context, cp *controlPlane, f *fleet, cfg config) 
 
 // clearStatuses empties every Topic's status while the manager is down, so that its next start
 // must write Ready again, and waits until the cache has seen none Ready.
-func clearStatuses(ctx context.Context, cp *controlPlane, ready *readiness) error {
+func clearStatuses(ctx context.Context, cp *managertest.ControlPlane, ready *readiness) error {
 	var list routingv1alpha1.TopicList
-	if err := cp.client.List(ctx, &list, client.InNamespace(namespace)); err != nil {
+	if err := cp.Client.List(ctx, &list, client.InNamespace(namespace)); err != nil {
 		return err
 	}
 	objs := make([]client.Object, len(list.Items))
@@ -55,7 +56,7 @@ func clearStatuses(ctx context.Context, cp *controlPlane, ready *readiness) erro
 		list.Items[i].Status = routingv1alpha1.TopicStatus{}
 		objs[i] = &list.Items[i]
 	}
-	err := parallel(objs, func(o client.Object) error { return cp.client.Status().Update(ctx, o) })
+	err := parallel(objs, func(o client.Object) error { return cp.Client.Status().Update(ctx, o) })
 	if err != nil {
 		return err
 	}

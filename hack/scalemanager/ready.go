@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
+	"github.com/detourmq/detour/internal/testsupport/managertest"
 )
 
 // readiness watches the Topics through an informer cache of the command's own and counts those
@@ -20,8 +21,8 @@ type readiness struct {
 }
 
 // watchReady starts the cache over the namespace's Topics; it runs until the process ends.
-func watchReady(ctx context.Context, cp *controlPlane, want int) (*readiness, error) {
-	c, err := cache.New(cp.config, cache.Options{Scheme: cp.client.Scheme(),
+func watchReady(ctx context.Context, cp *managertest.ControlPlane, want int) (*readiness, error) {
+	c, err := cache.New(cp.Config, cache.Options{Scheme: cp.Client.Scheme(),
 		DefaultNamespaces: map[string]cache.Config{namespace: {}}})
 	if err != nil {
 		return nil, err
@@ -55,7 +56,7 @@ const pollInterval = 100 * time.Millisecond
 
 // waitAll returns how long after the manager's start every Topic was seen Ready, failing when
 // the manager exits or timeout passes first.
-func (r *readiness) waitAll(m *manager, timeout time.Duration) (time.Duration, error) {
+func (r *readiness) waitAll(m *managertest.Manager, timeout time.Duration) (time.Duration, error) {
 	deadline := time.Now().Add(timeout)
 	for {
 		topics, ready, err := r.count()
@@ -63,13 +64,13 @@ func (r *readiness) waitAll(m *manager, timeout time.Duration) (time.Duration, e
 			return 0, err
 		}
 		if topics == r.want && ready == r.want {
-			return time.Since(m.started), nil
+			return time.Since(m.Started), nil
 		}
-		if err := m.exited(); err != nil {
+		if err := m.Exited(); err != nil {
 			return 0, err
 		}
 		if time.Now().After(deadline) {
-			return 0, fmt.Errorf("%d of %d Topics Ready after %v (manager log: %s)", ready, r.want, timeout, m.logPath)
+			return 0, fmt.Errorf("%d of %d Topics Ready after %v (manager log: %s)", ready, r.want, timeout, m.LogPath)
 		}
 		<-time.After(pollInterval)
 	}

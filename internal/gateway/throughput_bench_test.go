@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/detourmq/detour/internal/testsupport/leanhttp"
 	"github.com/detourmq/detour/pkg/brokersim"
 	"github.com/detourmq/detour/pkg/producer"
 )
@@ -105,12 +106,12 @@ func sendAll(b *testing.B, senders []func() error, calls int) time.Duration {
 // leanSenders returns a maker of senders that post body over a lean client's connection each.
 func leanSenders(b *testing.B, url, contentType string, body []byte, headers map[string]string) func() func() error {
 	return func() func() error {
-		c, err := dialLean(url, contentType, body, headers)
+		c, err := leanhttp.Dial(url, contentType, body, headers)
 		if err != nil {
 			b.Fatal(err)
 		}
 		b.Cleanup(func() { c.Close() })
-		return c.post
+		return c.Post
 	}
 }
 
@@ -123,7 +124,7 @@ const benchBatchSize = 32
 // broker in this process), and posting 32 per batch request (JSON, bodyText). The ratios of their
 // msgs/s are the gateway's share of the runtime's throughput and what batching gains over HTTP.
 //
-// The gateway is measured with two load generators: "lean" is leanClient (wrk-like: 64
+// The gateway is measured with two load generators: "lean" is leanhttp.Client (wrk-like: 64
 // persistent connections writing a request encoded once and parsing the answers minimally), which
 // leaves the gateway the CPU a deployment's clients, running elsewhere, would leave it;
 // "nethttp" is Go's net/http client, which in this process takes about a third of the CPU.
