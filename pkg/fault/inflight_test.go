@@ -153,3 +153,61 @@ func TestASilenceThatGoesOnIsAFailure(t *testing.T) {
 		t.Error("an unknown broker was made known by a stall")
 	}
 }
+
+// TestAStallThatComesBackIsAFailure: a broker that answers between its stalls (one attempt in ten
+// hanging) returns after its first stall, but a stall within a minute of the last one counts as
+// a failed attempt, by the scan and by the adaptive cap alike, so it is isolated and put on
+// probation instead of returning with every answer; a stall after a minute of calm is a first
+// one again.
+func TestAStallThatComesBackIsAFailure(t *testing.T) {
+	cases := []struct {
+		name string
+		// stall makes broker-a's attempt stall and reports it, as the scan or the cap does.
+		stall func(tol *Tolerance, e *Entry, clk *ManualClock)
+	}{
+		{name: "held by the scan", stall: func(tol *Tolerance, e *Entry, clk *ManualClock) {
+			e.AttemptStarted()
+			clk.Advance(150 * time.Millisecond)
+			tol.IsolateStalled()
+			e.AttemptEnded()
+		}},
+		{name: "cut by the cap", stall: func(tol *Tolerance, e *Entry, _ *ManualClock) {
+			tol.Stalled("broker-a", 200*time.Millisecond)
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tol, clk, _ := newTol(t, Options{StallAfter: 100 * time.Millisecond, StallFactor: 4, Probing: true, ProbationProbes: 3})
+			e := tol.Entry("broker-a")
+			tol.Update("broker-b", time.Millisecond, Success) // the cap never lets the only broker be held
+			tol.Update("broker-a", time.Millisecond, Success)
+			tc.stall(tol, e, clk)
+			if it := mustLookup(t, tol, "broker-a"); it.Reason != ReasonSendStalled || it.ConsecutiveFailures != 0 {
+				t.Fatalf("first stall: %+v, want held as %s with no failure counted", it, ReasonSendStalled)
+			}
+			tol.Update("broker-a", time.Millisecond, Success)
+			if !e.Available() {
+				t.Fatalf("not back after an answer: %+v", mustLookup(t, tol, "broker-a"))
+			}
+			clk.Advance(30 * time.Second)
+			tc.stall(tol, e, clk)
+			it := mustLookup(t, tol, "broker-a")
+			if it.Reason != ReasonSendFailed || it.ConsecutiveFailures != 1 || it.Reachable || e.Available() {
+				t.Fatalf("a stall 30 s after the last: %+v, want a failed attempt counted, unreachable", it)
+			}
+			for range 3 {
+				clk.Advance(time.Second)
+				tol.ProbeResult("broker-a", true, 2*time.Millisecond)
+			}
+			if !e.Available() {
+				t.Fatalf("not back after its isolation and probation: %+v", mustLookup(t, tol, "broker-a"))
+			}
+			before := mustLookup(t, tol, "broker-a").ConsecutiveFailures
+			clk.Advance(2 * stallRecall)
+			tc.stall(tol, e, clk)
+			if it := mustLookup(t, tol, "broker-a"); it.Reason != ReasonSendStalled || it.ConsecutiveFailures != before {
+				t.Errorf("a stall after %v of calm: %+v, want held as %s with no failure counted", 2*stallRecall, it, ReasonSendStalled)
+			}
+		})
+	}
+}
