@@ -9,24 +9,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
-
-	"github.com/detourmq/detour/internal/front"
-	"github.com/detourmq/detour/internal/grpcfront"
 	"github.com/detourmq/detour/internal/testsupport/rmqtest"
-	"github.com/detourmq/detour/pkg/producer"
 )
 
-// grpcBenchTopic is the benchmark's topic; the benchmark's endpoint serves it (DetourGRPC prefix).
-const grpcBenchTopic = "DetourGRPCBench"
+// doorsTurns is how many turns each side gets in each configuration.
+const doorsTurns = 3
 
-// grpcBenchTurns is how many turns each access point gets at each concurrency.
-const grpcBenchTurns = 3
-
-// grpcBenchWarmup and grpcBenchMeasure are a turn's warm-up and measured phase.
+// doorsWarmup and doorsMeasure are a turn's warm-up and measured phase.
 const (
-	grpcBenchWarmup  = 2 * time.Second
-	grpcBenchMeasure = 5 * time.Second
+	doorsWarmup  = 8 * time.Second
+	doorsMeasure = 15 * time.Second
 )
 
 // grpcTurn is one access point's measured phase at one concurrency: the SDK's sends, and the CPU
@@ -34,6 +26,7 @@ const (
 // used meanwhile, sending nothing: the floor of that process's accounting.
 type grpcTurn struct {
 	via              string
+	plaintext        bool
 	senders          int
 	phase            rmqtest.GRPCLoadPhase
 	cpu, idleCPU     time.Duration
@@ -48,54 +41,93 @@ func (t grpcTurn) cpuPerMsg() time.Duration {
 	return t.cpu / time.Duration(t.phase.Sent)
 }
 
-// BenchmarkGRPCEndpointAgainstProxy runs RocketMQ 5's gRPC SDK (rocketmq-client-java 5.2.0, its
-// defaults but the endpoint: TLS on) in its own JVM against two access points in front of the
-// same one real RocketMQ 5.5.0 broker: detour's gRPC endpoint (the Detour policy) and the real
-// RocketMQ 5.5.0 Proxy in cluster mode (its defaults). Each turn is a fresh SDK producer with 1
-// or 64 synchronous senders of 1 KiB messages, a warm-up and a measured phase; the access points
-// alternate, the first of each turn rotating, for grpcBenchTurns turns each. It reports msgs/s,
-// p99 latency and the serving process's CPU per message: the Proxy JVM's from /proc/<pid>/stat;
-// detour's endpoint serves from this test process (the SDK, the broker and the name server are
-// JVMs of their own), so detour's is this process's. Ratios are taken per turn, then the median.
-// It runs only when asked (-bench) and with DETOUR_ROCKETMQ set:
+// BenchmarkDoorsAsDeployed measures detour's doors as users run them: the cmd/manager binary
+// against an API server holding a Cluster (the real cluster's name servers) and a Topic, which
+// every request resolves through the front layer, in front of one real RocketMQ 5.5.0 broker.
 //
-//	DETOUR_ROCKETMQ=$(hack/setup-rocketmq.sh) go test -run '^$' -bench GRPCEndpointAgainstProxy -benchtime 1x -timeout 20m ./test/compat/
-func BenchmarkGRPCEndpointAgainstProxy(b *testing.B) {
+//   - grpc: RocketMQ 5's Java gRPC SDK 5.2.0 (its defaults but the endpoint), in its own JVM,
+//     against the manager's gRPC endpoint and against the real RocketMQ 5.5.0 Proxy (cluster mode,
+//     its defaults) in front of the same broker, with TLS on and off, 1 and 64 synchronous senders
+//     of 1 KiB messages. Each turn is a fresh producer, a warm-up and a measured phase; the sides
+//     alternate, the first rotating. Server CPU per message is the manager's and the Proxy JVM's,
+//     from /proc/<pid>/stat over the measured phase.
+//   - gateway: 64 lean HTTP/1.1 connections posting one 1 KiB message per request to the
+//     manager's gateway (its local mode: plain HTTP, no token), against 64 goroutines calling a
+//     runtime in this process directly, interleaved.
+//
+// Ratios are taken per pair of turns, then the median. With DETOUR_DOORS_PROFILE set to a file
+// name, a CPU profile of the manager over a last, unmeasured turn of 64 gRPC senders (TLS) is
+// written there. It runs only when asked (-bench), with DETOUR_ROCKETMQ and KUBEBUILDER_ASSETS set:
+//
+//	KUBEBUILDER_ASSETS=$(hack/setup-envtest.sh) DETOUR_ROCKETMQ=$(hack/setup-rocketmq.sh) \
+//	    go test -run '^$' -bench DoorsAsDeployed -benchtime 1x -timeout 60m -v ./test/compat/
+func BenchmarkDoorsAsDeployed(b *testing.B) {
 	if os.Getenv(rmqtest.EnvDist) == "" {
 		b.Skipf("%s is not set: this benchmark needs a real RocketMQ", rmqtest.EnvDist)
 	}
 	c := rmqtest.Start(b, rmqtest.V5, rmqtest.BrokerConfig{})
-	rt := newRuntime(b, c, grpcBenchTopic, 8, detourPolicy("detour"))
-	detourAddr := serveGRPCQuiet(b, rt)
+	// TLS with a self-signed certificate, as the Proxy's test mode has, and plaintext on the same
+	// port, as the Proxy serves both.
+	d := deployManager(b, c, "--grpc-allow-plaintext")
 	px := c.StartProxy(rmqtest.ProxyOptions{})
-	dir := b.TempDir()
-	self := os.Getpid()
-	cpuOf := map[string]func() (time.Duration, error){
-		"detour": func() (time.Duration, error) { return rmqtest.ProcessCPU(self) },
-		"proxy":  px.CPU,
-	}
-	addrOf := map[string]string{"detour": detourAddr, "proxy": px.Addr}
 	b.Logf("load average at the start: %s", loadAverage())
+	b.Run("grpc", func(b *testing.B) { benchGRPCAgainstProxy(b, d, px) })
+	b.Run("gateway", func(b *testing.B) { benchGatewayAgainstRuntime(b, c, d) })
+	if path := os.Getenv("DETOUR_DOORS_PROFILE"); path != "" {
+		profileGRPCTurn(b, d, path)
+	}
+	b.Logf("load average at the end: %s", loadAverage())
+}
 
+// benchGRPCAgainstProxy runs the gRPC turns: TLS on and off, 1 and 64 senders, each side
+// doorsTurns times.
+func benchGRPCAgainstProxy(b *testing.B, d *deployedManager, px *rmqtest.Proxy) {
+	dir := b.TempDir()
+	cpuOf := map[string]func() (time.Duration, error){"detour": d.CPU, "proxy": px.CPU}
+	addrOf := map[string]string{"detour": d.GRPC, "proxy": px.Addr}
+	turn := func(via string, plaintext bool, senders int) grpcTurn {
+		return runGRPCTurn(b, dir, via, addrOf[via], plaintext, senders, cpuOf[via], cpuOf[other(via)])
+	}
 	// One untimed run per access point first, so that neither's first turn pays for the
-	// broker's first writes into fresh store files or the Proxy JVM's first compilations alone.
+	// broker's first writes into fresh store files or a JVM's first compilations alone.
 	for _, via := range []string{"detour", "proxy"} {
-		runGRPCTurn(b, dir, via, addrOf[via], 16, cpuOf[via], cpuOf[other(via)])
+		turn(via, false, 16)
 	}
 	var turns []grpcTurn
-	for i := range grpcBenchTurns {
+	for i := range doorsTurns {
 		order := []string{"detour", "proxy"}
 		if i%2 == 1 {
 			slices.Reverse(order)
 		}
-		for _, senders := range []int{1, 64} {
-			for _, via := range order {
-				turns = append(turns, runGRPCTurn(b, dir, via, addrOf[via], senders, cpuOf[via], cpuOf[other(via)]))
+		for _, plaintext := range []bool{false, true} {
+			for _, senders := range []int{1, 64} {
+				for _, via := range order {
+					turns = append(turns, turn(via, plaintext, senders))
+				}
 			}
 		}
 	}
-	b.Logf("load average at the end: %s", loadAverage())
 	reportGRPCTurns(b, turns)
+}
+
+// profileGRPCTurn records the manager's CPU profile into path over an unmeasured turn of 64 TLS
+// senders.
+func profileGRPCTurn(b *testing.B, d *deployedManager, path string) {
+	l := rmqtest.StartGRPCLoad(b, b.TempDir(), rmqtest.GRPCLoadOptions{Endpoint: d.GRPC, Topic: doorsBenchTopic, Senders: 64,
+		Warmup: 2 * time.Second, Duration: 12 * time.Second})
+	if _, err := l.Warm(); err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := d.Profile(ctx, 10*time.Second, path); err != nil {
+		b.Fatal(err)
+	}
+	phase, err := l.Done()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("profiled the manager over 10 s of a turn of 64 senders (%.0f msgs/s) into %s", phase.Rate(), path)
 }
 
 // other is the access point that is not via.
@@ -106,42 +138,17 @@ func other(via string) string {
 	return "detour"
 }
 
-// serveGRPCQuiet serves detour's gRPC endpoint around rt over TLS (a self-signed certificate, as
-// the Proxy's test mode has) without logging, until the benchmark ends.
-func serveGRPCQuiet(b *testing.B, rt *producer.Runtime) string {
-	srv, err := grpcfront.New(grpcfront.Options{Addr: "127.0.0.1:0", Runtime: rt, Logger: logr.Discard(),
-		TLS: selfSignedTLS(b),
-		Topics: front.TopicResolverFunc(func(_ context.Context, _, topic string) (front.Target, error) {
-			if !strings.HasPrefix(topic, "DetourGRPC") {
-				return front.Target{}, fmt.Errorf("%w: %s", front.ErrTopicNotFound, topic)
-			}
-			return front.Target{Topic: topic}, nil
-		})})
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Start(ctx) }()
-	b.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			b.Errorf("gRPC endpoint: %v", err)
-		}
-	})
-	return srv.Addr().String()
-}
-
-// runGRPCTurn runs one SDK producer with senders threads against addr and samples the serving
+// runGRPCTurn runs one SDK producer with senders threads against addr (TLS unless plaintext) and
+// samples the serving
 // process's CPU (cpu) and the idle one's (idle) exactly over the measured phase.
-func runGRPCTurn(b *testing.B, dir, via, addr string, senders int, cpu, idle func() (time.Duration, error)) grpcTurn {
+func runGRPCTurn(b *testing.B, dir, via, addr string, plaintext bool, senders int, cpu, idle func() (time.Duration, error)) grpcTurn {
 	b.Helper()
-	l := rmqtest.StartGRPCLoad(b, dir, rmqtest.GRPCLoadOptions{Endpoint: addr, Topic: grpcBenchTopic, Senders: senders,
-		Warmup: grpcBenchWarmup, Duration: grpcBenchMeasure, Handshake: true})
+	l := rmqtest.StartGRPCLoad(b, dir, rmqtest.GRPCLoadOptions{Endpoint: addr, Topic: doorsBenchTopic, Senders: senders,
+		Warmup: doorsWarmup, Duration: doorsMeasure, Handshake: true, Plaintext: plaintext})
 	if _, err := l.Warm(); err != nil {
 		b.Fatalf("through %s: %v", via, err)
 	}
-	t := grpcTurn{via: via, senders: senders, loadBefore: loadAverage()}
+	t := grpcTurn{via: via, plaintext: plaintext, senders: senders, loadBefore: loadAverage()}
 	cpu0, idle0 := mustCPU(b, cpu), mustCPU(b, idle)
 	if err := l.Go(); err != nil {
 		b.Fatalf("through %s: start the measured phase: %v", via, err)
@@ -184,49 +191,63 @@ func loadAverage() string {
 	return strings.Join(f[:3], " ")
 }
 
-// reportGRPCTurns logs every turn and, per concurrency, the ratios detour/Proxy of each pair of
-// turns and their medians, which it also reports as the benchmark's metrics.
+// tlsName names a turn's transport.
+func tlsName(plaintext bool) string {
+	if plaintext {
+		return "plaintext"
+	}
+	return "tls"
+}
+
+// reportGRPCTurns logs every turn and, per transport and concurrency, the ratios detour/Proxy of
+// each pair of turns and their medians, which it also reports as the benchmark's metrics.
 func reportGRPCTurns(b *testing.B, turns []grpcTurn) {
 	b.Helper()
 	for _, t := range turns {
-		b.Logf("%-6s c=%-2d %6d sent %3d failed in %5d ms: %8.0f msgs/s, p50 %v p99 %v max %v; CPU %v (%v/msg), the idle side %v; load %s -> %s",
-			t.via, t.senders, t.phase.Sent, t.phase.Failed, t.phase.ElapsedMs, t.phase.Rate(),
+		b.Logf("%-6s %-9s c=%-2d %6d sent %3d failed in %5d ms: %8.0f msgs/s, p50 %v p99 %v max %v; CPU %v (%v/msg), the idle side %v; load %s -> %s",
+			t.via, tlsName(t.plaintext), t.senders, t.phase.Sent, t.phase.Failed, t.phase.ElapsedMs, t.phase.Rate(),
 			time.Duration(t.phase.P50Us)*time.Microsecond, t.phase.P99(), time.Duration(t.phase.MaxUs)*time.Microsecond,
 			t.cpu, t.cpuPerMsg(), t.idleCPU, t.loadBefore, t.load)
 	}
-	for _, senders := range []int{1, 64} {
-		var d, p []grpcTurn
-		for _, t := range turns {
-			if t.senders != senders {
-				continue
+	for _, plaintext := range []bool{false, true} {
+		for _, senders := range []int{1, 64} {
+			var d, p []grpcTurn
+			for _, t := range turns {
+				switch {
+				case t.senders != senders || t.plaintext != plaintext:
+				case t.via == "detour":
+					d = append(d, t)
+				default:
+					p = append(p, t)
+				}
 			}
-			if t.via == "detour" {
-				d = append(d, t)
-			} else {
-				p = append(p, t)
-			}
+			reportGRPCPairs(b, fmt.Sprintf("%s c=%d", tlsName(plaintext), senders), d, p)
 		}
-		var rate, p99, cpu []float64
-		for i := range min(len(d), len(p)) {
-			rate = append(rate, d[i].phase.Rate()/p[i].phase.Rate())
-			p99 = append(p99, float64(d[i].phase.P99())/float64(p[i].phase.P99()))
-			cpu = append(cpu, float64(d[i].cpuPerMsg())/float64(p[i].cpuPerMsg()))
-		}
-		b.Logf("c=%d detour/Proxy per turn: msgs/s %s, p99 %s, CPU/msg %s", senders, ratios(rate), ratios(p99), ratios(cpu))
-		b.Logf("c=%d medians: detour %.0f msgs/s p99 %v CPU/msg %v; Proxy %.0f msgs/s p99 %v CPU/msg %v; ratios msgs/s %.2f (target >= 2), p99 %.2f, CPU/msg %.2f (target <= 0.5)",
-			senders, median(d, func(t grpcTurn) float64 { return t.phase.Rate() }),
-			time.Duration(median(d, func(t grpcTurn) float64 { return float64(t.phase.P99()) })),
-			time.Duration(median(d, func(t grpcTurn) float64 { return float64(t.cpuPerMsg()) })),
-			median(p, func(t grpcTurn) float64 { return t.phase.Rate() }),
-			time.Duration(median(p, func(t grpcTurn) float64 { return float64(t.phase.P99()) })),
-			time.Duration(median(p, func(t grpcTurn) float64 { return float64(t.cpuPerMsg()) })),
-			medianOf(rate), medianOf(p99), medianOf(cpu))
-		b.ReportMetric(medianOf(rate), fmt.Sprintf("c%d-msgs/s-ratio", senders))
-		b.ReportMetric(medianOf(cpu), fmt.Sprintf("c%d-cpu/msg-ratio", senders))
-		b.ReportMetric(medianOf(p99), fmt.Sprintf("c%d-p99-ratio", senders))
-		b.ReportMetric(median(d, func(t grpcTurn) float64 { return t.phase.Rate() }), fmt.Sprintf("c%d-detour-msgs/s", senders))
-		b.ReportMetric(median(p, func(t grpcTurn) float64 { return t.phase.Rate() }), fmt.Sprintf("c%d-proxy-msgs/s", senders))
 	}
+}
+
+// reportGRPCPairs logs and reports one configuration's ratios, pairing detour's turns with the
+// Proxy's in order.
+func reportGRPCPairs(b *testing.B, name string, d, p []grpcTurn) {
+	var rate, p99, cpu []float64
+	for i := range min(len(d), len(p)) {
+		rate = append(rate, d[i].phase.Rate()/p[i].phase.Rate())
+		p99 = append(p99, float64(d[i].phase.P99())/float64(p[i].phase.P99()))
+		cpu = append(cpu, float64(d[i].cpuPerMsg())/float64(p[i].cpuPerMsg()))
+	}
+	b.Logf("%s detour/Proxy per turn: msgs/s %s, p99 %s, CPU/msg %s", name, ratios(rate), ratios(p99), ratios(cpu))
+	b.Logf("%s medians: detour %.0f msgs/s p99 %v CPU/msg %v; Proxy %.0f msgs/s p99 %v CPU/msg %v; ratios msgs/s %.2f (target >= 2), p99 %.2f, CPU/msg %.2f (target <= 0.5)",
+		name, median(d, func(t grpcTurn) float64 { return t.phase.Rate() }),
+		time.Duration(median(d, func(t grpcTurn) float64 { return float64(t.phase.P99()) })),
+		time.Duration(median(d, func(t grpcTurn) float64 { return float64(t.cpuPerMsg()) })),
+		median(p, func(t grpcTurn) float64 { return t.phase.Rate() }),
+		time.Duration(median(p, func(t grpcTurn) float64 { return float64(t.phase.P99()) })),
+		time.Duration(median(p, func(t grpcTurn) float64 { return float64(t.cpuPerMsg()) })),
+		medianOf(rate), medianOf(p99), medianOf(cpu))
+	unit := strings.ReplaceAll(name, " ", "-")
+	b.ReportMetric(medianOf(rate), unit+"-msgs/s-ratio")
+	b.ReportMetric(medianOf(cpu), unit+"-cpu/msg-ratio")
+	b.ReportMetric(medianOf(p99), unit+"-p99-ratio")
 }
 
 // ratios formats per-turn ratios.

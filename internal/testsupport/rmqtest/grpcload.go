@@ -41,6 +41,9 @@ type GRPCLoadOptions struct {
 	Handshake bool
 	// Timeout bounds the whole run; 0 means the warm-up and the duration plus two minutes.
 	Timeout time.Duration
+	// Plaintext turns the SDK's TLS off (enableSsl false); by default it speaks TLS, as the SDK
+	// does.
+	Plaintext bool
 }
 
 // GRPCLoadPhase is what the SDK's senders did in one phase: successful and failed sends and, for
@@ -103,7 +106,7 @@ func StartGRPCLoad(t TB, dir string, o GRPCLoadOptions) *GRPCLoad {
 		"warmupMs="+strconv.FormatInt(o.Warmup.Milliseconds(), 10),
 		"durationMs="+strconv.FormatInt(o.Duration.Milliseconds(), 10), "count="+strconv.Itoa(o.Count),
 		"bodyBytes="+strconv.Itoa(cmp.Or(o.BodyBytes, 1024)), "intervalMs="+strconv.FormatInt(o.Interval.Milliseconds(), 10),
-		"handshake="+strconv.FormatBool(o.Handshake))
+		"handshake="+strconv.FormatBool(o.Handshake), "tls="+strconv.FormatBool(!o.Plaintext))
 	ctx, cancel := context.WithTimeout(context.Background(), o.Timeout)
 	l := &GRPCLoad{cancel: cancel, home: home, phases: make(chan GRPCLoadPhase, 2), done: make(chan struct{})}
 	l.cmd = exec.CommandContext(ctx, "java", argv...)

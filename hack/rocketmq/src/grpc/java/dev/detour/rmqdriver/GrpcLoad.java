@@ -32,7 +32,8 @@ import org.apache.rocketmq.client.apis.producer.Producer;
  *
  * <p>Arguments (key=value): endpoints, topic, senders (default 1), warmupMs (default 0), durationMs
  * (default 5000), count (default 0: by duration), bodyBytes (default 1024), intervalMs (a pause
- * after each send of each sender, default 0), handshake (default false).
+ * after each send of each sender, default 0), handshake (default false), tls (default true: the
+ * SDK's default; false speaks plaintext gRPC).
  */
 public final class GrpcLoad {
   private GrpcLoad() {}
@@ -61,9 +62,10 @@ public final class GrpcLoad {
     int bodyBytes = Integer.parseInt(a.getOrDefault("bodyBytes", "1024"));
     long intervalMs = Long.parseLong(a.getOrDefault("intervalMs", "0"));
     boolean handshake = Boolean.parseBoolean(a.getOrDefault("handshake", "false"));
+    boolean tls = Boolean.parseBoolean(a.getOrDefault("tls", "true"));
 
     ClientServiceProvider provider = ClientServiceProvider.loadService();
-    ClientConfiguration config = ClientConfiguration.newBuilder().setEndpoints(a.get("endpoints")).build();
+    ClientConfiguration config = ClientConfiguration.newBuilder().setEndpoints(a.get("endpoints")).enableSsl(tls).build();
     Producer producer;
     try {
       producer = provider.newProducerBuilder().setClientConfiguration(config).setTopics(topic).build();
