@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -56,6 +57,8 @@ type Resolver struct {
 	// Namespace, when set, is the only namespace served (the manager's --namespace): its cache
 	// holds no other, so another namespace's request is not found rather than an error.
 	Namespace string
+	// answers, once Remember set them, are the answers given until a Topic or Cluster changed.
+	answers atomic.Pointer[answers]
 }
 
 var (
@@ -69,6 +72,11 @@ func (r *Resolver) ResolveName(ctx context.Context, namespace, name string) (Tar
 	if r.Namespace != "" && namespace != r.Namespace {
 		return Target{}, fmt.Errorf("%w: namespace %s is not served here", ErrTopicNotFound, namespace)
 	}
+	return r.recall(answerKey{namespace: namespace, name: name}, func() (Target, error) { return r.resolveName(ctx, namespace, name) })
+}
+
+// resolveName is ResolveName's answer read from the cache.
+func (r *Resolver) resolveName(ctx context.Context, namespace, name string) (Target, error) {
 	var t routingv1alpha1.Topic
 	err := r.Reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &t)
 	if apierrors.IsNotFound(err) {
@@ -90,6 +98,13 @@ func (r *Resolver) ResolveTopic(ctx context.Context, namespace, topic string) (T
 	if namespace == "" {
 		namespace = r.Namespace
 	}
+	return r.recall(answerKey{byTopic: true, namespace: namespace, name: topic}, func() (Target, error) {
+		return r.resolveTopic(ctx, namespace, topic)
+	})
+}
+
+// resolveTopic is ResolveTopic's answer read from the cache.
+func (r *Resolver) resolveTopic(ctx context.Context, namespace, topic string) (Target, error) {
 	found, err := TopicsNamed(ctx, r.Reader, namespace, topic)
 	if err != nil {
 		return Target{}, err

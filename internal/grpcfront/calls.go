@@ -30,8 +30,9 @@ func newStatus(code rmqpb.Code, format string, args ...any) *rmqpb.Status {
 
 // requireClientID is nil when the call names its client, else the CLIENT_ID_REQUIRED status.
 func requireClientID(ctx context.Context) *rmqpb.Status {
-	md, _ := metadata.FromIncomingContext(ctx)
-	for _, v := range md.Get(clientIDHeader) {
+	// ValueFromIncomingContext reads the one header; FromIncomingContext would copy them all on
+	// every call.
+	for _, v := range metadata.ValueFromIncomingContext(ctx, clientIDHeader) {
 		if strings.TrimSpace(v) != "" {
 			return nil
 		}

@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
@@ -57,6 +58,8 @@ type Operator struct {
 	stopping      atomic.Bool
 	lead          *controllers.Leadership
 	ctrls         *controllers.Controllers
+	// resolver is the doors' one resolver, remembering its answers once the cache has started.
+	resolver *front.Resolver
 }
 
 // cacheSyncTimeout is how long a controller waits for its caches: as long as the API server
@@ -160,7 +163,8 @@ func newOperator(cfg *rest.Config, o *Options, log logr.Logger, hooks ...operato
 	if err != nil {
 		return nil, err
 	}
-	op := &Operator{mgr: mgr, namespace: o.namespace, log: log, shutdownDelay: o.shutdownDelay, lead: lead}
+	op := &Operator{mgr: mgr, namespace: o.namespace, log: log, shutdownDelay: o.shutdownDelay, lead: lead,
+		resolver: &front.Resolver{Reader: mgr.GetClient(), Namespace: o.namespace}}
 	op.rt = producer.New(producer.Options{
 		Metrics:       set.Runtime,
 		Logger:        log.WithName("runtime"),
@@ -176,6 +180,9 @@ func newOperator(cfg *rest.Config, o *Options, log logr.Logger, hooks ...operato
 		}
 	}()
 	if err := op.addControllers(o, fleet, set, log); err != nil {
+		return nil, err
+	}
+	if err := op.mgr.Add(manager.RunnableFunc(op.rememberAnswers)); err != nil {
 		return nil, err
 	}
 	if err := op.addGateway(o, auth, tlsOpts, set, log); err != nil {
@@ -320,11 +327,20 @@ func (op *Operator) addControllers(o *Options, fleet *controllers.FleetOptions, 
 	return nil
 }
 
-// topics is the doors' resolver over the manager's cache, which indexes spec.topicName
+// topics is the doors' one resolver over the manager's cache, which indexes spec.topicName
 // (controllers.Setup registers it). Namespaces outside --namespace are not served: their Topics
 // are not watched.
-func (op *Operator) topics() *front.Resolver {
-	return &front.Resolver{Reader: op.mgr.GetClient(), Namespace: op.namespace}
+func (op *Operator) topics() *front.Resolver { return op.resolver }
+
+// rememberAnswers lets the doors' resolver remember its answers once the cache has started (see
+// front.Resolver.Remember), until ctx ends. Should the informers fail it, the doors go on
+// resolving every request from the cache, as before the cache started.
+func (op *Operator) rememberAnswers(ctx context.Context) error {
+	if err := op.resolver.Remember(ctx, op.mgr.GetCache()); err != nil && ctx.Err() == nil {
+		op.log.Error(err, "The doors resolve every request from the cache: remembering answers failed")
+	}
+	<-ctx.Done()
+	return nil
 }
 
 // addGateway serves the send gateway, unless --gateway-bind-address is 0.
