@@ -309,7 +309,7 @@ type FaultPolicySpec struct {
 	// stallAfterMillis holds out a broker whose oldest send attempt in flight has gone unanswered
 	// this long, and four times the broker's usual latency, before any attempt times out: new
 	// sends go to brokers that answer, and the broker returns with its next answer (reason
-	// SendStalled); a second stall within a minute counts as a failed send. 0 turns it off. Unset means the preset's: 100 for Detour, 0 for RocketMQ's
+	// SendStalled). 0 turns it off. Unset means the preset's: 100 for Detour, 0 for RocketMQ's
 	// presets (RocketMQ knows nothing of attempts in flight).
 	// +optional
 	// +kubebuilder:validation:Minimum=0

@@ -75,26 +75,17 @@ func (t *Tolerance) stallThreshold(e *Entry) time.Duration {
 	return max(t.opts.StallAfter, factor*usual)
 }
 
-// stallRecall is how long a stall is remembered: a broker held out as stalled again within it
-// stalls over and over (one attempt in ten hanging, long pauses at every turn) rather than once,
-// and its second stall counts as a failed attempt, so that it is isolated, grown and put on
-// probation as a failing broker is, instead of returning with every answer in between.
-const stallRecall = time.Minute
-
 // IsolateStalled holds out every available broker whose oldest attempt in flight has waited past
 // its stall threshold with no answer from it meanwhile (Options.StallAfter, StallFactor): the
 // broker is suspect before any of those attempts times out, and new attempts go to brokers that
-// answer. A first stall is no failure (nothing is counted, nothing grows): when probing, the
-// broker is marked unreachable and returns on the first answer, a probe's or an attempt's;
-// without probing it sits out the table's failure isolation. A broker that stalled before, within
-// stallRecall, has its stall counted as a failed attempt (TransportError) instead. The reason is
-// ReasonSendStalled and the latency the wait so far. It returns the brokers it held out. Nothing
-// is done when StallAfter is 0 or under SemanticsDisabled. The runtime calls it on a short
-// period.
+// answer. The hold is no failure (nothing is counted, nothing grows): when probing, the broker is
+// marked unreachable and returns on the first answer, a probe's or an attempt's; without probing
+// it sits out the table's failure isolation. The reason is ReasonSendStalled and the latency the
+// wait so far. It returns the brokers it held out. Nothing is done when StallAfter is 0 or under
+// SemanticsDisabled. The runtime calls it on a short period.
 func (t *Tolerance) IsolateStalled() []string {
 	ev := t.lock()
 	var held []string
-	var again []*Entry
 	if t.opts.StallAfter > 0 && t.opts.Semantics != SemanticsDisabled {
 		now := t.tick()
 		for _, e := range *t.entries.Load() {
@@ -105,38 +96,19 @@ func (t *Tolerance) IsolateStalled() []string {
 			if wait <= t.stallThreshold(e) {
 				continue
 			}
-			held = append(held, e.name)
-			if stalledLately(e, now) {
-				again = append(again, e)
-				continue
-			}
 			t.holdStalled(e, now, wait, &ev)
+			held = append(held, e.name)
 		}
 	}
 	t.unlock(&ev)
-	for _, e := range again {
-		t.apply(e.name, t.waited(e), effectOf(Semantics(t.sem.Load()), TransportError, t.probing.Load()))
-	}
 	return held
-}
-
-// waited is how long e's oldest attempt in flight has gone unanswered.
-func (t *Tolerance) waited(e *Entry) time.Duration {
-	return time.Duration(max(0, t.tick()-e.progress.Load()))
-}
-
-// stalledLately reports whether e was held out as stalled within stallRecall of now. Callers
-// hold mu.
-func stalledLately(e *Entry, now int64) bool {
-	return e.hasStalled && now-e.stalled < int64(stallRecall)
 }
 
 // Stalled records that an attempt to the broker was given up unanswered after wait, sooner than
 // a failure would be judged: the producer's adaptive cap, at a few times the broker's usual
 // latency, cut it. The first sign of silence only holds the broker out (see IsolateStalled); one
-// that comes while the broker is held out already is a silence that goes on, and one within
-// stallRecall of its last stall a silence that comes back: either counts as a failed attempt
-// (TransportError), so a broker that stops answering, flaps, or hangs now and then is isolated,
+// that comes while the broker is held out already is a silence that goes on, and counts as a
+// failed attempt (TransportError), so a broker that stops answering, or flaps, is isolated,
 // grown and put on probation as a failing one is. An unknown broker is left alone; nothing is
 // recorded under SemanticsDisabled.
 func (t *Tolerance) Stalled(broker string, wait time.Duration) {
@@ -150,7 +122,7 @@ func (t *Tolerance) Stalled(broker string, wait time.Duration) {
 		t.unlock(&ev)
 		return
 	}
-	if now := t.tick(); !blocked(e, now) && !stalledLately(e, now) {
+	if now := t.tick(); !blocked(e, now) {
 		t.holdStalled(e, now, wait, &ev)
 		t.unlock(&ev)
 		return
@@ -163,7 +135,6 @@ func (t *Tolerance) Stalled(broker string, wait time.Duration) {
 // (back with its next answer), else for the table's failure isolation. Callers hold mu.
 func (t *Tolerance) holdStalled(e *Entry, now int64, wait time.Duration, ev *events) {
 	t.order.insert(e)
-	e.stalled, e.hasStalled = now, true
 	e.reason, e.severity = ReasonSendStalled, wait
 	e.latency.Store(int64(wait))
 	if t.opts.Probing {

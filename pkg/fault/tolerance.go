@@ -260,12 +260,9 @@ type Entry struct {
 	calm     int64 // with GrowOnRepeat: tick from which the probation after the last episode runs
 	reason   Reason
 	severity time.Duration // how bad the last update was, for the cap's "least bad"
-	// stalled is the tick of the broker's last stall hold, when hasStalled (see stallRecall).
-	stalled    int64
-	hasStalled bool
-	pod        PodState
-	member     bool // unavailable as far as changes have reported
-	present    bool // false once removed: a tombstone, kept so handles stay valid
+	pod      PodState
+	member   bool // unavailable as far as changes have reported
+	present  bool // false once removed: a tombstone, kept so handles stay valid
 	// ordered is set while the broker has an item (an update since it was last forgotten), which
 	// places it in Tolerance.order; hash caches its place there.
 	ordered bool
@@ -528,7 +525,6 @@ func (t *Tolerance) obtain(broker string, now int64) *Entry {
 // reset clears everything learnt about e, leaving it available and reachable. Callers hold mu.
 func (t *Tolerance) reset(e *Entry) {
 	e.until, e.since, e.holds, e.failures, e.calm, e.pending = 0, 0, 0, 0, 0, 0
-	e.stalled, e.hasStalled = 0, false
 	e.reason, e.severity, e.pod = "", 0, PodReady
 	e.latency.Store(0)
 	e.stamp.Store(0)
