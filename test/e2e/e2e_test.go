@@ -146,6 +146,11 @@ func TestRollingRestartsLoseNoSend(t *testing.T) {
 		if out, err := k.kubectl(nil, "-n", namespace, "get", "events", "--field-selector", "reason=Unhealthy"); err == nil {
 			t.Logf("failed probes in %s:\n%s", namespace, out)
 		}
+		// Which brokers the runtimes isolated and readmitted, and when.
+		if out, err := k.kubectl(nil, "get", "events", "-A", "--field-selector", "involvedObject.kind=FaultPolicy",
+			"--sort-by=.metadata.creationTimestamp", "-o", "custom-columns=TIME:.eventTime,REASON:.reason,MESSAGE:.message"); err == nil {
+			t.Logf("isolations:\n%s", out)
+		}
 		// What the runtimes saw of the routes and the brokers while sends failed.
 		if out, err := k.kubectl(nil, "-n", operatorNamespace, "logs", "-l", "control-plane=controller-manager", "--tail=-1", "--prefix"); err == nil {
 			t.Logf("the managers' logs about sends and routes:\n%s", grepLines(out, "Send", "route", "Broker", "broker"))

@@ -99,9 +99,9 @@ func (k *cluster) startTraffic(t *testing.T, token string, senders int, interval
 				tr.tries++
 				switch {
 				case err != nil:
-					tr.failed = append(tr.failed, err.Error())
+					tr.failed = append(tr.failed, time.Now().UTC().Format("15:04:05.000 ")+err.Error())
 				case r.status != http.StatusOK:
-					tr.failed = append(tr.failed, fmt.Sprintf("HTTP %d: %s", r.status, r.Error))
+					tr.failed = append(tr.failed, fmt.Sprintf("%s HTTP %d: %s", time.Now().UTC().Format("15:04:05.000"), r.status, r.Error))
 				default:
 					tr.acked[r.MsgID] = r.Broker
 				}
