@@ -15,6 +15,7 @@ import (
 
 	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
 	"github.com/detourmq/detour/internal/testsupport/managertest"
+	"github.com/detourmq/detour/internal/testsupport/poll"
 	"github.com/detourmq/detour/internal/testsupport/rmqtest"
 )
 
@@ -78,28 +79,23 @@ func deployManager(b *testing.B, c *rmqtest.Cluster, args ...string) *deployedMa
 	}
 	b.Cleanup(m.Stop)
 	d := &deployedManager{cp: cp, Manager: m}
-	if err := d.waitTopicReady(ctx); err != nil {
-		b.Fatal(err)
-	}
+	poll.Until(b, 2*time.Minute, 200*time.Millisecond, "the Topic Ready", d.topicReady)
 	b.Logf("the manager (pid %d) has the Topic Ready %v after its start", m.Pid(), time.Since(m.Started).Round(10*time.Millisecond))
 	return d
 }
 
-// waitTopicReady polls the Topic until its Ready condition is True.
-func (d *deployedManager) waitTopicReady(ctx context.Context) error {
-	var t routingv1alpha1.Topic
-	for {
-		err := d.cp.Client.Get(ctx, client.ObjectKey{Namespace: deployedNamespace, Name: deployedTopic}, &t)
-		if err == nil && apimeta.IsStatusConditionTrue(t.Status.Conditions, routingv1alpha1.ConditionReady) {
-			return nil
-		}
-		if exited := d.Exited(); exited != nil {
-			return exited
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("the Topic is not Ready (%v; conditions %+v; manager log %s)", err, t.Status.Conditions, d.LogPath)
-		case <-time.After(200 * time.Millisecond):
-		}
+// topicReady is nil once the Topic's Ready condition is True; an error says why not, or that the
+// manager exited.
+func (d *deployedManager) topicReady() error {
+	if err := d.Exited(); err != nil {
+		return err
 	}
+	var t routingv1alpha1.Topic
+	if err := d.cp.Client.Get(context.Background(), client.ObjectKey{Namespace: deployedNamespace, Name: deployedTopic}, &t); err != nil {
+		return err
+	}
+	if !apimeta.IsStatusConditionTrue(t.Status.Conditions, routingv1alpha1.ConditionReady) {
+		return fmt.Errorf("conditions %+v (manager log %s)", t.Status.Conditions, d.LogPath)
+	}
+	return nil
 }
