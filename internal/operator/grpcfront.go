@@ -58,7 +58,7 @@ func (op *Operator) addGRPCFront(o *Options, tlsOpts []func(*tls.Config)) error 
 		return nil
 	}
 	opts := grpcfront.Options{
-		Addr: g.addr, Runtime: op.rt, Topics: op.topics(),
+		Addr: g.addr, Runtime: op.rt, Topics: op.resolver,
 		AllowPlaintext: g.allowPlaintext, Advertise: g.advertise, ShutdownTimeout: o.shutdownTimeout,
 		Metrics: processMetrics().GRPC, Logger: op.log.WithName("grpc"),
 		UpstreamHint: "declare the RocketMQ Proxy in spec.proxy of the Topic's Cluster",

@@ -58,7 +58,9 @@ type Operator struct {
 	stopping      atomic.Bool
 	lead          *controllers.Leadership
 	ctrls         *controllers.Controllers
-	// resolver is the doors' one resolver, remembering its answers once the cache has started.
+	// resolver is the doors' one resolver over the manager's cache, which indexes spec.topicName
+	// (controllers.Setup registers it); it remembers its answers once the cache has started.
+	// Namespaces outside --namespace are not served: their Topics are not watched.
 	resolver *front.Resolver
 }
 
@@ -327,11 +329,6 @@ func (op *Operator) addControllers(o *Options, fleet *controllers.FleetOptions, 
 	return nil
 }
 
-// topics is the doors' one resolver over the manager's cache, which indexes spec.topicName
-// (controllers.Setup registers it). Namespaces outside --namespace are not served: their Topics
-// are not watched.
-func (op *Operator) topics() *front.Resolver { return op.resolver }
-
 // rememberAnswers lets the doors' resolver remember its answers once the cache has started (see
 // front.Resolver.Remember), until ctx ends. Should the informers fail it, the doors go on
 // resolving every request from the cache, as before the cache started.
@@ -351,7 +348,7 @@ func (op *Operator) addGateway(o *Options, auth *kubeauth.Reviewer, tlsOpts []fu
 	gwOpts := gateway.Options{
 		Addr:            o.gatewayAddr,
 		Sender:          op.rt,
-		Topics:          op.topics(),
+		Topics:          op.resolver,
 		ShutdownTimeout: o.shutdownTimeout,
 		Metrics:         set.Gateway,
 		Logger:          log.WithName("gateway"),
