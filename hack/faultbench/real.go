@@ -102,7 +102,7 @@ func init() {
 		"answers) and sendMsgMaxTimeoutPerRequest=%d ms; retryTimesWhenSendFailed=2, sendMsgTimeout=3000 ms", javaAllKnobsPerAttempt.Milliseconds())
 	strategyDescriptions[grpcDetourStrategy] = "RocketMQ 5's Java gRPC SDK 5.2.0 (its defaults: TLS, 3 attempts, 3 s per request) through detour's " +
 		"gRPC endpoint, which sends every message through a runtime with the detour strategy's policy; pod steps reach that runtime. " +
-		"The SDK does not say which brokers an attempt tried: a send counts as reaching the bad broker when its receipt names it"
+		"The SDK does not say where a send went: the share reaching the bad broker is the runtime's attempts on it over the SDK's sends (an upper bound)"
 	strategyDescriptions[grpcProxyStrategy] = "the same SDK through RocketMQ Proxy 5.5.0 in cluster mode with its defaults (its fault strategy off)"
 	strategyDescriptions[grpcProxyFault] = "the same SDK through RocketMQ Proxy 5.5.0 with its own fault strategy on: sendLatencyEnable=true and " +
 		"startDetectorEnable=true in its ProxyConfig"
