@@ -146,7 +146,7 @@ fuzz: ## Run each fuzz target for FUZZ_TIME.
 		done; done
 
 .PHONY: bench
-bench: ## Run Go benchmarks and the full fault benchmark on real RocketMQ and brokersim (writes bench/; about an hour).
+bench: ## Run Go benchmarks and the full fault benchmark on real RocketMQ and brokersim (writes bench/; about two hours).
 	$(GO) test -run '^$$' -bench . -benchmem -count 1 ./pkg/...
 	@dist="$(ROCKETMQ_DIST)"; [[ -n "$$dist" ]] || { echo "make bench: hack/setup-rocketmq.sh failed (see above)" >&2; exit 1; }
 	DETOUR_ROCKETMQ="$(ROCKETMQ_DIST)" $(GO) run ./hack/faultbench -out bench

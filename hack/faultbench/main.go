@@ -7,7 +7,7 @@
 // hack/setup-rocketmq.sh). Every scenario × strategy is repeated -reps times, interleaved, and
 // reported as median with min-max.
 //
-// The full run (make bench) takes about an hour on 2 cores:
+// The full run (make bench) takes about two hours on 2 cores:
 //
 //	DETOUR_ROCKETMQ=$(hack/setup-rocketmq.sh) go run ./hack/faultbench -out bench
 //
