@@ -206,7 +206,7 @@ func (r *Runtime) sendEncodedBatch(ctx context.Context, key, topic string, b *en
 	if err != nil {
 		return nil, err
 	}
-	c := sendCall{r: r, ctx: ctx, key: key, topic: topic, mode: ModeSync, begin: begin}
+	c := sendCall{r: r, ctx: ctx, key: key, topic: topic, metric: rt.metricTopic, mode: ModeSync, begin: begin}
 	c.prepareBatch(rt, b)
 	return c.run()
 }

@@ -44,6 +44,8 @@ type NameServerRoute struct {
 	// then runs on the route's own goroutine: a caller that serves many routes (a controller) is
 	// not held by name servers that never answer.
 	Async bool
+	// MetricsTopic, when set, is the topic label of the route's sends (see Route.MetricsTopic).
+	MetricsTopic string
 	// OnChange, when set, is called after every refresh that changed the route's RouteStatus
 	// (LastResolved aside), on the goroutine that ran the refresh; it must not block.
 	OnChange func()
@@ -126,8 +128,12 @@ type resolver struct {
 	waiting []chan struct{}
 	// lastStart is when the last refresh started, which spaces refreshes asked for by sends.
 	lastStart time.Time
-	// ended is set once the loop has returned: nobody closes a channel added after it.
+	// ended is set once the loop has returned (or a cached resolver was dropped): nobody closes
+	// a channel added after it.
 	ended bool
+	// refreshNow, set on the resolvers of undeclared topics (which have no loop and no kick),
+	// asks their cache for a refresh.
+	refreshNow func()
 }
 
 // SetNameServerRoute starts (or updates) resolving a topic's route from name servers and returns
@@ -220,7 +226,7 @@ func (r *Runtime) ResolvedRoutes() []string {
 // routes), for example after a broker refused a send in a way that suggests the route is stale.
 func (r *Runtime) RefreshRoute(key string) {
 	r.mu.Lock()
-	res := r.resolvers[key]
+	res := r.sourceOf(key)
 	r.mu.Unlock()
 	if res != nil {
 		res.poke()
@@ -234,7 +240,7 @@ func (r *Runtime) RefreshRoute(key string) {
 // at the one the route had.
 func (r *Runtime) awaitRefresh(key string) <-chan struct{} {
 	r.mu.Lock()
-	res := r.resolvers[key]
+	res := r.sourceOf(key)
 	r.mu.Unlock()
 	if res == nil {
 		return nil
@@ -251,6 +257,15 @@ func (r *Runtime) awaitRefresh(key string) <-chan struct{} {
 	return ch
 }
 
+// sourceOf is the resolver of a route asked of name servers, declared or not; nil for another
+// route. r.mu is held.
+func (r *Runtime) sourceOf(key string) *resolver {
+	if res := r.resolvers[key]; res != nil {
+		return res
+	}
+	return r.cached[key]
+}
+
 // releaseWaiters closes the channels of sends waiting for a refresh.
 func releaseWaiters(waiting []chan struct{}) {
 	for _, ch := range waiting {
@@ -259,6 +274,12 @@ func releaseWaiters(waiting []chan struct{}) {
 }
 
 func (res *resolver) poke() {
+	if res.kick == nil {
+		if res.refreshNow != nil {
+			res.refreshNow()
+		}
+		return
+	}
 	select {
 	case res.kick <- struct{}{}:
 	default:
@@ -438,7 +459,7 @@ func routeFromNameServer(spec NameServerRoute, data *remoting.TopicRouteData) ([
 	for _, bd := range data.BrokerDatas {
 		masters[bd.BrokerName] = bd.MasterAddr()
 	}
-	route := Route{Key: spec.Key, Topic: spec.Topic, Policy: spec.Policy}
+	route := Route{Key: spec.Key, Topic: spec.Topic, Policy: spec.Policy, MetricsTopic: spec.MetricsTopic}
 	published := make([]PublishedBroker, 0, len(data.QueueDatas))
 	seen := make(map[string]bool, len(data.QueueDatas))
 	for _, q := range data.QueueDatas {
@@ -464,10 +485,10 @@ func (r *Runtime) installResolved(res *resolver, rt Route) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	key := rt.key()
-	if r.resolvers[key] != res {
+	if r.resolvers[key] != res && r.cached[key] != res {
 		return // replaced by a static route or removed meanwhile
 	}
-	if cur, ok := r.state.Load().specs.Get(key); ok && cur.Topic == rt.Topic && cur.Policy == rt.Policy && slices.Equal(cur.Brokers, rt.Brokers) {
+	if cur, ok := r.state.Load().specs.Get(key); ok && cur.Topic == rt.Topic && cur.Policy == rt.Policy && cur.MetricsTopic == rt.MetricsTopic && slices.Equal(cur.Brokers, rt.Brokers) {
 		return
 	}
 	r.update(func(s *snapshot) ([]string, bool) {

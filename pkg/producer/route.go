@@ -56,6 +56,10 @@ type Route struct {
 	// Policy names the fault policy; "" or a policy the runtime does not know means the default
 	// policy.
 	Policy string
+	// MetricsTopic, when set, is the topic label the route's sends are counted under instead of
+	// Topic: routes of undeclared topics share one per Cluster, so that the series stay as many
+	// as the Clusters, however many topics clients use.
+	MetricsTopic string
 }
 
 // key is the route's identity.
@@ -126,11 +130,13 @@ type rrCounter struct {
 
 // route is the immutable, precomputed form of a Route that the send path reads without locks.
 type route struct {
-	key    string
-	topic  string
-	spec   Route
-	policy *policyState
-	queues []queueEntry
+	key   string
+	topic string
+	// metricTopic is the topic label of the route's sends (Route.MetricsTopic, else topic).
+	metricTopic string
+	spec        Route
+	policy      *policyState
+	queues      []queueEntry
 	// podFiltered is true when some queue's pod is not OK; selection then needs the extra
 	// pod-agnostic pass.
 	podFiltered bool
@@ -154,7 +160,8 @@ func buildRoute(spec Route, pol *policyState, brokers map[string]Broker, moved m
 		// RocketMQ starts each index at a random value so producers do not all hit queue 0 first.
 		next.n.Store(rand.Uint32())
 	}
-	r := &route{key: spec.key(), topic: spec.Topic, spec: spec, policy: pol, queues: make([]queueEntry, 0, n), next: next}
+	r := &route{key: spec.key(), topic: spec.Topic, metricTopic: cmp.Or(spec.MetricsTopic, spec.Topic), spec: spec, policy: pol,
+		queues: make([]queueEntry, 0, n), next: next}
 	for _, b := range bs {
 		addr := brokerAddr(b, brokers, moved)
 		if addr == "" || b.WriteQueues == 0 {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/detourmq/detour/pkg/fault"
 	"github.com/detourmq/detour/pkg/remoting"
+	"github.com/detourmq/detour/pkg/routecache"
 )
 
 // DefaultProducerGroup is the producer group the runtime announces when Options.ProducerGroup is empty.
@@ -55,6 +56,8 @@ type Options struct {
 	// DefaultCompressThreshold (4 KiB) and a negative value never compresses. A send under
 	// WithBodyAsIs never compresses, whatever this says.
 	CompressThreshold int
+	// UndeclaredTopics bounds the routes kept for topics nobody declared (UseRoute).
+	UndeclaredTopics UndeclaredTopicOptions
 }
 
 // policyState is a policy's settings (immutable once published) and its long-lived fault table.
@@ -120,6 +123,10 @@ type Runtime struct {
 	peers map[string]map[string]fault.PeerClaim
 	// resolvers keep routes of topics resolved from name servers, by topic.
 	resolvers map[string]*resolver
+	// undeclared keeps the routes of topics nobody declared, in use (UseRoute); cached are their
+	// resolvers by key, as installResolved and the refresh kicks find them.
+	undeclared *routecache.Cache[*resolver]
+	cached     map[string]*resolver
 	// podAddrs is the last address pushed for each broker, kept after RemoveBroker, so a pod
 	// replaced under the same name (a StatefulSet's restart) is seen to have moved.
 	podAddrs map[string]string
@@ -149,11 +156,13 @@ func New(opts Options) *Runtime {
 		restores:  make(map[string][]fault.Item),
 		peers:     make(map[string]map[string]fault.PeerClaim),
 		resolvers: make(map[string]*resolver),
+		cached:    make(map[string]*resolver),
 		podAddrs:  make(map[string]string),
 		stop:      make(chan struct{}),
 		checks:    newCheckBack(),
 	}
 	r.compressAt = compressThreshold(opts.CompressThreshold)
+	r.undeclared = r.newUndeclaredCache(opts.UndeclaredTopics)
 	if r.client == nil {
 		r.client = remoting.NewClient(remoting.ClientOptions{OnRequest: r.serveBrokerRequest})
 		r.ownsClient = true
@@ -369,7 +378,7 @@ type addrMove struct{ from, to string }
 // resolved from name servers are left alone. Callers hold r.mu.
 func (r *Runtime) refreshRoutes(keys []string) {
 	for _, key := range keys {
-		if res := r.resolvers[key]; res != nil {
+		if res := r.sourceOf(key); res != nil {
 			res.poke()
 		}
 	}
@@ -667,6 +676,7 @@ func (r *Runtime) Close() error {
 	}
 	r.mu.Unlock()
 	close(r.stop)
+	r.undeclared.Close()
 	r.wg.Wait()
 	r.events.close()
 	nsErr := r.nsClient.Close()

@@ -33,8 +33,10 @@ type sendCall struct {
 	ctx   context.Context
 	key   string
 	topic string
-	mode  SendMode
-	begin time.Time
+	// metric is the topic label the send is counted under (route.metricTopic).
+	metric string
+	mode   SendMode
+	begin  time.Time
 
 	rt    *route
 	pol   *Policy
@@ -92,7 +94,7 @@ func (c *sendCall) open(r *Runtime, ctx context.Context, key string, m *Message,
 	if err != nil {
 		return err
 	}
-	*c = sendCall{r: r, ctx: ctx, key: key, topic: m.Topic, mode: mode, begin: begin}
+	*c = sendCall{r: r, ctx: ctx, key: key, topic: m.Topic, metric: rt.metricTopic, mode: mode, begin: begin}
 	return c.prepare(rt, m)
 }
 
@@ -120,7 +122,7 @@ func (c *sendCall) run() (*SendResult, error) {
 			break
 		}
 		if i+1 < c.rules.attempts {
-			c.r.metrics.Retried(c.topic, q.b.name)
+			c.r.metrics.Retried(c.metric, q.b.name)
 		}
 	}
 	return c.finish()
@@ -595,7 +597,7 @@ func (c *sendCall) finish() (*SendResult, error) {
 		if c.rules.retryRefusedMessage {
 			blameRefusals(c.rt, c.refusals)
 		}
-		c.r.metrics.SendDone(c.topic, c.mode, c.result.Attempts, c.result.Latency, nil)
+		c.r.metrics.SendDone(c.metric, c.mode, c.result.Attempts, c.result.Latency, nil)
 		return c.result, nil
 	}
 	lastErr := c.lastErr
@@ -611,7 +613,7 @@ func (c *sendCall) finish() (*SendResult, error) {
 	}
 	err := &SendError{Topic: c.topic, Attempts: len(c.tried), MaxAttempts: c.rules.attempts,
 		Elapsed: c.r.now().Sub(c.begin), BrokersTried: c.tried, Timeout: timeout, MessageRefused: refused, Err: lastErr}
-	c.r.metrics.SendDone(c.topic, c.mode, len(c.tried), err.Elapsed, err)
+	c.r.metrics.SendDone(c.metric, c.mode, len(c.tried), err.Elapsed, err)
 	return nil, err
 }
 
