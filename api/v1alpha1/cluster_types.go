@@ -5,6 +5,7 @@ import (
 )
 
 // ClusterSpec points at an existing RocketMQ cluster through its name servers.
+// +kubebuilder:validation:XValidation:rule="!has(self.undeclaredTopics) || self.undeclaredTopics != 'Serve' || has(self.faultPolicyRef)",message="undeclaredTopics: Serve needs a faultPolicyRef: the FaultPolicy that governs the topics no Topic declares"
 type ClusterSpec struct {
 	// nameServers are the cluster's name servers as host:port, the namesrvAddr RocketMQ clients
 	// are given (a Service's DNS name works). They are asked in turn, starting with the one that
@@ -60,6 +61,19 @@ type ClusterSpec struct {
 	// +optional
 	CredentialsSecretRef *CredentialsSecretReference `json:"credentialsSecretRef,omitempty"`
 
+	// undeclaredTopics says whether detour's gRPC endpoint and send gateway serve the topics of
+	// this cluster that no Topic declares, as RocketMQ Proxy serves every topic of its cluster.
+	// Refuse (the default) serves declared Topics only: upgrading detour opens no topic nobody
+	// asked it to, and a Cluster shared by teams that each declare their own topics stays so.
+	// Serve serves every topic the name servers publish, under faultPolicyRef (required then):
+	// a route is asked for when a client first names the topic, refreshed while it is used and
+	// let go after five minutes unused, and a topic the name servers do not know is answered as
+	// RocketMQ Proxy answers it. A Topic declaring the same topic still wins with its own
+	// faultPolicyRef. Sending to an undeclared topic through the gateway needs verb create on
+	// clusters/messages of this Cluster. status.undeclaredTopics shows the topics in use.
+	// +optional
+	UndeclaredTopics UndeclaredTopicsPolicy `json:"undeclaredTopics,omitempty"`
+
 	// proxy is the cluster's RocketMQ Proxy (5.x). detour's gRPC endpoint serves producers
 	// itself and forwards consumers' calls on the cluster's topics (assignments, receives, acks,
 	// offsets, their Telemetry streams) to it unchanged, each client to one Proxy. Unset answers
@@ -67,6 +81,17 @@ type ClusterSpec struct {
 	// +optional
 	Proxy *ClusterProxy `json:"proxy,omitempty"`
 }
+
+// UndeclaredTopicsPolicy says whether a Cluster's topics that no Topic declares are served.
+// +kubebuilder:validation:Enum=Refuse;Serve
+type UndeclaredTopicsPolicy string
+
+const (
+	// UndeclaredTopicsRefuse serves declared Topics only.
+	UndeclaredTopicsRefuse UndeclaredTopicsPolicy = "Refuse"
+	// UndeclaredTopicsServe serves every topic the Cluster's name servers publish.
+	UndeclaredTopicsServe UndeclaredTopicsPolicy = "Serve"
+)
 
 // ClusterProxy is where a cluster's RocketMQ Proxy serves gRPC, and how to reach it.
 type ClusterProxy struct {
@@ -227,6 +252,55 @@ type ClusterStatus struct {
 	// brokers[].hidden).
 	// +optional
 	HiddenBrokers int32 `json:"hiddenBrokers,omitempty"`
+
+	// undeclaredTopics is what the leader's gRPC endpoint and gateway serve of the topics no
+	// Topic declares (spec.undeclaredTopics: Serve); each replica keeps routes for what its own
+	// clients use, so another replica may hold other topics.
+	// +optional
+	UndeclaredTopics *UndeclaredTopicsStatus `json:"undeclaredTopics,omitempty"`
+}
+
+// UndeclaredTopicsStatus is what is served of a Cluster's undeclared topics.
+type UndeclaredTopicsStatus struct {
+	// inUse is how many undeclared topics have a route kept now: named by a client within the
+	// last five minutes.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	InUse *int32 `json:"inUse,omitempty"`
+
+	// refused are undeclared topics whose last request was refused (recently: a refusal is
+	// remembered for seconds), at most 16 of them by name.
+	// +optional
+	// +listType=map
+	// +listMapKey=topic
+	// +kubebuilder:validation:MaxItems=16
+	Refused []RefusedTopic `json:"refused,omitempty"`
+
+	// refusedCount is how many undeclared topics are refused now, also those beyond the 16
+	// listed.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	RefusedCount int32 `json:"refusedCount,omitempty"`
+}
+
+// RefusedTopic is an undeclared topic a request named that was refused, and why.
+type RefusedTopic struct {
+	// topic is the RocketMQ topic named.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=127
+	Topic string `json:"topic"`
+
+	// reason is TopicNotPublished (the name servers do not know it) or NameServersUnreachable.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	Reason string `json:"reason"`
+
+	// message says more.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	Message string `json:"message,omitempty"`
 }
 
 // Cluster is an existing RocketMQ cluster, reached through its name servers. Topics that reference
@@ -239,6 +313,7 @@ type ClusterStatus struct {
 // +kubebuilder:printcolumn:name="Writable",type=integer,JSONPath=`.status.writableBrokers`
 // +kubebuilder:printcolumn:name="Policy",type=string,JSONPath=`.spec.faultPolicyRef.name`
 // +kubebuilder:printcolumn:name="Hidden",type=integer,JSONPath=`.status.hiddenBrokers`
+// +kubebuilder:printcolumn:name="Undeclared",type=integer,JSONPath=`.status.undeclaredTopics.inUse`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type Cluster struct {
