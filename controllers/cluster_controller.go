@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -12,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -45,6 +48,9 @@ type ClusterReconciler struct {
 	*shared
 	// looked carries Clusters whose look at the name servers finished.
 	looked requestQueue
+	// generations are the spec generations of the Clusters seen, by Cluster: a new one drops the
+	// routes of undeclared topics asked for under the old (see forgetUndeclared).
+	generations sync.Map
 }
 
 var _ reconcile.Reconciler = (*ClusterReconciler)(nil)
@@ -57,11 +63,14 @@ func (r *ClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 			r.clusterWrites.forget(req.NamespacedName)
 			r.describer.forget(req.NamespacedName)
 			r.Runtime.RemoveRoute(clusterWatchKey(req.Namespace, req.Name))
+			r.forgetUndeclared(req.NamespacedName, 0)
 			return ctrl.Result{}, r.Runtime.SetCredentials(ClusterBrokerPrefix(req.Namespace, req.Name), nil)
 		}
 		return ctrl.Result{}, err
 	}
-	// Every replica sends, so every replica signs.
+	// Every replica sends, so every replica signs; and every replica keeps routes of undeclared
+	// topics, asked for with the spec they were first asked with.
+	r.forgetUndeclared(req.NamespacedName, cl.Generation)
 	scope := ClusterBrokerPrefix(cl.Namespace, cl.Name)
 	secretErr := r.syncCredentials(ctx, r.Runtime, scope, cl.Namespace, cl.Spec.CredentialsSecretRef)
 	if secretErr != nil && !errors.Is(secretErr, errSecretUnusable) {
@@ -91,6 +100,7 @@ func (r *ClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	orig := cl.DeepCopy()
 	computeClusterStatus(&cl, look.view, pods, look.err, missing)
 	markHidden(ctx, r.Client, r.Runtime, &cl)
+	computeUndeclaredStatus(&cl, r.Runtime)
 	rf := credentialsCondition(&cl.Status.Conditions, cl.Generation, r.Runtime, scope, "", cl.Spec.CredentialsSecretRef, secretErr)
 	r.credentialsEvent(&cl, meta.FindStatusCondition(orig.Status.Conditions, routingv1alpha1.ConditionCredentialsAccepted),
 		meta.FindStatusCondition(cl.Status.Conditions, routingv1alpha1.ConditionCredentialsAccepted), rf)
@@ -178,12 +188,15 @@ func listCut(n int) string {
 
 // conditionMessage cuts a message built from what peers said to maxConditionMessage bytes, at a
 // rune boundary.
-func conditionMessage(s string) string {
-	if len(s) <= maxConditionMessage {
+func conditionMessage(s string) string { return cutMessage(s, maxConditionMessage) }
+
+// cutMessage cuts s to at most limit bytes, at a rune boundary, marking the cut.
+func cutMessage(s string, limit int) string {
+	if len(s) <= limit {
 		return s
 	}
 	const more = " …(cut)"
-	cut := maxConditionMessage - len(more)
+	cut := limit - len(more)
 	for cut > 0 && !utf8.RuneStart(s[cut]) {
 		cut--
 	}
@@ -219,4 +232,45 @@ func (r *ClusterReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// Cluster's pod listing or status write from holding another's.
 		WithOptions(controller.Options{NeedLeaderElection: ptr.To(false), MaxConcurrentReconciles: 2}).
 		Complete(r)
+}
+
+// forgetUndeclared drops the runtime's routes of the Cluster's undeclared topics when its spec
+// changed since this replica last saw it (generation 0: it was deleted), so that the next use
+// asks with the new name servers, policy and refresh period, or is refused when the Cluster
+// no longer serves undeclared topics. A Cluster seen for the first time has none to drop.
+func (r *ClusterReconciler) forgetUndeclared(key types.NamespacedName, generation int64) {
+	if generation == 0 {
+		r.generations.Delete(key)
+	} else if prev, seen := r.generations.Swap(key, generation); !seen || prev.(int64) == generation {
+		return
+	}
+	r.Runtime.ForgetUndeclared(ClusterBrokerPrefix(key.Namespace, key.Name))
+}
+
+// maxRefusedMessage is the longest message of a refused topic: the schema's MaxLength.
+const maxRefusedMessage = 512
+
+// maxRefusedTopics is the most refused undeclared topics a Cluster's status lists: the schema's
+// MaxItems.
+const maxRefusedTopics = 16
+
+// computeUndeclaredStatus fills status.undeclaredTopics of a Cluster that serves undeclared
+// topics from what the runtime holds under its scope, and clears it otherwise.
+func computeUndeclaredStatus(cl *routingv1alpha1.Cluster, rt *producer.Runtime) {
+	if cl.Spec.UndeclaredTopics != routingv1alpha1.UndeclaredTopicsServe {
+		cl.Status.UndeclaredTopics = nil
+		return
+	}
+	prefix := ClusterBrokerPrefix(cl.Namespace, cl.Name)
+	use := rt.UndeclaredInUse(prefix, maxRefusedTopics)
+	st := &routingv1alpha1.UndeclaredTopicsStatus{InUse: ptr.To(int32(use.Topics)), RefusedCount: int32(use.RefusedCount)}
+	for _, f := range use.Refused {
+		reason := routingv1alpha1.ReasonNameServersUnreachable
+		if errors.Is(f.Err, producer.ErrTopicNotPublished) {
+			reason = routingv1alpha1.ReasonTopicNotPublished
+		}
+		st.Refused = append(st.Refused, routingv1alpha1.RefusedTopic{Topic: strings.TrimPrefix(f.Key, prefix), Reason: reason,
+			Message: cutMessage(f.Err.Error(), maxRefusedMessage)})
+	}
+	cl.Status.UndeclaredTopics = st
 }

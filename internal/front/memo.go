@@ -67,10 +67,12 @@ func specChanged(old, cur any) bool {
 	return !ok1 || !ok2 || o.GetGeneration() != c.GetGeneration()
 }
 
-// answerKey is one request a Resolver answers: by RocketMQ topic name (byTopic) or by Topic
-// resource name, in a namespace.
+// answerKey is one request a Resolver answers: by RocketMQ topic name (byTopic, or on a Cluster:
+// byCluster) or by Topic resource name, in a namespace.
 type answerKey struct {
-	byTopic         bool
+	byTopic bool
+	// byCluster is the Cluster a gateway request names a RocketMQ topic on (ResolveClusterTopic).
+	byCluster       string
 	namespace, name string
 }
 

@@ -57,6 +57,12 @@ type Resolver struct {
 	// Namespace, when set, is the only namespace served (the manager's --namespace): its cache
 	// holds no other, so another namespace's request is not found rather than an error.
 	Namespace string
+	// Routes, when set, keeps the routes of undeclared topics (the runtime); without it a topic
+	// no Topic declares is not found, whatever its Cluster says.
+	Routes RouteUser
+	// DefaultCluster, when set, is the Cluster that serves an undeclared topic a client names in
+	// no namespace (or in the Cluster's) when several Clusters serve undeclared topics.
+	DefaultCluster client.ObjectKey
 	// answers, once Remember set them, are the answers given until a Topic or Cluster changed.
 	answers atomic.Pointer[answers]
 }
@@ -90,7 +96,9 @@ func (r *Resolver) resolveName(ctx context.Context, namespace, name string) (Tar
 
 // ResolveTopic is the Target of the Topic that declares the RocketMQ topic in namespace, with
 // the Proxy of its Cluster. A client naming no namespace means any namespace served; then the
-// topic must be declared by one Topic only, as the client cannot say which it means.
+// topic must be declared by one Topic only, as the client cannot say which it means. A topic no
+// Topic declares is served by a Cluster that serves undeclared topics (see undeclared.go), its
+// route in the runtime when this returns.
 func (r *Resolver) ResolveTopic(ctx context.Context, namespace, topic string) (Target, error) {
 	if r.Namespace != "" && namespace != "" && namespace != r.Namespace {
 		return Target{}, fmt.Errorf("%w: namespace %s is not served here", ErrTopicNotFound, namespace)
@@ -98,9 +106,13 @@ func (r *Resolver) ResolveTopic(ctx context.Context, namespace, topic string) (T
 	if namespace == "" {
 		namespace = r.Namespace
 	}
-	return r.recall(answerKey{byTopic: true, namespace: namespace, name: topic}, func() (Target, error) {
+	t, err := r.recall(answerKey{byTopic: true, namespace: namespace, name: topic}, func() (Target, error) {
 		return r.resolveTopic(ctx, namespace, topic)
 	})
+	if err != nil {
+		return Target{}, err
+	}
+	return t, r.use(ctx, t)
 }
 
 // resolveTopic is ResolveTopic's answer read from the cache.
@@ -111,7 +123,7 @@ func (r *Resolver) resolveTopic(ctx context.Context, namespace, topic string) (T
 	}
 	switch len(found) {
 	case 0:
-		return Target{}, fmt.Errorf("%w: no Topic publishes %s", ErrTopicNotFound, topic)
+		return r.resolveUndeclared(ctx, namespace, topic)
 	case 1:
 		t := &found[0]
 		up, err := r.proxyOf(ctx, t)

@@ -3,6 +3,8 @@ package front
 import (
 	"context"
 	"errors"
+
+	"github.com/detourmq/detour/pkg/producer"
 )
 
 // ErrTopicNotFound is returned (or wrapped) by a resolver for a topic that no served Topic
@@ -25,6 +27,9 @@ type Target struct {
 	// Upstream, when set, is the RocketMQ Proxy that consumers' calls on the topic are forwarded
 	// to; nil when the Topic's Cluster declares none (or the door forwards nothing).
 	Upstream *Upstream
+	// Undeclared, set when no Topic declares the topic and a Cluster serves it, is the route the
+	// runtime keeps for it while it is used; the Resolver asks for it on every request.
+	Undeclared *producer.NameServerRoute
 }
 
 // RouteKey is the key of the runtime's route the Target sends by.

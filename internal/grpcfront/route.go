@@ -90,10 +90,17 @@ func (s *Server) resolve(ctx context.Context, topic *rmqpb.Resource) (front.Targ
 		return front.Target{}, st
 	}
 	t, err := s.opts.Topics.ResolveTopic(ctx, topic.GetResourceNamespace(), name)
-	if errors.Is(err, front.ErrTopicNotFound) {
+	switch {
+	case errors.Is(err, front.ErrTopicNotFound):
 		return front.Target{}, newStatus(rmqpb.Code_TOPIC_NOT_FOUND, "%v", err)
-	}
-	if err != nil {
+	case errors.Is(err, front.ErrBusy):
+		// The one code after which RocketMQ's clients back off before trying again.
+		return front.Target{}, newStatus(rmqpb.Code_TOO_MANY_REQUESTS, "%v", err)
+	case errors.Is(err, front.ErrUnavailable):
+		// The Cluster's name servers are down: its status says so; a log line per request would
+		// only repeat it.
+		return front.Target{}, newStatus(rmqpb.Code_INTERNAL_SERVER_ERROR, "%v", err)
+	case err != nil:
 		s.log.Error(err, "Resolving a RocketMQ client's topic failed", "topic", name, "namespace", topic.GetResourceNamespace())
 		return front.Target{}, newStatus(rmqpb.Code_INTERNAL_SERVER_ERROR, "resolving topic %s failed: %v", name, err)
 	}

@@ -165,13 +165,15 @@ func newOperator(cfg *rest.Config, o *Options, log logr.Logger, hooks ...operato
 	if err != nil {
 		return nil, err
 	}
-	op := &Operator{mgr: mgr, namespace: o.namespace, log: log, shutdownDelay: o.shutdownDelay, lead: lead,
-		resolver: &front.Resolver{Reader: mgr.GetClient(), Namespace: o.namespace}}
+	defaultCluster, _ := parseClusterFlag("--default-cluster", o.defaultCluster) // Validate checked it
+	op := &Operator{mgr: mgr, namespace: o.namespace, log: log, shutdownDelay: o.shutdownDelay, lead: lead}
 	op.rt = producer.New(producer.Options{
-		Metrics:       set.Runtime,
-		Logger:        log.WithName("runtime"),
-		ProducerGroup: o.producerGroup,
+		Metrics:          set.Runtime,
+		Logger:           log.WithName("runtime"),
+		ProducerGroup:    o.producerGroup,
+		UndeclaredTopics: o.undeclared,
 	})
+	op.resolver = &front.Resolver{Reader: mgr.GetClient(), Namespace: o.namespace, Routes: op.rt, DefaultCluster: defaultCluster}
 	ok := false
 	defer func() {
 		if !ok {

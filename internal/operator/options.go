@@ -10,10 +10,13 @@ import (
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/labels"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/detourmq/detour/internal/kubeauth"
 	"github.com/detourmq/detour/pkg/facade"
+	"github.com/detourmq/detour/pkg/producer"
+	"github.com/detourmq/detour/pkg/routecache"
 )
 
 // Options are the operator's flags, as BindFlags registers them.
@@ -45,6 +48,8 @@ type Options struct {
 	shutdownTimeout         time.Duration
 	shutdownDelay           time.Duration
 	producerGroup           string
+	defaultCluster          string
+	undeclared              producer.UndeclaredTopicOptions
 	zap                     zap.Options
 }
 
@@ -123,15 +128,29 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.shutdownDelay, "shutdown-delay", 0,
 		"On SIGTERM, report not ready but keep serving this long before draining, so Services stop routing here first.")
 	fs.StringVar(&o.producerGroup, "producer-group", "", "The RocketMQ producer group announced in sends; empty means detour-producer.")
+	fs.StringVar(&o.defaultCluster, "default-cluster", "",
+		"The Cluster (namespace/name) that serves an undeclared topic a gRPC client names when several Clusters serve undeclared topics (spec.undeclaredTopics: Serve) and the client's namespace does not pick one; empty refuses such a request, naming the Clusters.")
+	fs.IntVar(&o.undeclared.MaxTopics, "undeclared-topics-max", routecache.DefaultMaxKeys,
+		"The most undeclared topics whose routes one replica keeps at once (RocketMQ Proxy keeps 20,000); beyond it the least recently used is dropped.")
+	fs.DurationVar(&o.undeclared.IdleAfter, "undeclared-topics-idle-timeout", routecache.DefaultIdleAfter,
+		"How long an undeclared topic's route is kept unused before it is dropped.")
+	fs.Float64Var(&o.undeclared.LoadsPerSecond, "undeclared-topics-new-per-second", routecache.DefaultLoadsPerSecond,
+		"How many topics not yet in use a replica asks the name servers for a second, after a burst of --undeclared-topics-new-burst; requests naming more are answered too-many-requests, so no client can flood the name servers by naming topics.")
+	fs.IntVar(&o.undeclared.LoadBurst, "undeclared-topics-new-burst", routecache.DefaultLoadBurst,
+		"How many topics not yet in use a replica asks the name servers for at once before --undeclared-topics-new-per-second applies.")
 	o.zap.BindFlags(fs)
 }
 
 // Validate refuses flag values the operator cannot run with, before anything starts.
 func (o *Options) Validate() error {
-	if c := o.facadeCluster; c != "" {
-		if ns, name, ok := strings.Cut(c, "/"); !ok || ns == "" || name == "" || strings.Contains(name, "/") {
-			return fmt.Errorf("--namesrv-facade-cluster must be namespace/name, got %q", c)
+	for flag, c := range map[string]string{"--namesrv-facade-cluster": o.facadeCluster, "--default-cluster": o.defaultCluster} {
+		if _, err := parseClusterFlag(flag, c); err != nil {
+			return err
 		}
+	}
+	u := o.undeclared
+	if u.MaxTopics < 1 || u.IdleAfter <= 0 || u.LoadsPerSecond <= 0 || u.LoadBurst < 1 {
+		return errors.New("--undeclared-topics-max, --undeclared-topics-idle-timeout, --undeclared-topics-new-per-second and --undeclared-topics-new-burst must be positive")
 	}
 	if o.facadeIdleTimeout <= 0 {
 		return errors.New("--namesrv-facade-idle-timeout must be positive")
@@ -140,6 +159,18 @@ func (o *Options) Validate() error {
 		return errors.New("--shutdown-timeout must be positive and --shutdown-delay not negative")
 	}
 	return o.grpc.validate(o.namespace)
+}
+
+// parseClusterFlag reads a flag naming a Cluster as namespace/name; "" is no Cluster.
+func parseClusterFlag(flag, c string) (client.ObjectKey, error) {
+	if c == "" {
+		return client.ObjectKey{}, nil
+	}
+	ns, name, ok := strings.Cut(c, "/")
+	if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+		return client.ObjectKey{}, fmt.Errorf("%s must be namespace/name, got %q", flag, c)
+	}
+	return client.ObjectKey{Namespace: ns, Name: name}, nil
 }
 
 // Logger is the logger the zap flags describe, writing to w.
