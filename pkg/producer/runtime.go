@@ -127,6 +127,8 @@ type Runtime struct {
 	// resolvers by key, as installResolved and the refresh kicks find them.
 	undeclared *routecache.Cache[*resolver]
 	cached     map[string]*resolver
+	// refused are the undeclared topics whose first use was refused lately, for reports.
+	refused refusalLog
 	// podAddrs is the last address pushed for each broker, kept after RemoveBroker, so a pod
 	// replaced under the same name (a StatefulSet's restart) is seen to have moved.
 	podAddrs map[string]string

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/detourmq/detour/pkg/routecache"
@@ -128,14 +129,17 @@ func (r *Runtime) loadUndeclared(res *resolver) error {
 	}
 	r.refresh(res)
 	res.mu.Lock()
-	defer res.mu.Unlock()
-	if res.status.Resolved {
+	resolved, err := res.status.Resolved, res.status.Err
+	res.mu.Unlock()
+	if resolved {
+		r.refused.forget(res.spec.Key)
 		return nil
 	}
-	if res.status.Err == nil {
+	if err == nil {
 		return errors.New("route: dropped before its name servers answered")
 	}
-	return res.status.Err
+	r.refused.record(res.spec.Key, err, time.Now())
+	return err
 }
 
 // dropUndeclared forgets a cached route the cache let go of.
@@ -179,6 +183,13 @@ func (r *Runtime) endCachedLocked(res *resolver) {
 // changed: the next use asks again.
 func (r *Runtime) ForgetUndeclared(prefix string) {
 	r.undeclared.Forget(func(key string) bool { return strings.HasPrefix(key, prefix) })
+	r.refused.mu.Lock()
+	for k := range r.refused.m {
+		if strings.HasPrefix(k, prefix) {
+			delete(r.refused.m, k)
+		}
+	}
+	r.refused.mu.Unlock()
 }
 
 // UndeclaredUse is what the runtime holds of undeclared topics under one key prefix.
@@ -193,23 +204,85 @@ type UndeclaredUse struct {
 
 // UndeclaredRefusal is one topic whose route was refused, and why.
 type UndeclaredRefusal struct {
-	// Key is the route's key; Err says why; Until is when the refusal is forgotten.
-	Key   string
-	Err   error
-	Until time.Time
+	// Key is the route's key; Err says why; At is when it was last refused.
+	Key string
+	Err error
+	At  time.Time
 }
 
 // UndeclaredInUse reports the undeclared topics' routes under a key prefix, with at most limit
-// refusals.
+// of the topics refused within the last RefusalMemory, by key.
 func (r *Runtime) UndeclaredInUse(prefix string, limit int) UndeclaredUse {
 	match := func(key string) bool { return strings.HasPrefix(key, prefix) }
-	misses, n := r.undeclared.Misses(match, limit)
-	u := UndeclaredUse{Topics: r.undeclared.Count(match), RefusedCount: n}
-	for _, m := range misses {
-		u.Refused = append(u.Refused, UndeclaredRefusal{Key: m.Key, Err: m.Err, Until: m.Until})
-	}
-	slices.SortFunc(u.Refused, func(a, b UndeclaredRefusal) int { return strings.Compare(a.Key, b.Key) })
+	u := UndeclaredUse{Topics: r.undeclared.Count(match)}
+	u.Refused, u.RefusedCount = r.refused.list(prefix, limit, time.Now())
 	return u
+}
+
+// RefusalMemory is how long UndeclaredInUse reports a topic whose first use was refused: the
+// cache answers from memory for seconds only, but whoever reads the report (a Cluster's status,
+// written every route refresh) must see what clients were refused in between.
+const RefusalMemory = 5 * time.Minute
+
+// maxRefusals bounds the refusals remembered for reports: clients choose the topics they name.
+const maxRefusals = 1024
+
+// refusalLog keeps the recent refusals of undeclared topics' first uses, for reports.
+type refusalLog struct {
+	mu sync.Mutex
+	m  map[string]UndeclaredRefusal
+}
+
+// record remembers key's refusal; beyond maxRefusals the oldest ones are dropped first.
+func (l *refusalLog) record(key string, err error, now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.m == nil {
+		l.m = map[string]UndeclaredRefusal{}
+	}
+	if _, ok := l.m[key]; !ok && len(l.m) >= maxRefusals {
+		l.dropOldestLocked(now)
+	}
+	l.m[key] = UndeclaredRefusal{Key: key, Err: err, At: now}
+}
+
+// dropOldestLocked drops the expired refusals, or else the oldest.
+func (l *refusalLog) dropOldestLocked(now time.Time) {
+	var oldest string
+	for k, f := range l.m {
+		if now.Sub(f.At) > RefusalMemory {
+			delete(l.m, k)
+		} else if oldest == "" || f.At.Before(l.m[oldest].At) {
+			oldest = k
+		}
+	}
+	if len(l.m) >= maxRefusals {
+		delete(l.m, oldest)
+	}
+}
+
+// forget drops key's refusal: its topic has since been found.
+func (l *refusalLog) forget(key string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.m, key)
+}
+
+// list returns at most limit of the refusals under prefix within RefusalMemory, sorted by key,
+// and how many there are.
+func (l *refusalLog) list(prefix string, limit int, now time.Time) ([]UndeclaredRefusal, int) {
+	l.mu.Lock()
+	var all []UndeclaredRefusal
+	for k, f := range l.m {
+		if now.Sub(f.At) > RefusalMemory {
+			delete(l.m, k)
+		} else if strings.HasPrefix(k, prefix) {
+			all = append(all, f)
+		}
+	}
+	l.mu.Unlock()
+	slices.SortFunc(all, func(a, b UndeclaredRefusal) int { return strings.Compare(a.Key, b.Key) })
+	return all[:min(limit, len(all))], len(all)
 }
 
 // UndeclaredStats are the counts of the runtime's cache of undeclared topics' routes.
