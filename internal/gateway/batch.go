@@ -133,12 +133,7 @@ func (s *Server) serveBatch(w http.ResponseWriter, r *http.Request) {
 	}
 	res, err := bs.SendBatchRoute(r.Context(), target.Route, msgs)
 	if err != nil {
-		if se, ok := err.(*producer.SendError); ok && target.Brokers != (front.Scope{}) {
-			named := *se
-			named.BrokersTried = target.Brokers.Names(se.BrokersTried)
-			err = &named
-		}
-		s.writeSendError(w, r, err)
+		s.writeSendError(w, r, withBrokerNames(err, target.Brokers))
 		return
 	}
 	writeJSON(w, http.StatusOK, batchResponse(res, target.Brokers))

@@ -223,17 +223,11 @@ func (s *Server) serveMessages(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	res, err := s.send(r.Context(), target.Route, msg, how)
-	err = withBrokerNames(err, target.Brokers)
-	if err == nil && target.Brokers != (front.Scope{}) {
-		named := *res
-		named.Broker = target.Brokers.Name(res.Broker)
-		named.BrokersTried = target.Brokers.Names(res.BrokersTried)
-		res = &named
-	}
 	if err != nil {
-		s.writeSendError(w, r, err)
+		s.writeSendError(w, r, withBrokerNames(err, target.Brokers))
 		return
 	}
+	res = resultWithBrokerNames(res, target.Brokers)
 	writeJSON(w, http.StatusOK, &SendResponse{
 		MsgID:         res.MsgID,
 		OffsetMsgID:   res.OffsetMsgID,
@@ -271,6 +265,18 @@ func (s *Server) send(ctx context.Context, route string, msg *producer.Message, 
 		return timed.SendTimedRoute(ctx, route, msg, at)
 	}
 	return s.opts.Sender.SendRoute(ctx, route, msg)
+}
+
+// resultWithBrokerNames returns res with its brokers named as RocketMQ names them, without the
+// scope the runtime names them in.
+func resultWithBrokerNames(res *producer.SendResult, scope front.Scope) *producer.SendResult {
+	if scope == (front.Scope{}) {
+		return res
+	}
+	named := *res
+	named.Broker = scope.Name(res.Broker)
+	named.BrokersTried = scope.Names(res.BrokersTried)
+	return &named
 }
 
 // withBrokerNames returns err with the brokers a send tried named as RocketMQ names them, without

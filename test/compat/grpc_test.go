@@ -102,6 +102,8 @@ func TestGRPCJavaSDKSendsThroughTheEndpoint(t *testing.T) {
 		t.Logf("signed with the right secret: %d sends stored; with a wrong one the SDK failed: %s", len(acked), wrong.Sends[0].Error)
 	})
 
+	t.Run("undeclared topics through the manager", func(t *testing.T) { testUndeclaredTopicsThroughTheManager(t, c, dir) })
+
 	t.Run("canary: plaintext-only endpoint", func(t *testing.T) {
 		plainAddr := serveGRPC(t, rt, nil, nil)
 		run := rmqtest.SendGRPC(t, dir, rmqtest.GRPCSendOptions{Endpoint: plainAddr, Topic: grpcCanaryTopic, Normal: 3})
