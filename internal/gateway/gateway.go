@@ -1,10 +1,12 @@
 // Package gateway serves detour's HTTP send gateway: applications POST a message to
-// /v1/namespaces/{namespace}/topics/{name}/messages and the operator sends it through its
-// health-aware producer runtime, answering with where the message was stored.
+// /v1/namespaces/{namespace}/topics/{name}/messages (a Topic by its name), or to
+// /v1/namespaces/{namespace}/clusters/{cluster}/topics/{topic}/messages (a RocketMQ topic sent
+// through a Cluster), and the operator sends it through its health-aware producer runtime,
+// answering with where the message was stored.
 //
 // Requests are authenticated with the API server's TokenReview and authorised with
-// SubjectAccessReview on the "messages" subresource of the Topic (verb create), unless the
-// gateway runs without an Authorizer. On shutdown the gateway stops accepting requests and
+// SubjectAccessReview on the "messages" subresource of the Topic, or of the Cluster (verb
+// create), unless the gateway runs without an Authorizer. On shutdown the gateway stops accepting requests and
 // waits for the sends in flight, so every message acknowledged with 200 is stored.
 package gateway
 
@@ -65,6 +67,9 @@ type Options struct {
 	// Topics resolves a request's Topic resource by its namespace and name (front.Resolver in
 	// the operator); required.
 	Topics front.NameResolver
+	// Clusters resolves a request naming a RocketMQ topic through a Cluster (front.Resolver in
+	// the operator); nil serves no such path (ClusterMessagesPath is then not found).
+	Clusters ClusterTopicResolver
 	// Authorizer decides who may send; nil serves everyone (for local use only).
 	Authorizer Authorizer
 	// TLS, when not nil, makes the gateway serve HTTPS with this configuration.
@@ -78,11 +83,14 @@ type Options struct {
 	Logger logr.Logger
 }
 
-// Authorizer decides whether the bearer token may send to a Topic (kubeauth.Reviewer does).
+// Authorizer decides whether the bearer token may send to a Topic, or through a Cluster
+// (kubeauth.Reviewer does).
 type Authorizer interface {
 	// Authorize returns the decision and, for Unauthenticated and Forbidden, a reason safe to show
 	// the caller. An error means the decision could not be made (the API server is unreachable).
 	Authorize(ctx context.Context, token, namespace, topic string) (kubeauth.Decision, string, error)
+	// AuthorizeCluster is Authorize for a send to any topic through the Cluster namespace/cluster.
+	AuthorizeCluster(ctx context.Context, token, namespace, cluster string) (kubeauth.Decision, string, error)
 }
 
 // Server states, in the order they occur.

@@ -348,18 +348,31 @@ func TestExactlyFourMiBIsAccepted(t *testing.T) {
 	}
 }
 
-// fakeAuth answers with a fixed decision and records what it was asked.
+// fakeAuth answers with a fixed decision and records what it was asked: a Topic as
+// token@ns/name, a Cluster as token@ns/clusters/name.
 type fakeAuth struct {
 	decision kubeauth.Decision
 	err      error
-	mu       sync.Mutex
-	asked    []string
+	// forbidClusters answers every question about a Cluster Forbidden, whatever decision says.
+	forbidClusters bool
+	mu             sync.Mutex
+	asked          []string
 }
 
 func (f *fakeAuth) Authorize(_ context.Context, token, ns, topic string) (kubeauth.Decision, string, error) {
 	f.mu.Lock()
 	f.asked = append(f.asked, token+"@"+ns+"/"+topic)
 	f.mu.Unlock()
+	return f.decision, "reason from the authorizer", f.err
+}
+
+func (f *fakeAuth) AuthorizeCluster(_ context.Context, token, ns, cluster string) (kubeauth.Decision, string, error) {
+	f.mu.Lock()
+	f.asked = append(f.asked, token+"@"+ns+"/clusters/"+cluster)
+	f.mu.Unlock()
+	if f.forbidClusters {
+		return kubeauth.Forbidden, "not on clusters/messages", nil
+	}
 	return f.decision, "reason from the authorizer", f.err
 }
 

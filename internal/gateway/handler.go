@@ -12,34 +12,33 @@ import (
 	"sync"
 	"time"
 
-	"k8s.io/apimachinery/pkg/util/validation"
-
 	"github.com/detourmq/detour/internal/front"
 	"github.com/detourmq/detour/internal/kubeauth"
 	"github.com/detourmq/detour/pkg/metrics"
 	"github.com/detourmq/detour/pkg/producer"
 )
 
-// MessagesPath is the route of the send endpoint; {name} is the Topic resource's name.
+// MessagesPath is the route of the send endpoint; {name} is the Topic resource's name. (The
+// route by a Cluster and a RocketMQ topic is ClusterMessagesPath.)
 const MessagesPath = "/v1/namespaces/{namespace}/topics/{name}/messages"
 
 // Machine-readable codes of ErrorResponse, one per way a request can fail.
 const (
 	CodeInvalidMessage   = "InvalidMessage"   // 400: the message breaks RocketMQ's rules or the request is malformed
 	CodeUnauthorized     = "Unauthorized"     // 401: no token, or the API server did not accept it
-	CodeForbidden        = "Forbidden"        // 403: the caller may not create topics/messages here
-	CodeTopicNotFound    = "TopicNotFound"    // 404: no such Topic resource
+	CodeForbidden        = "Forbidden"        // 403: the caller may not create topics/messages (or clusters/messages) here
+	CodeTopicNotFound    = "TopicNotFound"    // 404: no such Topic resource, or no such topic through the Cluster named
 	CodeNotFound         = "NotFound"         // 404: not a gateway path
 	CodeMethodNotAllowed = "MethodNotAllowed" // 405: only POST sends
 	CodeMessageTooLarge  = "MessageTooLarge"  // 413: body over 4 MiB
-	CodeTooManyRequests  = "TooManyRequests"  // 429: this client caused too many token and access reviews
+	CodeTooManyRequests  = "TooManyRequests"  // 429: too many token and access reviews from this client, or new topics at once
 	CodeInternal         = "Internal"         // 500: handling the request failed (a bug, logged); its connection closes
 	CodeSendFailed       = "SendFailed"       // 503: every attempt failed
 	CodeNoRoute          = "NoRoute"          // 503: the topic has no writable queue (no ready broker yet)
 	// CodeBrokerRefusedCredentials (502): a broker refused detour's own RocketMQ credentials
 	// (authentication or authorization), not the caller's request; the operator must fix them.
 	CodeBrokerRefusedCredentials = "BrokerRefusedCredentials"
-	CodeUnavailable              = "Unavailable" // 503: shutting down, or authorisation or the Topic could not be looked up
+	CodeUnavailable              = "Unavailable" // 503: shutting down, or authorisation, the Topic or the Cluster's name servers could not be asked
 )
 
 // SendResponse is the 200 answer: where the message was stored and what it took.
@@ -79,6 +78,10 @@ func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc(MessagesPath, s.serveMessages)
 	mux.HandleFunc(BatchPath, s.serveBatch)
+	if s.opts.Clusters != nil {
+		mux.HandleFunc(ClusterMessagesPath, s.serveMessages)
+		mux.HandleFunc(ClusterBatchPath, s.serveBatch)
+	}
 	mux.HandleFunc("/", notFound)
 	return s.instrument(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// ServeMux answers a path with "..", "." or "//" with a redirect and no body; the gateway
@@ -162,9 +165,10 @@ func (r *statusRecorder) Write(p []byte) (int, error) {
 // Unwrap lets http.ResponseController reach the connection's writer.
 func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
-// admit answers a request that may not send (wrong method, unknown or forbidden Topic, a body
-// announced over limit bytes) and returns false; otherwise it returns the request's Target, whose
-// Route is set.
+// admit answers a request that may not send (wrong method, a topic name RocketMQ refuses, an
+// unknown or forbidden Topic or Cluster, a body announced over limit bytes) and returns false;
+// otherwise it returns the request's Target, whose Route is set. Both paths, a Topic's and a
+// Cluster's, are handled alike from here on.
 func (s *Server) admit(w http.ResponseWriter, r *http.Request, limit int64) (front.Target, bool) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
@@ -172,28 +176,17 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, limit int64) (fro
 			Error: fmt.Sprintf("method %s not allowed; send with POST", r.Method)})
 		return front.Target{}, false
 	}
-	ns, name := r.PathValue("namespace"), r.PathValue("name")
-	// Names that cannot exist are answered before anyone is asked about them.
-	if len(validation.IsDNS1123Label(ns)) > 0 || len(validation.IsDNS1123Subdomain(name)) > 0 {
-		writeError(w, http.StatusNotFound, topicNotFound(ns, name))
-		return front.Target{}, false
-	}
-	if !s.authorize(w, r, ns, name) {
+	a, ok := addresseeOf(w, r)
+	if !ok || !s.authorize(w, r, a) {
 		return front.Target{}, false
 	}
 	if r.ContentLength > limit {
 		writeRequestError(w, tooLarge())
 		return front.Target{}, false
 	}
-	target, err := s.opts.Topics.ResolveName(r.Context(), ns, name)
-	if errors.Is(err, front.ErrTopicNotFound) {
-		writeError(w, http.StatusNotFound, topicNotFound(ns, name))
-		return front.Target{}, false
-	}
+	target, err := s.resolve(r.Context(), a)
 	if err != nil {
-		s.log.Error(err, "Looking up a Topic for the send gateway failed", "namespace", ns, "name", name)
-		writeError(w, http.StatusServiceUnavailable, ErrorResponse{Code: CodeUnavailable,
-			Error: "looking up the Topic failed; retry"})
+		s.writeResolveError(w, r, a, err)
 		return front.Target{}, false
 	}
 	target.Route = target.RouteKey()
@@ -299,19 +292,19 @@ func withBrokerNames(err error, scope front.Scope) error {
 	return err
 }
 
-// authorize answers 401, 403, 429 or 503 and returns false unless the request may send.
-func (s *Server) authorize(w http.ResponseWriter, r *http.Request, ns, name string) bool {
+// authorize answers 401, 403, 429 or 503 and returns false unless the request may send to a.
+func (s *Server) authorize(w http.ResponseWriter, r *http.Request, a addressee) bool {
 	if s.opts.Authorizer == nil {
 		return true
 	}
-	decision, reason, err := s.opts.Authorizer.Authorize(kubeauth.WithClient(r.Context(), kubeauth.ClientOf(r)), kubeauth.BearerToken(r), ns, name)
+	decision, reason, err := a.authorizeWith(kubeauth.WithClient(r.Context(), kubeauth.ClientOf(r)), s.opts.Authorizer, kubeauth.BearerToken(r))
 	if errors.Is(err, kubeauth.ErrTooManyReviews) {
 		w.Header().Set("Retry-After", "1")
 		writeError(w, http.StatusTooManyRequests, ErrorResponse{Code: CodeTooManyRequests, Error: err.Error() + "; retry later"})
 		return false
 	}
 	if err != nil {
-		s.log.Error(err, "Authorizing a send gateway request failed", append([]any{"namespace", ns, "name", name}, kubeauth.PanicStack(err)...)...)
+		s.log.Error(err, "Authorizing a send gateway request failed", append(a.logValues(), kubeauth.PanicStack(err)...)...)
 		writeError(w, http.StatusServiceUnavailable, ErrorResponse{Code: CodeUnavailable,
 			Error: kubeauth.ErrUnavailable.Error() + "; retry"})
 		return false
