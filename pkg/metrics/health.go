@@ -25,6 +25,8 @@ type healthCollector struct {
 	brokers, capBrokers, isolatedFor *prometheus.Desc
 	refreshFailing, lastResolved     *prometheus.Desc
 	leader                           *prometheus.Desc
+	// The routes of undeclared topics: kept, the bound, first loads, refusals, drops.
+	undeclared, undeclaredMax, undeclaredLoads, undeclaredBusy, undeclaredDropped *prometheus.Desc
 }
 
 // newHealthCollector returns a collector of health figures, with no runtime behind it yet.
@@ -45,6 +47,16 @@ func newHealthCollector() *healthCollector {
 			"When a name server last answered with the topic's route (Unix seconds); absent until one has.", []string{"route"}, nil),
 		leader: prometheus.NewDesc("detour_leader",
 			"1 while this replica leads (writes status, creates topics, records Events), else 0.", nil, nil),
+		undeclared: prometheus.NewDesc("detour_undeclared_topic_routes",
+			"Routes of undeclared topics (served by Clusters with undeclaredTopics: Serve) this replica keeps now: topics its clients named lately.", nil, nil),
+		undeclaredMax: prometheus.NewDesc("detour_undeclared_topic_routes_max",
+			"The most routes of undeclared topics this replica keeps at once (--undeclared-topics-max); at it, a new topic drops the least recently used.", nil, nil),
+		undeclaredLoads: prometheus.NewDesc("detour_undeclared_topic_loads_total",
+			"Name-server queries for undeclared topics not in use yet (first uses; refreshes not counted).", nil, nil),
+		undeclaredBusy: prometheus.NewDesc("detour_undeclared_topic_refusals_too_many_total",
+			"Requests naming an undeclared topic not in use that were refused because clients named more new topics than --undeclared-topics-new-per-second allows.", nil, nil),
+		undeclaredDropped: prometheus.NewDesc("detour_undeclared_topic_routes_dropped_total",
+			"Routes of undeclared topics let go, by why: idle (unused for --undeclared-topics-idle-timeout) or full (room made for a new topic).", []string{"why"}, nil),
 	}
 }
 
@@ -57,7 +69,8 @@ func (c *healthCollector) observe(rt *producer.Runtime, leading func() bool) {
 
 // Describe implements prometheus.Collector.
 func (c *healthCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.brokers, c.capBrokers, c.isolatedFor, c.refreshFailing, c.lastResolved, c.leader} {
+	for _, d := range []*prometheus.Desc{c.brokers, c.capBrokers, c.isolatedFor, c.refreshFailing, c.lastResolved, c.leader,
+		c.undeclared, c.undeclaredMax, c.undeclaredLoads, c.undeclaredBusy, c.undeclaredDropped} {
 		ch <- d
 	}
 }
@@ -83,6 +96,18 @@ func (c *healthCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, route := range rt.ResolvedRoutes() {
 		c.collectRoute(ch, rt, route)
 	}
+	c.collectUndeclared(ch, rt)
+}
+
+// collectUndeclared exports the counts of the runtime's routes of undeclared topics.
+func (c *healthCollector) collectUndeclared(ch chan<- prometheus.Metric, rt *producer.Runtime) {
+	s := rt.UndeclaredStats()
+	ch <- prometheus.MustNewConstMetric(c.undeclared, prometheus.GaugeValue, float64(s.Keys))
+	ch <- prometheus.MustNewConstMetric(c.undeclaredMax, prometheus.GaugeValue, float64(s.MaxKeys))
+	ch <- prometheus.MustNewConstMetric(c.undeclaredLoads, prometheus.CounterValue, float64(s.Loads))
+	ch <- prometheus.MustNewConstMetric(c.undeclaredBusy, prometheus.CounterValue, float64(s.Busy))
+	ch <- prometheus.MustNewConstMetric(c.undeclaredDropped, prometheus.CounterValue, float64(s.Expired), "idle")
+	ch <- prometheus.MustNewConstMetric(c.undeclaredDropped, prometheus.CounterValue, float64(s.Evicted), "full")
 }
 
 // collectPolicy exports one policy's broker count, cap and isolated brokers.

@@ -121,3 +121,41 @@ func TestHealthMetricsShowWhatAlertsAreWrittenAgainst(t *testing.T) {
 		t.Errorf("detour_leader = %v while leading, want 1", v)
 	}
 }
+
+// TestUndeclaredTopicMetricsCountTheRoutesKept proves the undeclared topics' series: a topic in
+// use is one route kept, a topic the name server does not know is a load but no route, and the
+// routes dropped are counted by why, without a series per topic.
+func TestUndeclaredTopicMetricsCountTheRoutesKept(t *testing.T) {
+	b, err := brokersim.StartBroker("broker-a", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	b.CreateTopic("Kept", 2)
+	ns, err := brokersim.StartNameServer("127.0.0.1:0", b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ns.Close() })
+	rt := producer.New(producer.Options{UndeclaredTopics: producer.UndeclaredTopicOptions{MaxTopics: 7}})
+	t.Cleanup(func() { rt.Close() })
+	for _, topic := range []string{"Kept", "Unknown"} {
+		spec := producer.NameServerRoute{Key: "ns/c/" + topic, Topic: topic, NameServers: []string{ns.Addr()}}
+		_ = rt.UseRoute(t.Context(), spec)
+	}
+	c := newHealthCollector()
+	c.observe(rt, nil)
+	got := healthSeries(t, c)
+	for series, want := range map[string]float64{
+		"detour_undeclared_topic_routes{}":                       1,
+		"detour_undeclared_topic_routes_max{}":                   7,
+		"detour_undeclared_topic_loads_total{}":                  2,
+		"detour_undeclared_topic_refusals_too_many_total{}":      0,
+		"detour_undeclared_topic_routes_dropped_total{why=idle}": 0,
+		"detour_undeclared_topic_routes_dropped_total{why=full}": 0,
+	} {
+		if v, ok := got[series]; !ok || v != want {
+			t.Errorf("%s = %v (exported %v), want %v", series, v, ok, want)
+		}
+	}
+}
