@@ -351,6 +351,7 @@ func (op *Operator) addGateway(o *Options, auth *kubeauth.Reviewer, tlsOpts []fu
 		Addr:            o.gatewayAddr,
 		Sender:          op.rt,
 		Topics:          op.resolver,
+		Clusters:        op.resolver,
 		ShutdownTimeout: o.shutdownTimeout,
 		Metrics:         set.Gateway,
 		Logger:          log.WithName("gateway"),
