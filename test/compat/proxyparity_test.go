@@ -22,6 +22,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
 	"github.com/detourmq/detour/internal/grpcfront"
 	"github.com/detourmq/detour/internal/testsupport/rmqtest"
 	"github.com/detourmq/detour/pkg/producer"
@@ -94,10 +95,13 @@ func TestGRPCEndpointAnswersAsTheProxy(t *testing.T) {
 	c := rmqtest.Start(t, rmqtest.V5, small, small)
 	createParityTopics(t, c)
 	rt := grpcRuntimeOf(t, c, parityUntyped, parityNormal, parityFIFO, parityDelay, parityTx, parityMixed, parityBig)
+	whole := startManagerServingTheCluster(t, c, "--grpc-allow-plaintext")
 	sides := map[string]rmqpb.MessagingServiceClient{
 		"detour": dialPlain(t, serveGRPCWith(t, rt, grpcfront.Options{}, nil)),
 		"canary": dialPlain(t, serveGRPCWith(t, rt, grpcfront.Options{SkipMessageTypeCheck: true}, nil)),
 		"proxy":  dialPlain(t, c.StartProxy(rmqtest.ProxyOptions{}).Addr),
+		// The manager serving the whole cluster: every topic of the cases is undeclared there.
+		"undeclared": dialPlain(t, whole.endpoint),
 	}
 	cases := parityCases()
 	if len(cases) < 60 {
@@ -106,7 +110,7 @@ func TestGRPCEndpointAnswersAsTheProxy(t *testing.T) {
 	answers := make([]map[string]*parityAnswer, len(cases))
 	for i, pc := range cases {
 		answers[i] = map[string]*parityAnswer{}
-		for _, side := range []string{"proxy", "detour", "canary"} {
+		for _, side := range []string{"proxy", "detour", "canary", "undeclared"} {
 			if side == "canary" && !pc.canary {
 				continue
 			}
@@ -122,14 +126,10 @@ func TestGRPCEndpointAnswersAsTheProxy(t *testing.T) {
 	for i, pc := range cases {
 		p, d := answers[i]["proxy"], answers[i]["detour"]
 		t.Logf("| %s | detour %s | proxy %s |%s", pc.name, p2s(d), p2s(p), departureNote(pc))
-		switch diff := parityDiff(p, d); {
-		case diff != "" && pc.departure == "":
-			t.Errorf("%s: detour departs from the Proxy: %s\n  detour: %s\n  proxy: %s", pc.name, diff, d.msg, p.msg)
-		case diff == "" && pc.departure != "":
-			t.Errorf("%s: listed as a departure (%s) but detour now answers as the Proxy", pc.name, pc.departure)
-		case diff != "":
+		if parityJudge(t, "detour", pc, p, d) {
 			differ++
 		}
+		parityJudge(t, "detour serving the topic undeclared", pc, p, answers[i]["undeclared"])
 		if cn := answers[i]["canary"]; cn != nil {
 			if diff := parityDiff(p, cn); diff != "" {
 				t.Logf("the canary differs on %s: %s", pc.name, diff)
@@ -140,7 +140,49 @@ func TestGRPCEndpointAnswersAsTheProxy(t *testing.T) {
 	if canaryDiffs == 0 {
 		t.Error("the canary (detour without the message-type check) answered every case as the Proxy: the comparison cannot fail")
 	}
+	undeclaredParity(t, sides, whole)
 	t.Logf("%d cases, %d deliberate departures, canary differences %d; wall time %v", len(cases), differ, canaryDiffs, time.Since(start).Round(time.Second))
+}
+
+// parityJudge compares side's answer d to the Proxy's p for a case: a case listed with a
+// departure must differ, any other must not. It reports whether they differ.
+func parityJudge(t *testing.T, side string, pc parityCase, p, d *parityAnswer) bool {
+	t.Helper()
+	diff := parityDiff(p, d)
+	switch {
+	case diff != "" && pc.departure == "":
+		t.Errorf("%s: %s departs from the Proxy: %s\n  %s: %s\n  proxy: %s", pc.name, side, diff, side, d.msg, p.msg)
+	case diff == "" && pc.departure != "":
+		t.Errorf("%s: listed as a departure (%s) but %s now answers as the Proxy", pc.name, pc.departure, side)
+	}
+	return diff != ""
+}
+
+// undeclaredParity asks the cases only a topic nobody declares raises of the Proxy and of the
+// manager serving the cluster's undeclared topics: routes and Settings of a topic no broker
+// has and of a system topic every broker has. Its canary: once the Cluster serves declared topics
+// only, the manager's answer to a NORMAL topic's route must differ from the Proxy's.
+func undeclaredParity(t *testing.T, sides map[string]rmqpb.MessagingServiceClient, whole *servingManager) {
+	t.Helper()
+	const none = "DetourGRPCParityNowhere"
+	cases := []parityCase{
+		{name: "undeclared: route of a topic no broker has", route: none},
+		{name: "undeclared: route of a system topic every broker has", route: "TBW102"},
+		{name: "undeclared: producer Settings publishing a topic no broker has", call: parityTelemetry(none)},
+		{name: "undeclared: route of a NORMAL topic", route: parityNormal},
+	}
+	for i, pc := range cases {
+		id := func(j int) string { return fmt.Sprintf("parity-undeclared-%02d-%d", i, j) }
+		p, d := askParity(t, sides["proxy"], pc, id), askParity(t, sides["undeclared"], pc, id)
+		t.Logf("| %s | detour %s | proxy %s | (%.160s / %.160s)", pc.name, p2s(d), p2s(p), d.msg, p.msg)
+		parityJudge(t, "detour serving the topic undeclared", pc, p, d)
+	}
+	whole.setUndeclaredTopics(t, routingv1alpha1.UndeclaredTopicsRefuse)
+	canary := cases[len(cases)-1]
+	p := askParity(t, sides["proxy"], canary, nil)
+	waitFor(t, 30*time.Second, "the canary: a Cluster serving declared topics only answering otherwise than the Proxy", func() bool {
+		return parityDiff(p, askParity(t, sides["undeclared"], canary, nil)) != ""
+	})
 }
 
 // createParityTopics creates the run's topics on both brokers, each with its message.type but

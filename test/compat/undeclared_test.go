@@ -47,7 +47,7 @@ func testUndeclaredTopicsThroughTheManager(t *testing.T, c *rmqtest.Cluster, dir
 			t.Fatal(err)
 		}
 	}
-	endpoint := startManagerServingTheCluster(t, c)
+	endpoint := startManagerServingTheCluster(t, c).endpoint
 
 	run := rmqtest.SendGRPC(t, dir, rmqtest.GRPCSendOptions{Endpoint: endpoint, Topic: undeclaredNormalTopic, Normal: 10})
 	acked := ackedSends(t, run, 10)
@@ -66,11 +66,35 @@ func testUndeclaredTopicsThroughTheManager(t *testing.T, c *rmqtest.Cluster, dir
 		"through the manager with the Java gRPC SDK, every acknowledged one read back", fifo, last, tx.commit+tx.rollback)
 }
 
-// startManagerServingTheCluster runs the manager in this process against an envtest API server
-// holding a Cluster of c's name server that serves undeclared topics under a Detour
-// FaultPolicy, and nothing else; it returns its gRPC endpoint (TLS with a certificate of its
-// own, as deployed without one). Everything stops when t ends.
-func startManagerServingTheCluster(t *testing.T, c *rmqtest.Cluster) string {
+// servingManager is the manager serving a whole real cluster: its gRPC endpoint, and the API
+// server holding its Cluster (servingNamespace/servingCluster).
+type servingManager struct {
+	endpoint string
+	cp       *managertest.ControlPlane
+}
+
+// The namespace and name of the serving manager's Cluster.
+const servingNamespace, servingCluster = "moving", "rocketmq"
+
+// setUndeclaredTopics changes whether the manager's Cluster serves undeclared topics.
+func (m *servingManager) setUndeclaredTopics(t *testing.T, p routingv1alpha1.UndeclaredTopicsPolicy) {
+	t.Helper()
+	var cl routingv1alpha1.Cluster
+	key := client.ObjectKey{Namespace: servingNamespace, Name: servingCluster}
+	if err := m.cp.Client.Get(context.Background(), key, &cl); err != nil {
+		t.Fatal(err)
+	}
+	cl.Spec.UndeclaredTopics = p
+	if err := m.cp.Client.Update(context.Background(), &cl); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// startManagerServingTheCluster runs the manager in this process, with args, against an envtest
+// API server holding a Cluster of c's name server that serves undeclared topics under a Detour
+// FaultPolicy, and nothing else; its gRPC endpoint serves TLS with a certificate of its own, as
+// deployed without one. Everything stops when t ends.
+func startManagerServingTheCluster(t *testing.T, c *rmqtest.Cluster, args ...string) *servingManager {
 	t.Helper()
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		t.Fatal("KUBEBUILDER_ASSETS is not set: run `make test`, or KUBEBUILDER_ASSETS=$(hack/setup-envtest.sh) go test ./test/compat/")
@@ -86,11 +110,11 @@ func startManagerServingTheCluster(t *testing.T, c *rmqtest.Cluster) string {
 			t.Error(err)
 		}
 	})
-	const ns = "moving"
+	const ns = servingNamespace
 	for _, o := range []client.Object{
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
 		&routingv1alpha1.FaultPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "default"}},
-		&routingv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "rocketmq"},
+		&routingv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: servingCluster},
 			Spec: routingv1alpha1.ClusterSpec{NameServers: []string{c.NameServer()}, UndeclaredTopics: routingv1alpha1.UndeclaredTopicsServe,
 				FaultPolicyRef: &routingv1alpha1.FaultPolicyReference{Name: "default"}}},
 	} {
@@ -103,8 +127,8 @@ func startManagerServingTheCluster(t *testing.T, c *rmqtest.Cluster) string {
 	fs := flag.NewFlagSet("manager", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	o.BindFlags(fs)
-	if err := fs.Parse([]string{"--metrics-bind-address=0", "--health-probe-bind-address=0", "--gateway-bind-address=0",
-		"--grpc-bind-address=" + endpoint, "--namespace=" + ns}); err != nil {
+	if err := fs.Parse(append([]string{"--metrics-bind-address=0", "--health-probe-bind-address=0", "--gateway-bind-address=0",
+		"--grpc-bind-address=" + endpoint, "--namespace=" + ns}, args...)); err != nil {
 		t.Fatal(err)
 	}
 	if err := o.Validate(); err != nil {
@@ -130,7 +154,7 @@ func startManagerServingTheCluster(t *testing.T, c *rmqtest.Cluster) string {
 		}
 		return err == nil
 	})
-	return endpoint
+	return &servingManager{endpoint: endpoint, cp: cp}
 }
 
 // freeLoopbackAddr is a loopback address with a port free a moment ago.
