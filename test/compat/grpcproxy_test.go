@@ -22,14 +22,18 @@ const blackHoleSends = 24
 // TestGRPCBlackHoledBrokerDetourBesideTheProxy pauses (SIGSTOP: a black hole) one of two real
 // 5.5.0 brokers and runs RocketMQ 5's gRPC SDK (rocketmq-client-java 5.2.0, defaults but the
 // endpoint: TLS on, three attempts, 3 s per request) twice in one run against the same cluster:
-// once through detour's gRPC endpoint (the Detour policy) and once through the real RocketMQ 5.5.0
-// Proxy in cluster mode (its defaults). It logs, for each, the failed sends and the p50, p99 and
+// once through detour's gRPC endpoint (the Detour policy), once through the manager serving the
+// whole cluster, where the topic is undeclared (its Cluster's Detour policy), and once through the
+// real RocketMQ 5.5.0 Proxy in cluster mode (its defaults). It logs, for each, the failed sends and the p50, p99 and
 // maximum send latency. It asserts only what must hold for detour: every send detour acknowledged
 // is stored, and detour fails no more sends than the Proxy. Latency is reported, never asserted.
 func TestGRPCBlackHoledBrokerDetourBesideTheProxy(t *testing.T) {
 	c := rmqtest.Start(t, rmqtest.V5, rmqtest.BrokerConfig{}, rmqtest.BrokerConfig{})
 	rt := newRuntime(t, c, grpcBlackHoleTopic, 2, detourPolicy("detour"))
 	detourAddr := serveGRPC(t, rt, selfSignedTLS(t), nil)
+	// The manager serving the whole cluster, where the topic is undeclared (its Cluster's Detour
+	// policy governs it).
+	wholeAddr := startManagerServingTheCluster(t, c).endpoint
 	px := c.StartProxy(rmqtest.ProxyOptions{})
 	dir := t.TempDir()
 	// The Proxy learns the topic's route while both brokers answer, as a Proxy already serving the
@@ -40,6 +44,10 @@ func TestGRPCBlackHoledBrokerDetourBesideTheProxy(t *testing.T) {
 	if route, err := px.QueryRoute(warm, grpcBlackHoleTopic); err != nil || route.GetStatus().GetCode() != rmqpb.Code_OK {
 		t.Fatalf("the Proxy's route of %s before the black hole: %v, %v", grpcBlackHoleTopic, route.GetStatus(), err)
 	}
+	// So does the manager, for the undeclared topic: a topic in use when its broker goes bad.
+	if route, err := rmqtest.QueryRouteTLS(warm, wholeAddr, grpcBlackHoleTopic); err != nil || route.GetStatus().GetCode() != rmqpb.Code_OK {
+		t.Fatalf("the manager's route of the undeclared %s before the black hole: %v, %v", grpcBlackHoleTopic, route.GetStatus(), err)
+	}
 
 	paused := c.Brokers()[1]
 	paused.Pause()
@@ -47,7 +55,7 @@ func TestGRPCBlackHoledBrokerDetourBesideTheProxy(t *testing.T) {
 	runs := []struct {
 		via, addr string
 		run       rmqtest.GRPCRun
-	}{{via: "detour", addr: detourAddr}, {via: "proxy", addr: px.Addr}}
+	}{{via: "detour", addr: detourAddr}, {via: "undeclared", addr: wholeAddr}, {via: "proxy", addr: px.Addr}}
 	for i := range runs {
 		runs[i].run = rmqtest.SendGRPC(t, dir, rmqtest.GRPCSendOptions{Endpoint: runs[i].addr, Topic: grpcBlackHoleTopic,
 			Normal: blackHoleSends, Timeout: 3 * time.Minute})
@@ -87,15 +95,17 @@ func TestGRPCBlackHoledBrokerDetourBesideTheProxy(t *testing.T) {
 		for _, snd := range r.run.Sends {
 			if snd.OK && !stored[snd.MsgID] {
 				lost[r.via]++
-				if r.via == "detour" {
+				if r.via != "proxy" {
 					t.Errorf("detour acknowledged %s (receipt %s) but it is not stored", snd.Body, snd.MsgID)
 				}
 			}
 		}
 	}
-	t.Logf("receipts not stored: detour %d, proxy %d", lost["detour"], lost["proxy"])
-	if failed["detour"] > failed["proxy"] {
-		t.Errorf("detour failed %d sends, the Proxy %d: detour must fail no more", failed["detour"], failed["proxy"])
+	t.Logf("receipts not stored: detour %d, undeclared %d, proxy %d", lost["detour"], lost["undeclared"], lost["proxy"])
+	for _, via := range []string{"detour", "undeclared"} {
+		if failed[via] > failed["proxy"] {
+			t.Errorf("%s failed %d sends, the Proxy %d: detour must fail no more", via, failed[via], failed["proxy"])
+		}
 	}
 }
 

@@ -175,7 +175,13 @@ func (px *Proxy) ready(ctx context.Context) error {
 // is its own, not verified), as a client named rmqtest. The route's status is the Proxy's answer;
 // an error means the call itself failed.
 func (px *Proxy) QueryRoute(ctx context.Context, topic string) (*rmqpb.QueryRouteResponse, error) {
-	conn, err := grpc.NewClient(px.Addr, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{
+	return QueryRouteTLS(ctx, px.Addr, topic)
+}
+
+// QueryRouteTLS asks the gRPC endpoint at addr (a Proxy's, or detour's in its place) for a
+// topic's route over TLS, the certificate not verified, as a client named rmqtest.
+func QueryRouteTLS(ctx context.Context, addr, topic string) (*rmqpb.QueryRouteResponse, error) {
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{
 		InsecureSkipVerify: true, //nolint:gosec // the Proxy's test-mode certificate is self-signed
 		MinVersion:         tls.VersionTLS12,
 	})))
@@ -185,13 +191,13 @@ func (px *Proxy) QueryRoute(ctx context.Context, topic string) (*rmqpb.QueryRout
 	defer conn.Close()
 	ctx = metadata.AppendToOutgoingContext(ctx, "x-mq-client-id", "rmqtest@"+strconv.Itoa(os.Getpid()),
 		"x-mq-language", "GOLANG", "x-mq-protocol", "v2", "x-mq-client-version", "rmqtest")
-	host, portText, err := net.SplitHostPort(px.Addr)
+	host, portText, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, err
 	}
 	port, err := strconv.ParseInt(portText, 10, 32)
 	if err != nil {
-		return nil, fmt.Errorf("rmqtest: proxy address %s: %w", px.Addr, err)
+		return nil, fmt.Errorf("rmqtest: endpoint address %s: %w", addr, err)
 	}
 	return rmqpb.NewMessagingServiceClient(conn).QueryRoute(ctx, &rmqpb.QueryRouteRequest{
 		Topic: &rmqpb.Resource{Name: topic},

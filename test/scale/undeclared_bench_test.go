@@ -1,0 +1,240 @@
+package scale
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"runtime"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
+	"github.com/detourmq/detour/internal/front"
+	"github.com/detourmq/detour/internal/grpcfront"
+	"github.com/detourmq/detour/pkg/brokersim"
+	"github.com/detourmq/detour/pkg/producer"
+	"github.com/detourmq/detour/pkg/rmqpb"
+)
+
+var (
+	// undeclaredPublished is how many topics the undeclared world's name server publishes.
+	undeclaredPublished = flag.Int("scale.undeclared.published", 100000, "topics BenchmarkUndeclaredTopics' name server publishes")
+	// undeclaredUsed is how many of them its clients use, in turn.
+	undeclaredUsed = flag.Int("scale.undeclared.used", 1000, "published topics BenchmarkUndeclaredTopics' clients use, in turn")
+	// undeclaredHostile is how long the hostile client names random topics.
+	undeclaredHostile = flag.Duration("scale.undeclared.hostile", 10*time.Second, "how long BenchmarkUndeclaredTopics' hostile client names random topics")
+)
+
+// undeclaredWorld is a manager's view of a Cluster that serves its undeclared topics: a brokersim
+// broker (counting, not storing) holding -scale.undeclared.published topics behind a brokersim
+// name server, the Cluster (undeclaredTopics: Serve) and no Topic, an informer cache of it, a
+// runtime keeping the routes of the topics in use, and the gRPC endpoint resolving through
+// front.Resolver as the manager wires it.
+type undeclaredWorld struct {
+	ns     string
+	topics []string // the published topics clients use, in turn
+	nsrv   *brokersim.NameServer
+	rt     *producer.Runtime
+	grpc   rmqpb.MessagingServiceClient
+}
+
+// newUndeclaredWorld builds the world, its runtime bounded by opts.
+func newUndeclaredWorld(tb testing.TB, name string, opts producer.UndeclaredTopicOptions) *undeclaredWorld {
+	tb.Helper()
+	w := &undeclaredWorld{ns: "scale-" + name}
+	broker, err := brokersim.StartBrokerWith("broker-a", "127.0.0.1:0", brokersim.Options{CountOnly: true})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = broker.Close() })
+	for i := range *undeclaredPublished {
+		topic := fmt.Sprintf("U_%06d", i)
+		broker.CreateTopic(topic, 4)
+		if i < *undeclaredUsed {
+			w.topics = append(w.topics, topic)
+		}
+	}
+	if w.nsrv, err = brokersim.StartNameServer("127.0.0.1:0", broker); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = w.nsrv.Close() })
+	createNamespace(tb, w.ns)
+	createAll(tb, []client.Object{&routingv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: clusterName,
+		Labels: map[string]string{worldLabel: name}},
+		Spec: routingv1alpha1.ClusterSpec{NameServers: []string{w.nsrv.Addr()}, UndeclaredTopics: routingv1alpha1.UndeclaredTopicsServe,
+			FaultPolicyRef: &routingv1alpha1.FaultPolicyReference{Name: "default"}}}})
+	reader := startCache(tb, 0, name)
+	w.rt = producer.New(producer.Options{UndeclaredTopics: opts})
+	tb.Cleanup(func() { _ = w.rt.Close() })
+	gs, err := grpcfront.New(grpcfront.Options{Addr: "127.0.0.1:0", Runtime: w.rt, Topics: &front.Resolver{Reader: reader, Routes: w.rt}})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- gs.Start(ctx) }()
+	tb.Cleanup(func() { cancel(); <-done })
+	conn, err := grpc.NewClient(gs.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = conn.Close() })
+	w.grpc = rmqpb.NewMessagingServiceClient(conn)
+	return w
+}
+
+// request is the SendMessage request of one message to topic, from a client naming no namespace
+// (as RocketMQ's SDKs do).
+func (w *undeclaredWorld) request(topic string, seq int) *rmqpb.SendMessageRequest {
+	req := grpcRequest(&routingv1alpha1.Topic{Spec: routingv1alpha1.TopicSpec{TopicName: topic}}, seq)
+	req.Messages[0].Topic.ResourceNamespace = ""
+	return req
+}
+
+// send sends one message to topic through the endpoint and fails unless it was stored.
+func (w *undeclaredWorld) send(ctx context.Context, topic string, seq int) error {
+	resp, err := w.grpc.SendMessage(ctx, w.request(topic, seq))
+	if err != nil {
+		return err
+	}
+	if resp.GetStatus().GetCode() != rmqpb.Code_OK {
+		return fmt.Errorf("send to %s: %v", topic, resp.GetStatus())
+	}
+	return nil
+}
+
+// BenchmarkUndeclaredTopics measures what serving a whole cluster costs: clients using
+// -scale.undeclared.used (1,000) of the -scale.undeclared.published (100,000) topics a name
+// server publishes, none declared, through the gRPC endpoint, against one declared Topic's world
+// (BenchmarkDoorsAtScale's), paired request by request:
+//   - grpc/paired: ns per request in each world and the median ratio undeclared/declared;
+//   - the name server's route queries a second while the undeclared topics are in use (their
+//     routes asked once, then again on use once older than the refresh period, 30 s);
+//   - heap/route: the runtime's heap per undeclared topic in use, at the used count and at
+//     -scale.undeclared.published routes kept at once;
+//   - hostile: a client naming random topics for -scale.undeclared.hostile, one request at a
+//     time: the name server's queries a second and the heap after it, beside the bound.
+func BenchmarkUndeclaredTopics(b *testing.B) {
+	needsEnvtest(b)
+	declared := newWorld(b, "undeclared-vs-1", layout{namespaces: []string{"scale-undeclared-vs"}, perNS: 1})
+	w := newUndeclaredWorld(b, "undeclared", producer.UndeclaredTopicOptions{})
+	ctx, cancel := context.WithTimeout(grpcContext(context.Background()), time.Hour)
+	b.Cleanup(cancel)
+	declaredReq := grpcRequest(&declared.topics[0], 0)
+	warmStart := time.Now()
+	for i, topic := range w.topics {
+		if err := w.send(ctx, topic, i); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Logf("%d undeclared topics first used in %v: %d name-server queries", len(w.topics), time.Since(warmStart).Round(time.Millisecond), w.nsrv.RouteQueries())
+
+	b.Run("grpc/paired", func(b *testing.B) {
+		spent := [2][]float64{}
+		queries, start := w.nsrv.RouteQueries(), time.Now()
+		b.ResetTimer()
+		for i := 0; b.Loop(); i++ {
+			for k := range 2 {
+				t0 := time.Now()
+				var err error
+				if (i+k)%2 == 0 {
+					err = declared.sendGRPC(ctx, declaredReq)
+				} else {
+					err = w.send(ctx, w.topics[i%len(w.topics)], i)
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+				spent[(i+k)%2] = append(spent[(i+k)%2], float64(time.Since(t0)))
+			}
+		}
+		b.StopTimer()
+		ratios := make([]float64, len(spent[0]))
+		for i := range ratios {
+			ratios[i] = spent[1][i] / spent[0][i]
+		}
+		b.ReportMetric(median(spent[0]), "ns/req@declared")
+		b.ReportMetric(median(spent[1]), "ns/req@undeclared")
+		b.ReportMetric(median(ratios), "undeclared/declared")
+		b.ReportMetric(float64(w.nsrv.RouteQueries()-queries)/time.Since(start).Seconds(), "nsqueries/s")
+	})
+	b.Run("heap-per-route", benchRouteHeap)
+	b.Run("hostile", func(b *testing.B) { benchHostile(b, w) })
+}
+
+// heapInUse is the process's live heap after a collection.
+func heapInUse() float64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return float64(m.HeapInuse)
+}
+
+// benchRouteHeap measures the runtime's heap per undeclared route kept: a runtime of its own
+// keeps first -scale.undeclared.used, then -scale.undeclared.published routes (its bounds raised
+// to hold them all).
+// It is measured once, however many iterations the benchmark is given.
+func benchRouteHeap(b *testing.B) {
+	n := *undeclaredPublished
+	w := newUndeclaredWorld(b, "undeclared-heap", producer.UndeclaredTopicOptions{MaxTopics: n, LoadsPerSecond: 1e9, LoadBurst: n})
+	all := make([]string, n)
+	for i := range all {
+		all[i] = fmt.Sprintf("U_%06d", i)
+	}
+	ctx := context.Background()
+	before := heapInUse()
+	for i := 0; b.Loop(); i++ {
+		if i > 0 {
+			continue
+		}
+		for j, topic := range all {
+			spec := front.UndeclaredTarget(&routingv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: clusterName},
+				Spec: routingv1alpha1.ClusterSpec{NameServers: []string{w.nsrv.Addr()},
+					FaultPolicyRef: &routingv1alpha1.FaultPolicyReference{Name: "default"}}}, topic).Undeclared
+			if err := w.rt.UseRoute(ctx, *spec); err != nil {
+				b.Fatal(err)
+			}
+			if j+1 == *undeclaredUsed {
+				b.ReportMetric((heapInUse()-before)/float64(j+1), fmt.Sprintf("B/route@%d", j+1))
+			}
+		}
+	}
+	b.ReportMetric((heapInUse()-before)/float64(n), fmt.Sprintf("B/route@%d", n))
+}
+
+// benchHostile names random topics, one request at a time, for -scale.undeclared.hostile, through
+// w's endpoint: every answer must be TOPIC_NOT_FOUND or TOO_MANY_REQUESTS. It is measured once,
+// however many iterations the benchmark is given.
+func benchHostile(b *testing.B, w *undeclaredWorld) {
+	ctx, cancel := context.WithTimeout(grpcContext(context.Background()), time.Hour)
+	defer cancel()
+	before, queries := heapInUse(), w.nsrv.RouteQueries()
+	start := time.Now()
+	requests, busy := 0, 0
+	for i := 0; b.Loop(); i++ {
+		for time.Since(start) < *undeclaredHostile {
+			resp, err := w.grpc.SendMessage(ctx, w.request(fmt.Sprintf("Random_%d_%d", i, requests), requests))
+			if err != nil {
+				b.Fatal(err)
+			}
+			switch resp.GetStatus().GetCode() {
+			case rmqpb.Code_TOO_MANY_REQUESTS:
+				busy++
+			case rmqpb.Code_TOPIC_NOT_FOUND:
+			default:
+				b.Fatalf("a random topic answered %v", resp.GetStatus())
+			}
+			requests++
+		}
+	}
+	elapsed := time.Since(start)
+	b.ReportMetric(float64(requests)/elapsed.Seconds(), "requests/s")
+	b.ReportMetric(float64(busy)/float64(requests), "busy-share")
+	b.ReportMetric(float64(w.nsrv.RouteQueries()-queries)/elapsed.Seconds(), "nsqueries/s")
+	b.ReportMetric(heapInUse()-before, "heap-growth-B")
+}
