@@ -128,6 +128,13 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.shutdownDelay, "shutdown-delay", 0,
 		"On SIGTERM, report not ready but keep serving this long before draining, so Services stop routing here first.")
 	fs.StringVar(&o.producerGroup, "producer-group", "", "The RocketMQ producer group announced in sends; empty means detour-producer.")
+	o.registerUndeclared(fs)
+	o.zap.BindFlags(fs)
+}
+
+// registerUndeclared registers the flags of the topics Clusters serve undeclared: which Cluster a
+// client naming no namespace means, and the bounds of the routes kept for them.
+func (o *Options) registerUndeclared(fs *flag.FlagSet) {
 	fs.StringVar(&o.defaultCluster, "default-cluster", "",
 		"The Cluster (namespace/name) that serves an undeclared topic a gRPC client names when several Clusters serve undeclared topics (spec.undeclaredTopics: Serve) and the client's namespace does not pick one; empty refuses such a request, naming the Clusters.")
 	fs.IntVar(&o.undeclared.MaxTopics, "undeclared-topics-max", routecache.DefaultMaxKeys,
@@ -138,7 +145,6 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"How many topics not yet in use a replica asks the name servers for a second, after a burst of --undeclared-topics-new-burst; requests naming more are answered too-many-requests, so no client can flood the name servers by naming topics.")
 	fs.IntVar(&o.undeclared.LoadBurst, "undeclared-topics-new-burst", routecache.DefaultLoadBurst,
 		"How many topics not yet in use a replica asks the name servers for at once before --undeclared-topics-new-per-second applies.")
-	o.zap.BindFlags(fs)
 }
 
 // Validate refuses flag values the operator cannot run with, before anything starts.
