@@ -425,6 +425,12 @@ func TestHelmChartValuesChangeWhatTheySay(t *testing.T) {
 					t.Errorf("namesrv Service %+v, want port 19876", svc)
 				}
 			}},
+		{name: "undeclared topics' default Cluster and bound", values: []string{"--set", "undeclaredTopics.defaultCluster=rmq/main,undeclaredTopics.maxTopics=50000"},
+			check: func(t *testing.T, _ []*unstructured.Unstructured, _ *appsv1.Deployment, o managerFlags) {
+				if o["default-cluster"] != "rmq/main" || o["undeclared-topics-max"] != "50000" {
+					t.Errorf("--default-cluster %q, --undeclared-topics-max %q", o["default-cluster"], o["undeclared-topics-max"])
+				}
+			}},
 		{name: "leader election off", values: []string{"--set", "leaderElection.enabled=false"},
 			check: func(t *testing.T, objs []*unstructured.Unstructured, _ *appsv1.Deployment, o managerFlags) {
 				if o.on("leader-elect") {
