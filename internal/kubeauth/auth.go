@@ -40,7 +40,8 @@ const (
 	Allowed Decision = iota
 	// Unauthenticated: no bearer token, or the API server did not accept it (HTTP 401).
 	Unauthenticated
-	// Forbidden: the caller is known but may not create topics/messages there (HTTP 403).
+	// Forbidden: the caller is known but may not create topics/messages (or clusters/messages)
+	// there (HTTP 403).
 	Forbidden
 )
 
@@ -124,7 +125,7 @@ func (o Options) withDefaults() Options {
 }
 
 // Reviewer authenticates bearer tokens with the API server's TokenReview and authorises them
-// with SubjectAccessReview on topics/messages, remembering answers for a while so a busy
+// with SubjectAccessReview on topics/messages (or clusters/messages, AuthorizeCluster), remembering answers for a while so a busy
 // sender costs the API server a few requests every few minutes, not two per message, and bounding
 // the reviews each client can cause.
 //

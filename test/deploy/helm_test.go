@@ -386,7 +386,8 @@ func TestHelmChartValuesChangeWhatTheySay(t *testing.T) {
 				if o["gateway-bind-address"] != "0" || o["gateway-cert-dir"] != "" {
 					t.Errorf("gateway bound at %q with certificates from %q", o["gateway-bind-address"], o["gateway-cert-dir"])
 				}
-				if find[corev1.Service](t, objs, "Service", "detour-gateway") != nil || find[rbacv1.ClusterRole](t, objs, "ClusterRole", "detour-topic-sender") != nil {
+				if find[corev1.Service](t, objs, "Service", "detour-gateway") != nil || find[rbacv1.ClusterRole](t, objs, "ClusterRole", "detour-topic-sender") != nil ||
+					find[rbacv1.ClusterRole](t, objs, "ClusterRole", "detour-cluster-sender") != nil {
 					t.Error("the gateway's Service or sender role is still rendered")
 				}
 				if slices.ContainsFunc(dep.Spec.Template.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == "gateway-tls" }) {
