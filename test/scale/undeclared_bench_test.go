@@ -1,9 +1,11 @@
 package scale
 
 import (
+	"bytes"
 	"context"
 	"flag"
 	"fmt"
+	"net/http"
 	"runtime"
 	"testing"
 	"time"
@@ -15,6 +17,7 @@ import (
 
 	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
 	"github.com/detourmq/detour/internal/front"
+	"github.com/detourmq/detour/internal/gateway"
 	"github.com/detourmq/detour/internal/grpcfront"
 	"github.com/detourmq/detour/pkg/brokersim"
 	"github.com/detourmq/detour/pkg/producer"
@@ -41,6 +44,9 @@ type undeclaredWorld struct {
 	nsrv   *brokersim.NameServer
 	rt     *producer.Runtime
 	grpc   rmqpb.MessagingServiceClient
+	// gateway is the send gateway's base URL, http its client.
+	gateway string
+	http    *http.Client
 }
 
 // newUndeclaredWorld builds the world, its runtime bounded by opts.
@@ -71,14 +77,23 @@ func newUndeclaredWorld(tb testing.TB, name string, opts producer.UndeclaredTopi
 	reader := startCache(tb, 0, name)
 	w.rt = producer.New(producer.Options{UndeclaredTopics: opts})
 	tb.Cleanup(func() { _ = w.rt.Close() })
-	gs, err := grpcfront.New(grpcfront.Options{Addr: "127.0.0.1:0", Runtime: w.rt, Topics: &front.Resolver{Reader: reader, Routes: w.rt}})
+	resolver := &front.Resolver{Reader: reader, Routes: w.rt}
+	gs, err := grpcfront.New(grpcfront.Options{Addr: "127.0.0.1:0", Runtime: w.rt, Topics: resolver})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	gw, err := gateway.New(gateway.Options{Addr: "127.0.0.1:0", Sender: w.rt, Topics: resolver, Clusters: resolver})
 	if err != nil {
 		tb.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
+	done := make(chan error, 2)
 	go func() { done <- gs.Start(ctx) }()
-	tb.Cleanup(func() { cancel(); <-done })
+	go func() { done <- gw.Start(ctx) }()
+	tb.Cleanup(func() { cancel(); <-done; <-done })
+	w.gateway = gw.URL()
+	w.http = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
+	tb.Cleanup(w.http.CloseIdleConnections)
 	conn, err := grpc.NewClient(gs.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		tb.Fatal(err)
@@ -94,6 +109,11 @@ func (w *undeclaredWorld) request(topic string, seq int) *rmqpb.SendMessageReque
 	req := grpcRequest(&routingv1alpha1.Topic{Spec: routingv1alpha1.TopicSpec{TopicName: topic}}, seq)
 	req.Messages[0].Topic.ResourceNamespace = ""
 	return req
+}
+
+// gatewayURL is where the gateway takes one message to topic through the world's Cluster.
+func (w *undeclaredWorld) gatewayURL(topic string) string {
+	return w.gateway + "/v1/namespaces/" + w.ns + "/clusters/" + clusterName + "/topics/" + topic + "/messages"
 }
 
 // send sends one message to topic through the endpoint and fails unless it was stored.
@@ -113,6 +133,8 @@ func (w *undeclaredWorld) send(ctx context.Context, topic string, seq int) error
 // server publishes, none declared, through the gRPC endpoint, against one declared Topic's world
 // (BenchmarkDoorsAtScale's), paired request by request:
 //   - grpc/paired: ns per request in each world and the median ratio undeclared/declared;
+//   - gateway/paired: the same through the send gateway, the declared Topic by its Kubernetes
+//     name, the undeclared topics by their Cluster;
 //   - the name server's route queries a second while the undeclared topics are in use (their
 //     routes asked once, then again on use once older than the refresh period, 30 s);
 //   - heap/route: the runtime's heap per undeclared topic in use, at the used count and at
@@ -135,36 +157,51 @@ func BenchmarkUndeclaredTopics(b *testing.B) {
 	b.Logf("%d undeclared topics first used in %v: %d name-server queries", len(w.topics), time.Since(warmStart).Round(time.Millisecond), w.nsrv.RouteQueries())
 
 	b.Run("grpc/paired", func(b *testing.B) {
-		spent := [2][]float64{}
-		queries, start := w.nsrv.RouteQueries(), time.Now()
-		b.ResetTimer()
-		for i := 0; b.Loop(); i++ {
-			for k := range 2 {
-				t0 := time.Now()
-				var err error
-				if (i+k)%2 == 0 {
-					err = declared.sendGRPC(ctx, declaredReq)
-				} else {
-					err = w.send(ctx, w.topics[i%len(w.topics)], i)
-				}
-				if err != nil {
-					b.Fatal(err)
-				}
-				spent[(i+k)%2] = append(spent[(i+k)%2], float64(time.Since(t0)))
-			}
-		}
-		b.StopTimer()
-		ratios := make([]float64, len(spent[0]))
-		for i := range ratios {
-			ratios[i] = spent[1][i] / spent[0][i]
-		}
-		b.ReportMetric(median(spent[0]), "ns/req@declared")
-		b.ReportMetric(median(spent[1]), "ns/req@undeclared")
-		b.ReportMetric(median(ratios), "undeclared/declared")
-		b.ReportMetric(float64(w.nsrv.RouteQueries()-queries)/time.Since(start).Seconds(), "nsqueries/s")
+		benchUndeclaredPaired(b, w, func(int) error { return declared.sendGRPC(ctx, declaredReq) },
+			func(i int) error { return w.send(ctx, w.topics[i%len(w.topics)], i) })
+	})
+	body := bytes.Repeat([]byte("x"), 128)
+	declaredURL := declared.gatewayURL(&declared.topics[0])
+	b.Run("gateway/paired", func(b *testing.B) {
+		benchUndeclaredPaired(b, w, func(int) error { return declared.sendGateway(declaredURL, body) },
+			func(i int) error {
+				return declared.sendGatewayWith(w.http, w.gatewayURL(w.topics[i%len(w.topics)]), body)
+			})
 	})
 	b.Run("heap-per-route", benchRouteHeap)
 	b.Run("hostile", func(b *testing.B) { benchHostile(b, w) })
+}
+
+// benchUndeclaredPaired sends one request to the declared Topic and one to an undeclared topic
+// per iteration, their order alternating, and reports the median ns of each, the median ratio
+// of the pairs, and the name server's route queries a second meanwhile.
+func benchUndeclaredPaired(b *testing.B, w *undeclaredWorld, declared, undeclared func(int) error) {
+	spent := [2][]float64{}
+	queries, start := w.nsrv.RouteQueries(), time.Now()
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		for k := range 2 {
+			side := (i + k) % 2
+			send := declared
+			if side == 1 {
+				send = undeclared
+			}
+			t0 := time.Now()
+			if err := send(i); err != nil {
+				b.Fatal(err)
+			}
+			spent[side] = append(spent[side], float64(time.Since(t0)))
+		}
+	}
+	b.StopTimer()
+	ratios := make([]float64, len(spent[0]))
+	for i := range ratios {
+		ratios[i] = spent[1][i] / spent[0][i]
+	}
+	b.ReportMetric(median(spent[0]), "ns/req@declared")
+	b.ReportMetric(median(spent[1]), "ns/req@undeclared")
+	b.ReportMetric(median(ratios), "undeclared/declared")
+	b.ReportMetric(float64(w.nsrv.RouteQueries()-queries)/time.Since(start).Seconds(), "nsqueries/s")
 }
 
 // heapInUse is the process's live heap after a collection.

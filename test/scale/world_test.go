@@ -263,7 +263,12 @@ func (w *world) gatewayURL(t *routingv1alpha1.Topic) string {
 
 // sendGateway posts body to url and fails unless the gateway answers 200.
 func (w *world) sendGateway(url string, body []byte) error {
-	res, err := w.http.Post(url, "application/octet-stream", bytes.NewReader(body))
+	return w.sendGatewayWith(w.http, url, body)
+}
+
+// sendGatewayWith is sendGateway through client c.
+func (w *world) sendGatewayWith(c *http.Client, url string, body []byte) error {
+	res, err := c.Post(url, "application/octet-stream", bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
