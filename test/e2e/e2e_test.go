@@ -113,17 +113,21 @@ func TestGatewaySendsForSendersOnly(t *testing.T) {
 // StatefulSet in turn, then a `kubectl delete pod --force` of a broker (no graceful shutdown: the
 // name server keeps its old address until the new pod registers), each broker coming back in a new
 // pod at a new address, while the gateway's senders, RocketMQ 5's Java gRPC SDK through the
-// detour-grpc Service and RocketMQ's default Java producer through the detour-namesrv facade all
+// detour-grpc Service (twice: to the Topic, and to a topic no Topic declares, which the Cluster
+// serves as a whole) and RocketMQ's default Java producer through the detour-namesrv facade all
 // send: no gateway or gRPC send fails, the Java producer's only failures are on a restarting
 // broker before its first route poll after the restart began, and a Java consumer reads back every
 // acknowledged message.
 func TestRollingRestartsLoseNoSend(t *testing.T) {
 	k := deploy(t)
+	k.serveUndeclared(t)
 	fc := k.startFacadeTraffic(t)
 	gr := k.startGRPCTraffic(t)
+	gu := k.startGRPCTrafficTo(t, undeclaredTopic)
 	tr := k.startTraffic(t, k.token(t, "sender"), 4, 100*time.Millisecond)
 	k.waitAcked(t, tr, 40)
 	gr.waitAcked(t, 10)
+	gu.waitAcked(t, 10)
 	var ds []disruption
 	for round := 1; round <= 3; round++ {
 		for _, b := range brokers {
@@ -140,6 +144,7 @@ func TestRollingRestartsLoseNoSend(t *testing.T) {
 	acked := tr.finish(t)
 	maps.Copy(acked, gr.finish(t))
 	maps.Copy(acked, fc.finish(t, ds))
+	ackedUndeclared := gu.finish(t)
 	if t.Failed() {
 		// Whose readiness probes failed meanwhile tells whether a healthy broker turned NotReady
 		// while the other restarted.
@@ -157,6 +162,7 @@ func TestRollingRestartsLoseNoSend(t *testing.T) {
 		}
 	}
 	k.checkReadBack(t, acked)
+	k.checkReadBackFrom(t, undeclaredTopic, ackedUndeclared)
 }
 
 // grepLines keeps the lines of out holding any of words, at most the last 200.

@@ -27,6 +27,8 @@ const grpcSDKLog = "/tmp/logs/rocketmq/rocketmq-client.log"
 type grpcTraffic struct {
 	k   *cluster
 	pod string
+	// topic is the RocketMQ topic it sends to.
+	topic string
 	// started is when the pod was created, for the report of how long the SDK took to send.
 	started time.Time
 }
@@ -42,13 +44,19 @@ type grpcSend struct {
 	Error  string `json:"error"`
 }
 
-// startGRPCTraffic starts the gRPC producer's pod, which sends one normal message every 100 ms
-// until stopped (at most 10 minutes, should a test end without stopping it).
+// startGRPCTraffic starts the gRPC producer's pod, which sends one normal message to the Topic
+// every 100 ms until stopped (at most 10 minutes, should a test end without stopping it).
 func (k *cluster) startGRPCTraffic(t *testing.T) *grpcTraffic {
 	t.Helper()
-	g := &grpcTraffic{k: k, pod: fmt.Sprintf("grpc-produce-%d", time.Now().UnixNano()), started: time.Now()}
+	return k.startGRPCTrafficTo(t, topicName)
+}
+
+// startGRPCTrafficTo is startGRPCTraffic to another RocketMQ topic.
+func (k *cluster) startGRPCTrafficTo(t *testing.T, topic string) *grpcTraffic {
+	t.Helper()
+	g := &grpcTraffic{k: k, topic: topic, pod: fmt.Sprintf("grpc-produce-%d", time.Now().UnixNano()), started: time.Now()}
 	k.runJavaOn(t, g.pod, grpcClassPath, "dev.detour.rmqdriver.GrpcProduce", "endpoints="+k.grpc,
-		"topic="+topicName, "tag=e2e-grpc", "stopFile="+grpcStopFile, "intervalMs=100", "maxMs=600000")
+		"topic="+topic, "tag=e2e-grpc", "stopFile="+grpcStopFile, "intervalMs=100", "maxMs=600000")
 	return g
 }
 
@@ -70,7 +78,7 @@ func (g *grpcTraffic) waitAcked(t *testing.T, n int) {
 		}
 		return nil
 	})
-	t.Logf("gRPC producer: %d sends acknowledged %v after its pod was created", n, time.Since(g.started).Round(100*time.Millisecond))
+	t.Logf("gRPC producer to %s: %d sends acknowledged %v after its pod was created", g.topic, n, time.Since(g.started).Round(100*time.Millisecond))
 }
 
 // finish stops the gRPC producer, waits for its pod to end and fails the test if any send failed;
@@ -100,13 +108,13 @@ func (g *grpcTraffic) finish(t *testing.T) map[string]string {
 			failed = append(failed, s)
 		}
 	}
-	t.Logf("gRPC traffic (Java SDK 5.2.0, TLS): %d sends, %d acknowledged, %d failed, slowest send %d ms; stopped and its pod ended in %v",
-		len(sends), len(acked), len(failed), slowest, stopped)
+	t.Logf("gRPC traffic to %s (Java SDK 5.2.0, TLS): %d sends, %d acknowledged, %d failed, slowest send %d ms; stopped and its pod ended in %v",
+		g.topic, len(sends), len(acked), len(failed), slowest, stopped)
 	if w := strings.TrimSpace(string(warnings)); w != "" {
 		t.Logf("the gRPC SDK's warnings (last 20):\n%s", w)
 	}
 	if len(failed) > 0 {
-		t.Errorf("%d of %d gRPC sends failed; first: %s %d: %s", len(failed), len(sends), failed[0].Kind, failed[0].Index, failed[0].Error)
+		t.Errorf("%d of %d gRPC sends to %s failed; first: %s %d: %s", len(failed), len(sends), g.topic, failed[0].Kind, failed[0].Index, failed[0].Error)
 	}
 	if len(acked) == 0 {
 		t.Fatalf("no gRPC send was acknowledged; the producer printed:\n%.2000s", logs)

@@ -149,12 +149,12 @@ func (tr *traffic) acknowledged() int {
 	return len(tr.acked)
 }
 
-// consumed reads every message of the topic back with RocketMQ's own Java consumer, in a pod, and
+// consumed reads every message of topic back with RocketMQ's own Java consumer, in a pod, and
 // returns the message ids it saw.
-func (k *cluster) consumed(t *testing.T, atLeast int) map[string]bool {
+func (k *cluster) consumed(t *testing.T, topic string, atLeast int) map[string]bool {
 	t.Helper()
 	name := fmt.Sprintf("consume-%d", time.Now().UnixNano())
-	k.runJava(t, name, "dev.detour.rmqdriver.Consume", k.nameServer, topicName, fmt.Sprint(atLeast), "120000")
+	k.runJava(t, name, "dev.detour.rmqdriver.Consume", k.nameServer, topic, fmt.Sprint(atLeast), "120000")
 	logs := k.waitPod(t, name, 4*time.Minute)
 	ids := map[string]bool{}
 	sc := bufio.NewScanner(bytes.NewReader(logs))
@@ -233,15 +233,21 @@ func (k *cluster) waitPod(t *testing.T, name string, timeout time.Duration) []by
 // reading from the first offset in a group of its own, while a lost one is read by none.
 func (k *cluster) checkReadBack(t *testing.T, acked map[string]string) {
 	t.Helper()
+	k.checkReadBackFrom(t, topicName, acked)
+}
+
+// checkReadBackFrom is checkReadBack of another RocketMQ topic.
+func (k *cluster) checkReadBackFrom(t *testing.T, topic string, acked map[string]string) {
+	t.Helper()
 	seen := map[string]bool{}
 	var lost []string
 	for round := 1; round <= 3; round++ {
-		read := k.consumed(t, len(acked))
+		read := k.consumed(t, topic, len(acked))
 		for id := range read {
 			seen[id] = true
 		}
 		lost = notSeen(acked, seen)
-		t.Logf("read back: %d acknowledged, %d read by Java consumer pod %d, %d not read yet", len(acked), len(read), round, len(lost))
+		t.Logf("read back from %s: %d acknowledged, %d read by Java consumer pod %d, %d not read yet", topic, len(acked), len(read), round, len(lost))
 		if len(lost) == 0 {
 			return
 		}
