@@ -79,7 +79,9 @@ func UndeclaredTarget(c *routingv1alpha1.Cluster, topic string) Target {
 // declares: on the Cluster that serves it by the rules above.
 func (r *Resolver) resolveUndeclared(ctx context.Context, namespace, topic string) (Target, error) {
 	var list routingv1alpha1.ClusterList
-	if err := r.Reader.List(ctx, &list, client.InNamespace(namespace)); err != nil {
+	// The cache's own objects, read and let go of: a Target keeps nothing of them that anyone
+	// changes (the runtime copies the name servers it is given).
+	if err := r.Reader.List(ctx, &list, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return Target{}, err
 	}
 	var serving []*routingv1alpha1.Cluster

@@ -37,7 +37,7 @@ var (
 // broker (counting, not storing) holding -scale.undeclared.published topics behind a brokersim
 // name server, the Cluster (undeclaredTopics: Serve) and no Topic, an informer cache of it, a
 // runtime keeping the routes of the topics in use, and the gRPC endpoint resolving through
-// front.Resolver as the manager wires it.
+// front.Resolver as the manager wires it (remembering its answers).
 type undeclaredWorld struct {
 	ns     string
 	topics []string // the published topics clients use, in turn
@@ -77,7 +77,8 @@ func newUndeclaredWorld(tb testing.TB, name string, opts producer.UndeclaredTopi
 	reader := startCache(tb, 0, name)
 	w.rt = producer.New(producer.Options{UndeclaredTopics: opts})
 	tb.Cleanup(func() { _ = w.rt.Close() })
-	resolver := &front.Resolver{Reader: reader, Routes: w.rt}
+	resolver := newResolver(tb, reader, true)
+	resolver.Routes = w.rt
 	gs, err := grpcfront.New(grpcfront.Options{Addr: "127.0.0.1:0", Runtime: w.rt, Topics: resolver})
 	if err != nil {
 		tb.Fatal(err)
@@ -130,11 +131,13 @@ func (w *undeclaredWorld) send(ctx context.Context, topic string, seq int) error
 
 // BenchmarkUndeclaredTopics measures what serving a whole cluster costs: clients using
 // -scale.undeclared.used (1,000) of the -scale.undeclared.published (100,000) topics a name
-// server publishes, none declared, through the gRPC endpoint, against one declared Topic's world
-// (BenchmarkDoorsAtScale's), paired request by request:
-//   - grpc/paired: ns per request in each world and the median ratio undeclared/declared;
-//   - gateway/paired: the same through the send gateway, the declared Topic by its Kubernetes
-//     name, the undeclared topics by their Cluster;
+// server publishes, none declared, against one declared Topic's world (BenchmarkDoorsAtScale's)
+// and a world of as many declared Topics as undeclared topics used (so that what the number of
+// topics costs shows apart from what being undeclared costs), paired request by request, every
+// resolver remembering its answers as the manager's does:
+//   - grpc/paired: ns per request on each side and the median ratio of each to the one Topic's;
+//   - gateway/paired: the same through the send gateway, declared Topics by their Kubernetes
+//     names, the undeclared topics by their Cluster;
 //   - the name server's route queries a second while the undeclared topics are in use (their
 //     routes asked once, then again on use once older than the refresh period, 30 s);
 //   - heap/route: the runtime's heap per undeclared topic in use, at the used count and at
@@ -143,11 +146,12 @@ func (w *undeclaredWorld) send(ctx context.Context, topic string, seq int) error
 //     time: the name server's queries a second and the heap after it, beside the bound.
 func BenchmarkUndeclaredTopics(b *testing.B) {
 	needsEnvtest(b)
-	declared := newWorld(b, "undeclared-vs-1", layout{namespaces: []string{"scale-undeclared-vs"}, perNS: 1})
+	used := *undeclaredUsed
+	one := newWorld(b, "undeclared-vs-1", layout{namespaces: []string{"scale-undeclared-vs"}, perNS: 1, remember: true})
+	many := newWorld(b, fmt.Sprintf("undeclared-vs-%d", used), layout{namespaces: []string{"scale-undeclared-vs-many"}, perNS: used, remember: true})
 	w := newUndeclaredWorld(b, "undeclared", producer.UndeclaredTopicOptions{})
 	ctx, cancel := context.WithTimeout(grpcContext(context.Background()), time.Hour)
 	b.Cleanup(cancel)
-	declaredReq := grpcRequest(&declared.topics[0], 0)
 	warmStart := time.Now()
 	for i, topic := range w.topics {
 		if err := w.send(ctx, topic, i); err != nil {
@@ -156,51 +160,67 @@ func BenchmarkUndeclaredTopics(b *testing.B) {
 	}
 	b.Logf("%d undeclared topics first used in %v: %d name-server queries", len(w.topics), time.Since(warmStart).Round(time.Millisecond), w.nsrv.RouteQueries())
 
+	oneReq, manyReqs := grpcRequest(&one.topics[0], 0), make([]*rmqpb.SendMessageRequest, len(many.topics))
+	for i := range many.topics {
+		manyReqs[i] = grpcRequest(&many.topics[i], i)
+	}
 	b.Run("grpc/paired", func(b *testing.B) {
-		benchUndeclaredPaired(b, w, func(int) error { return declared.sendGRPC(ctx, declaredReq) },
-			func(i int) error { return w.send(ctx, w.topics[i%len(w.topics)], i) })
+		benchUndeclaredPaired(b, w, []func(int) error{
+			func(int) error { return one.sendGRPC(ctx, oneReq) },
+			func(i int) error { return many.sendGRPC(ctx, manyReqs[i%len(manyReqs)]) },
+			func(i int) error { return w.send(ctx, w.topics[i%len(w.topics)], i) },
+		})
 	})
 	body := bytes.Repeat([]byte("x"), 128)
-	declaredURL := declared.gatewayURL(&declared.topics[0])
+	oneURL, manyURLs := one.gatewayURL(&one.topics[0]), make([]string, len(many.topics))
+	for i := range many.topics {
+		manyURLs[i] = many.gatewayURL(&many.topics[i])
+	}
 	b.Run("gateway/paired", func(b *testing.B) {
-		benchUndeclaredPaired(b, w, func(int) error { return declared.sendGateway(declaredURL, body) },
-			func(i int) error {
-				return declared.sendGatewayWith(w.http, w.gatewayURL(w.topics[i%len(w.topics)]), body)
-			})
+		benchUndeclaredPaired(b, w, []func(int) error{
+			func(int) error { return one.sendGateway(oneURL, body) },
+			func(i int) error { return many.sendGateway(manyURLs[i%len(manyURLs)], body) },
+			func(i int) error { return one.sendGatewayWith(w.http, w.gatewayURL(w.topics[i%len(w.topics)]), body) },
+		})
 	})
-	b.Run("heap-per-route", benchRouteHeap)
+	// The hostile client first: the heap it is measured against holds no other world's routes.
 	b.Run("hostile", func(b *testing.B) { benchHostile(b, w) })
+	b.Run("heap-per-route", benchRouteHeap)
 }
 
-// benchUndeclaredPaired sends one request to the declared Topic and one to an undeclared topic
-// per iteration, their order alternating, and reports the median ns of each, the median ratio
-// of the pairs, and the name server's route queries a second meanwhile.
-func benchUndeclaredPaired(b *testing.B, w *undeclaredWorld, declared, undeclared func(int) error) {
-	spent := [2][]float64{}
+// pairedSides are the sides benchUndeclaredPaired compares, in the order of its senders.
+var pairedSides = []string{"declared-1", "declared-used", "undeclared"}
+
+// benchUndeclaredPaired sends one request per side per iteration (one declared Topic, as many
+// declared Topics as undeclared topics used, the undeclared topics), the sides' order rotating,
+// and reports the median ns of each, the median ratio of each side's request to the one declared
+// Topic's, and the undeclared world's name-server route queries a second meanwhile.
+func benchUndeclaredPaired(b *testing.B, w *undeclaredWorld, sends []func(int) error) {
+	spent := make([][]float64, len(sends))
 	queries, start := w.nsrv.RouteQueries(), time.Now()
 	b.ResetTimer()
 	for i := 0; b.Loop(); i++ {
-		for k := range 2 {
-			side := (i + k) % 2
-			send := declared
-			if side == 1 {
-				send = undeclared
-			}
+		for k := range sends {
+			side := (i + k) % len(sends)
 			t0 := time.Now()
-			if err := send(i); err != nil {
+			if err := sends[side](i); err != nil {
 				b.Fatal(err)
 			}
 			spent[side] = append(spent[side], float64(time.Since(t0)))
 		}
 	}
 	b.StopTimer()
-	ratios := make([]float64, len(spent[0]))
-	for i := range ratios {
-		ratios[i] = spent[1][i] / spent[0][i]
+	for side := range sends {
+		b.ReportMetric(median(spent[side]), "ns/req@"+pairedSides[side])
+		if side == 0 {
+			continue
+		}
+		ratios := make([]float64, len(spent[side]))
+		for i := range ratios {
+			ratios[i] = spent[side][i] / spent[0][i]
+		}
+		b.ReportMetric(median(ratios), pairedSides[side]+"/declared-1")
 	}
-	b.ReportMetric(median(spent[0]), "ns/req@declared")
-	b.ReportMetric(median(spent[1]), "ns/req@undeclared")
-	b.ReportMetric(median(ratios), "undeclared/declared")
 	b.ReportMetric(float64(w.nsrv.RouteQueries()-queries)/time.Since(start).Seconds(), "nsqueries/s")
 }
 
@@ -218,7 +238,7 @@ func heapInUse() float64 {
 // It is measured once, however many iterations the benchmark is given.
 func benchRouteHeap(b *testing.B) {
 	n := *undeclaredPublished
-	w := newUndeclaredWorld(b, "undeclared-heap", producer.UndeclaredTopicOptions{MaxTopics: n, LoadsPerSecond: 1e9, LoadBurst: n})
+	w := newUndeclaredWorld(b, fmt.Sprintf("undeclared-heap-%d", time.Now().UnixNano()), producer.UndeclaredTopicOptions{MaxTopics: n, LoadsPerSecond: 1e9, LoadBurst: n})
 	all := make([]string, n)
 	for i := range all {
 		all[i] = fmt.Sprintf("U_%06d", i)

@@ -56,6 +56,9 @@ type world struct {
 type layout struct {
 	namespaces []string
 	perNS      int
+	// remember has the doors' resolver remember its answers, as the manager's does
+	// (front.Resolver.Remember); without it every request is resolved from the cache.
+	remember bool
 }
 
 // newWorld builds the world name of l: the API objects, an informer cache holding them all, one
@@ -95,7 +98,7 @@ func newWorld(tb testing.TB, name string, l layout) *world {
 	createAll(tb, objs)
 	reader := startCache(tb, len(w.topics), name)
 	rt := routedRuntime(tb, w.topics, broker.Addr())
-	w.startDoors(tb, reader, rt, types.NamespacedName{Namespace: l.namespaces[0], Name: clusterName}, l.namespaces)
+	w.startDoors(tb, newResolver(tb, reader, l.remember), rt, types.NamespacedName{Namespace: l.namespaces[0], Name: clusterName}, l.namespaces)
 	tb.Logf("world %s: %d Topics created, cached and routed in %v", name, len(w.topics), time.Since(start).Round(time.Millisecond))
 	return w
 }
@@ -170,11 +173,25 @@ func routedRuntime(tb testing.TB, topics []routingv1alpha1.Topic, addr string) *
 	return rt
 }
 
+// newResolver is the doors' resolver over the cache reader, remembering its answers when asked.
+func newResolver(tb testing.TB, reader client.Reader, remember bool) *front.Resolver {
+	tb.Helper()
+	r := &front.Resolver{Reader: reader}
+	if remember {
+		ctx, cancel := context.WithCancel(context.Background())
+		tb.Cleanup(cancel)
+		if err := r.Remember(ctx, reader.(front.Informers)); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	return r
+}
+
 // startDoors serves the gRPC endpoint, the HTTP gateway and the facade of the Cluster fronted in
 // front of rt, resolving through reader as the manager does, and connects a client to each.
-func (w *world) startDoors(tb testing.TB, reader client.Reader, rt *producer.Runtime, fronted types.NamespacedName, namespaces []string) {
+func (w *world) startDoors(tb testing.TB, resolver *front.Resolver, rt *producer.Runtime, fronted types.NamespacedName, namespaces []string) {
 	tb.Helper()
-	resolver := &front.Resolver{Reader: reader}
+	reader := resolver.Reader
 	ctx, cancel := context.WithCancel(context.Background())
 	var running []chan error
 	serve := func(start func(context.Context) error) {
