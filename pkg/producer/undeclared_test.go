@@ -190,3 +190,41 @@ func TestRouteCacheBoundAgainstRandomTopics(t *testing.T) {
 	}
 	t.Logf("%d random topics in %v: %d name-server queries, %d refused as too many", topics, elapsed, queries, busy)
 }
+
+// TestUndeclaredRouteQueriesAreBoundedByTheTopicsInUse proves the name-server bound: however many
+// callers name the same topics, the name server is asked at most once per topic in use per
+// refresh period (plus each topic's first use), while the routes are kept fresh.
+func TestUndeclaredRouteQueriesAreBoundedByTheTopicsInUse(t *testing.T) {
+	c := startNameServerCluster(t, "broker-a")
+	const topics, callers = 10, 8
+	for i := range topics {
+		c.brokers["broker-a"].CreateTopic(fmt.Sprintf("InUse%d", i), 2)
+	}
+	const every = MinRouteRefresh
+	spec := func(i int) NameServerRoute {
+		s := undeclaredSpec(c, fmt.Sprintf("InUse%d", i))
+		s.Refresh = every
+		return s
+	}
+	before, start := c.ns.RouteQueries(), time.Now()
+	var wg sync.WaitGroup
+	for range callers {
+		wg.Go(func() {
+			for n := 0; time.Since(start) < 3*time.Second; n++ {
+				if err := c.r.UseRoute(context.Background(), spec(n%topics)); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	queries := c.ns.RouteQueries() - before
+	bound := int64(topics) * (int64(elapsed/every) + 1)
+	if queries > bound || queries < topics {
+		t.Fatalf("%d callers using %d topics for %v asked the name server %d times; want from %d (the first uses) to %d (a query per topic per %v)",
+			callers, topics, elapsed.Round(time.Millisecond), queries, topics, bound, every)
+	}
+	t.Logf("%d callers, %d topics, %v: %d name-server queries (bound %d)", callers, topics, elapsed.Round(time.Millisecond), queries, bound)
+}
