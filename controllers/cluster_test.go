@@ -126,8 +126,8 @@ func TestClusterTopicsRouteAsTheRealNameServerPublishes(t *testing.T) {
 			if err != nil {
 				t.Fatalf("kubectl get clusters: %v\n%s", err, out)
 			}
-			if header := strings.Join(strings.Fields(firstLine(out)), " "); header != "NAME BROKERS WRITABLE POLICY HIDDEN READY AGE" {
-				t.Errorf("kubectl get clusters header = %q, want NAME BROKERS WRITABLE POLICY HIDDEN READY AGE", header)
+			if header := strings.Join(strings.Fields(firstLine(out)), " "); header != "NAME BROKERS WRITABLE POLICY HIDDEN UNDECLARED READY AGE" {
+				t.Errorf("kubectl get clusters header = %q, want NAME BROKERS WRITABLE POLICY HIDDEN UNDECLARED READY AGE", header)
 			}
 			if !strings.HasPrefix(strings.Join(strings.Fields(strings.Split(out, "\n")[1]), " "), "prod 2 2 True") {
 				t.Errorf("kubectl get clusters row:\n%s", out)
