@@ -95,7 +95,7 @@ func TestGRPCEndpointAnswersAsTheProxy(t *testing.T) {
 	c := rmqtest.Start(t, rmqtest.V5, small, small)
 	createParityTopics(t, c)
 	rt := grpcRuntimeOf(t, c, parityUntyped, parityNormal, parityFIFO, parityDelay, parityTx, parityMixed, parityBig)
-	whole := startManagerServingTheCluster(t, c, "--grpc-allow-plaintext")
+	whole := startManagerServingTheCluster(t, c, parityNormal)
 	sides := map[string]rmqpb.MessagingServiceClient{
 		"detour": dialPlain(t, serveGRPCWith(t, rt, grpcfront.Options{}, nil)),
 		"canary": dialPlain(t, serveGRPCWith(t, rt, grpcfront.Options{SkipMessageTypeCheck: true}, nil)),
@@ -162,7 +162,7 @@ func parityJudge(t *testing.T, side string, pc parityCase, p, d *parityAnswer) b
 // manager serving the cluster's undeclared topics: routes and Settings of a topic no broker
 // has and of a system topic every broker has. Its canary: once the Cluster serves declared topics
 // only, the manager's answer to a NORMAL topic's route must differ from the Proxy's.
-func undeclaredParity(t *testing.T, sides map[string]rmqpb.MessagingServiceClient, whole *servingManager) {
+func undeclaredParity(t *testing.T, sides map[string]rmqpb.MessagingServiceClient, whole *servedCluster) {
 	t.Helper()
 	const none = "DetourGRPCParityNowhere"
 	cases := []parityCase{
