@@ -211,17 +211,23 @@ func NewFromClients(tokens authnclient.TokenReviewInterface, access authzclient.
 // messages subresource. The reason is safe to show the caller; an error means the decision
 // could not be made (the API server is unreachable, or the client spent its reviews).
 func (a *Reviewer) Authorize(ctx context.Context, token, namespace, topic string) (Decision, string, error) {
+	return a.authorizeMessages(ctx, token, AuthResource, namespace, topic)
+}
+
+// authorizeMessages decides whether the token may create the messages subresource of the object
+// namespace/name of resource (a Topic's or a Cluster's).
+func (a *Reviewer) authorizeMessages(ctx context.Context, token, resource, namespace, name string) (Decision, string, error) {
 	attrs := authorizationv1.SubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
 		Namespace:   namespace,
 		Verb:        AuthVerb,
 		Group:       AuthGroup,
-		Resource:    AuthResource,
+		Resource:    resource,
 		Subresource: AuthSubresource,
-		Name:        topic,
+		Name:        name,
 	}}
 	return a.decide(ctx, token, attrs, func(user string) string {
 		return fmt.Sprintf("user %q may not %s %s/%s %q in namespace %q",
-			user, AuthVerb, AuthResource, AuthSubresource, topic, namespace)
+			user, AuthVerb, resource, AuthSubresource, name, namespace)
 	})
 }
 

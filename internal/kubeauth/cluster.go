@@ -1,11 +1,6 @@
 package kubeauth
 
-import (
-	"context"
-	"fmt"
-
-	authorizationv1 "k8s.io/api/authorization/v1"
-)
+import "context"
 
 // AuthClusterResource is the resource whose messages subresource a sender must be allowed to
 // create to send any topic through a Cluster (the gateway's path naming a Cluster and a RocketMQ
@@ -18,16 +13,5 @@ const AuthClusterResource = "clusters"
 // does not answer it, nor the other way round. The reason is safe to show the caller; an error
 // means the decision could not be made, as for Authorize.
 func (a *Reviewer) AuthorizeCluster(ctx context.Context, token, namespace, cluster string) (Decision, string, error) {
-	attrs := authorizationv1.SubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
-		Namespace:   namespace,
-		Verb:        AuthVerb,
-		Group:       AuthGroup,
-		Resource:    AuthClusterResource,
-		Subresource: AuthSubresource,
-		Name:        cluster,
-	}}
-	return a.decide(ctx, token, attrs, func(user string) string {
-		return fmt.Sprintf("user %q may not %s %s/%s %q in namespace %q",
-			user, AuthVerb, AuthClusterResource, AuthSubresource, cluster, namespace)
-	})
+	return a.authorizeMessages(ctx, token, AuthClusterResource, namespace, cluster)
 }

@@ -141,17 +141,8 @@ type resolver struct {
 // (or sees the failure in RouteStatus); with spec.Async it returns at once. Setting a static route
 // with SetRoute or removing the route stops resolving.
 func (r *Runtime) SetNameServerRoute(spec NameServerRoute) error {
-	if err := CheckTopic(spec.Topic); err != nil {
-		return fmt.Errorf("route: %w", err)
-	}
-	if len(spec.NameServers) == 0 {
-		return fmt.Errorf("route %s: no name servers", spec.Topic)
-	}
-	if spec.Refresh == 0 {
-		spec.Refresh = DefaultRouteRefresh
-	}
-	if spec.Refresh < MinRouteRefresh {
-		return fmt.Errorf("route %s: refresh %v is shorter than %v", spec.Topic, spec.Refresh, MinRouteRefresh)
+	if err := checkResolvable(&spec); err != nil {
+		return err
 	}
 	spec.NameServers = slices.Clone(spec.NameServers)
 

@@ -71,8 +71,8 @@ func (r *Runtime) UseRoute(ctx context.Context, spec NameServerRoute) error {
 	return r.undeclared.Use(ctx, spec.Key, func() *resolver { return r.newCachedResolver(spec) })
 }
 
-// checkResolvable refuses a name-server route that cannot be asked for, and fills in its
-// default refresh period.
+// checkResolvable refuses a name-server route that cannot be asked for (a declared one, or an
+// undeclared topic's), and fills in its default refresh period.
 func checkResolvable(spec *NameServerRoute) error {
 	if err := CheckTopic(spec.Topic); err != nil {
 		return fmt.Errorf("route: %w", err)
@@ -183,13 +183,7 @@ func (r *Runtime) endCachedLocked(res *resolver) {
 // changed: the next use asks again.
 func (r *Runtime) ForgetUndeclared(prefix string) {
 	r.undeclared.Forget(func(key string) bool { return strings.HasPrefix(key, prefix) })
-	r.refused.mu.Lock()
-	for k := range r.refused.m {
-		if strings.HasPrefix(k, prefix) {
-			delete(r.refused.m, k)
-		}
-	}
-	r.refused.mu.Unlock()
+	r.refused.forgetPrefix(prefix)
 }
 
 // UndeclaredUse is what the runtime holds of undeclared topics under one key prefix.
@@ -266,6 +260,17 @@ func (l *refusalLog) forget(key string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	delete(l.m, key)
+}
+
+// forgetPrefix drops the refusals of the keys under prefix.
+func (l *refusalLog) forgetPrefix(prefix string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for k := range l.m {
+		if strings.HasPrefix(k, prefix) {
+			delete(l.m, k)
+		}
+	}
 }
 
 // list returns at most limit of the refusals under prefix within RefusalMemory, sorted by key,

@@ -136,7 +136,7 @@ func TestForgetUndeclaredDropsACluster(t *testing.T) {
 // rate, and the requests beyond are refused with ErrTooManyNewTopics.
 func TestRouteCacheBoundAgainstRandomTopics(t *testing.T) {
 	if testing.Short() {
-		t.Skip("200,000 requests")
+		t.Skip("-short: 200,000 requests")
 	}
 	c := startNameServerCluster(t, "broker-a")
 	opts := UndeclaredTopicOptions{LoadsPerSecond: 100, LoadBurst: 100}

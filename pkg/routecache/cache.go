@@ -446,34 +446,6 @@ func (c *Cache[V]) dropAll(es []*entry[V]) {
 	}
 }
 
-// Miss is a remembered first load that failed: the key, its error and until when it is the
-// answer.
-type Miss struct {
-	Key   string
-	Err   error
-	Until time.Time
-}
-
-// Misses returns the remembered misses and failures whose keys match accepts, unexpired ones
-// only, at most limit of them (in no particular order), and how many there are in all.
-func (c *Cache[V]) Misses(match func(key string) bool, limit int) ([]Miss, int) {
-	now := c.opts.Now()
-	var out []Miss
-	n := 0
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	for k, m := range c.misses {
-		if !match(k) || !now.Before(m.until) {
-			continue
-		}
-		n++
-		if len(out) < limit {
-			out = append(out, Miss{Key: k, Err: m.err, Until: m.until})
-		}
-	}
-	return out, n
-}
-
 // Count is how many values with keys match accepts the cache holds (loaded or loading).
 func (c *Cache[V]) Count(match func(key string) bool) int {
 	n := 0
