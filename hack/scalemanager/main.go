@@ -5,7 +5,12 @@
 // Ready, its resident memory (VmRSS) and its Go heap in use (go_memstats_heap_inuse_bytes from
 // its metrics endpoint) then and after a settling pause, and the same after a restart: the
 // manager is stopped, every Topic's status cleared (so Ready must be written again), and started
-// again.
+// again. Before the manager's first start it measures the API server alone taking one status
+// write of every Topic (the write the manager makes when a Topic turns Ready, from one client
+// with the manager's client settings) and prints it on a line beginning "API server:"; each
+// Ready time is then also given as a ratio to it. It counts every write of a Topic it sees while
+// the manager runs, and with -profile it records the manager's CPU profile over its first
+// -profile-for after each start.
 //
 //	KUBEBUILDER_ASSETS=$(hack/setup-envtest.sh) go run ./hack/scalemanager -topics 10000
 //
@@ -18,6 +23,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -31,6 +37,11 @@ type config struct {
 	topics, clusters, brokers int
 	settle                    time.Duration
 	restarts                  int
+	// apiWriters are the goroutines the API server's own measurement writes from.
+	apiWriters int
+	// profile is where the manager's CPU profiles go ("" records none); profileFor their span.
+	profile    string
+	profileFor time.Duration
 }
 
 func main() {
@@ -40,6 +51,9 @@ func main() {
 	flag.IntVar(&c.brokers, "brokers", 10, "brokersim brokers per Cluster, each holding every topic of its Cluster")
 	flag.DurationVar(&c.settle, "settle", 20*time.Second, "pause after every Topic is Ready before memory is read again")
 	flag.IntVar(&c.restarts, "restarts", 1, "restarts measured after the first start")
+	flag.IntVar(&c.apiWriters, "api-writers", 16, "goroutines the API server's own measurement writes from, sharing one client")
+	flag.StringVar(&c.profile, "profile", "", "a directory for the manager's CPU profiles, one per start; empty records none")
+	flag.DurationVar(&c.profileFor, "profile-for", 30*time.Second, "how long each CPU profile records from the manager's start")
 	flag.Parse()
 	ctrl.SetLogger(logr.Discard())
 	if err := run(c); err != nil {
@@ -51,7 +65,7 @@ func main() {
 // run builds the manager, starts the control plane and the brokers, creates the objects, and
 // measures the manager's first start and each restart.
 func run(c config) error {
-	if c.topics < c.clusters || c.clusters < 1 || c.brokers < 1 {
+	if c.topics < c.clusters || c.clusters < 1 || c.brokers < 1 || c.apiWriters < 1 {
 		return fmt.Errorf("need at least one broker and one Cluster, and a Topic per Cluster")
 	}
 	dir, err := os.MkdirTemp("", "scalemanager-")
@@ -89,6 +103,10 @@ func run(c config) error {
 	if err != nil {
 		return err
 	}
+	apiTook, err := measureAPIServer(ctx, cp, fleet, ready, c)
+	if err != nil {
+		return fmt.Errorf("the API server's own measurement: %w", err)
+	}
 	for turn := 0; turn <= c.restarts; turn++ {
 		what := "first start"
 		if turn > 0 {
@@ -97,7 +115,7 @@ func run(c config) error {
 				return err
 			}
 		}
-		if err := measure(what, bin, cp, ready, c); err != nil {
+		if err := measure(what, bin, cp, ready, apiTook, c); err != nil {
 			return err
 		}
 	}
@@ -105,37 +123,70 @@ func run(c config) error {
 }
 
 // measure starts the manager, waits until every Topic is Ready, reads its memory then and after
-// the settling pause, and stops it.
-func measure(what, bin string, cp *managertest.ControlPlane, ready *readiness, c config) error {
+// the settling pause, and stops it. apiTook is the API server's own time for the writes.
+func measure(what, bin string, cp *managertest.ControlPlane, ready *readiness, apiTook time.Duration, c config) error {
+	ready.resetWrites()
 	m, err := managertest.Start(bin, cp.Kubeconfig)
 	if err != nil {
 		return err
 	}
 	defer m.Stop()
+	profiled := profile(m, what, c)
 	took, err := ready.waitAll(m, 20*time.Minute)
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
-	mem, err := memory(m)
+	writes := ready.writesSeen()
+	mem, err := memory(m, c.topics)
 	if err != nil {
 		return err
 	}
-	fmt.Printf("%s: every one of %d Topics Ready %v after the manager started; %s\n", what, c.topics, took.Round(10*time.Millisecond), mem)
+	fmt.Printf("%s: every one of %d Topics Ready %v after the manager started, %.2f× the API server's %v; %s\n",
+		what, c.topics, took.Round(10*time.Millisecond), took.Seconds()/apiTook.Seconds(), apiTook.Round(10*time.Millisecond), mem)
+	fmt.Printf("%s: %s\n", what, writes)
 	<-time.After(c.settle)
-	if mem, err = memory(m); err != nil {
+	if mem, err = memory(m, c.topics); err != nil {
 		return err
 	}
-	fmt.Printf("%s: %v later: %s\n", what, c.settle, mem)
+	fmt.Printf("%s: %v later: %s; %s\n", what, c.settle, mem, ready.writesSeen())
+	if err := <-profiled; err != nil {
+		fmt.Fprintf(os.Stderr, "%s: CPU profile: %v\n", what, err)
+	}
 	return nil
 }
 
-// memory is the manager's resident set and Go heap in use, for printing.
-func memory(m *managertest.Manager) (string, error) {
+// profile records the manager's CPU profile over c.profileFor from now into c.profile, when
+// asked; the channel gives the outcome (at once when none is asked for).
+func profile(m *managertest.Manager, what string, c config) <-chan error {
+	done := make(chan error, 1)
+	if c.profile == "" {
+		done <- nil
+		return done
+	}
+	path := filepath.Join(c.profile, strings.ReplaceAll(what, " ", "-")+".pprof")
+	go func() {
+		// The endpoint listens a moment after the process starts.
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			err := m.Profile(context.Background(), c.profileFor, path)
+			if err == nil || time.Now().After(deadline) {
+				done <- err
+				return
+			}
+			<-time.After(50 * time.Millisecond)
+		}
+	}()
+	return done
+}
+
+// memory is the manager's resident set and Go heap in use, in all and per Topic, for printing.
+func memory(m *managertest.Manager, topics int) (string, error) {
 	rss, heap, err := m.Memory()
 	if err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("RSS %.1f MiB, heap in use %.1f MiB", rss/(1<<20), heap/(1<<20)), nil
+	return fmt.Sprintf("RSS %.1f MiB (%.1f KiB per Topic), heap in use %.1f MiB (%.1f KiB per Topic)",
+		rss/(1<<20), rss/1024/float64(topics), heap/(1<<20), heap/1024/float64(topics)), nil
 }
 
 // since is the time since start, rounded for printing.

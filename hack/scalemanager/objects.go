@@ -65,10 +65,15 @@ func clearStatuses(ctx context.Context, cp *managertest.ControlPlane, ready *rea
 
 // parallel calls do for every object from 16 goroutines, returning the first error.
 func parallel(objs []client.Object, do func(client.Object) error) error {
+	return parallelN(16, objs, do)
+}
+
+// parallelN calls do for every object from n goroutines, returning the first error.
+func parallelN(n int, objs []client.Object, do func(client.Object) error) error {
 	next := make(chan client.Object)
-	errs := make(chan error, 16)
+	errs := make(chan error, n)
 	var wg sync.WaitGroup
-	for range 16 {
+	for range n {
 		wg.Go(func() {
 			for o := range next {
 				if err := do(o); err != nil {

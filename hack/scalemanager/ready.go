@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -13,11 +15,14 @@ import (
 	"github.com/detourmq/detour/internal/testsupport/managertest"
 )
 
-// readiness watches the Topics through an informer cache of the command's own and counts those
-// whose Ready condition is True.
+// readiness watches the Topics through an informer cache of the command's own, counts those
+// whose Ready condition is True, and counts the writes it sees (new resourceVersions): nothing
+// but status writes change the Topics while a measurement runs.
 type readiness struct {
 	cache cache.Cache
 	want  int
+	// writes counts updates seen since resetWrites; notReady those that left Ready not True.
+	writes, notReady atomic.Int64
 }
 
 // watchReady starts the cache over the namespace's Topics; it runs until the process ends.
@@ -27,14 +32,41 @@ func watchReady(ctx context.Context, cp *managertest.ControlPlane, want int) (*r
 	if err != nil {
 		return nil, err
 	}
-	if _, err := c.GetInformer(ctx, &routingv1alpha1.Topic{}); err != nil {
+	inf, err := c.GetInformer(ctx, &routingv1alpha1.Topic{})
+	if err != nil {
+		return nil, err
+	}
+	r := &readiness{cache: c, want: want}
+	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{UpdateFunc: r.updated}); err != nil {
 		return nil, err
 	}
 	go func() { _ = c.Start(ctx) }()
 	if !c.WaitForCacheSync(ctx) {
 		return nil, fmt.Errorf("the Topic cache never synced")
 	}
-	return &readiness{cache: c, want: want}, nil
+	return r, nil
+}
+
+// updated counts one write of a Topic.
+func (r *readiness) updated(oldObj, newObj any) {
+	o, okOld := oldObj.(*routingv1alpha1.Topic)
+	n, okNew := newObj.(*routingv1alpha1.Topic)
+	if !okOld || !okNew || o.ResourceVersion == n.ResourceVersion {
+		return
+	}
+	r.writes.Add(1)
+	if !apimeta.IsStatusConditionTrue(n.Status.Conditions, routingv1alpha1.ConditionReady) {
+		r.notReady.Add(1)
+	}
+}
+
+// resetWrites starts counting writes afresh.
+func (r *readiness) resetWrites() { r.writes.Store(0); r.notReady.Store(0) }
+
+// writesSeen is the writes counted since resetWrites, for printing.
+func (r *readiness) writesSeen() string {
+	w, nr := r.writes.Load(), r.notReady.Load()
+	return fmt.Sprintf("%d Topic writes seen (%.2f per Topic), %d of them leaving Ready not True", w, float64(w)/float64(r.want), nr)
 }
 
 // count is how many Topics the cache holds and how many of them are Ready.
@@ -57,20 +89,34 @@ const pollInterval = 100 * time.Millisecond
 // waitAll returns how long after the manager's start every Topic was seen Ready, failing when
 // the manager exits or timeout passes first.
 func (r *readiness) waitAll(m *managertest.Manager, timeout time.Duration) (time.Duration, error) {
+	if err := r.waitUntilReady(timeout, m.Exited, " (manager log: "+m.LogPath+")"); err != nil {
+		return 0, err
+	}
+	return time.Since(m.Started), nil
+}
+
+// waitReady waits until every Topic is seen Ready, failing when timeout passes first.
+func (r *readiness) waitReady(timeout time.Duration) error {
+	return r.waitUntilReady(timeout, func() error { return nil }, "")
+}
+
+// waitUntilReady polls until every Topic is Ready, failing when stopped says so or timeout
+// passes first (the error ends with note).
+func (r *readiness) waitUntilReady(timeout time.Duration, stopped func() error, note string) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		topics, ready, err := r.count()
 		if err != nil {
-			return 0, err
+			return err
 		}
 		if topics == r.want && ready == r.want {
-			return time.Since(m.Started), nil
+			return nil
 		}
-		if err := m.Exited(); err != nil {
-			return 0, err
+		if err := stopped(); err != nil {
+			return err
 		}
 		if time.Now().After(deadline) {
-			return 0, fmt.Errorf("%d of %d Topics Ready after %v (manager log: %s)", ready, r.want, timeout, m.LogPath)
+			return fmt.Errorf("%d of %d Topics Ready after %v%s", ready, r.want, timeout, note)
 		}
 		<-time.After(pollInterval)
 	}
