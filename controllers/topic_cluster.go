@@ -24,7 +24,8 @@ import (
 
 // reconcileOnCluster routes a Topic that references a Cluster: when asked, it creates the topic
 // on every master the name servers publish (never lowering queue counts a broker has), then has
-// the runtime resolve the route from the name servers, and writes what they publish into status.
+// the runtime resolve the route from the name servers, and writes what they publish into status
+// once they answered, so a Topic's first write is their answer (see awaitRoute).
 // Nothing here waits for a name server: the runtime resolves on the route's own goroutine and the
 // describer looks at the cluster on its own, and both ask for this reconcile when they have news,
 // so name servers that never answer hold no worker that other Topics need. The reconcile is also
@@ -66,12 +67,42 @@ func (r *TopicReconciler) reconcileOnCluster(ctx context.Context, topic *routing
 		return ctrl.Result{RequeueAfter: spec.Refresh}, nil
 	}
 	st, _ := r.Runtime.RouteStatus(spec.Key)
+	if wait := r.awaitRoute(key, st); wait > 0 && createErr == nil {
+		// The answer's OnChange asks for this reconcile; the requeue writes RouteResolving if
+		// none came by then.
+		return ctrl.Result{RequeueAfter: wait}, nil
+	}
 	result, err := r.writeClusterTopicStatus(ctx, topic, &st, policyFound, createErr, cl.Spec.CredentialsSecretRef, nil)
 	if err != nil || result.RequeueAfter > 0 {
 		return result, err
 	}
 	// A broker that refused the topic is retried with the controller's backoff.
 	return ctrl.Result{RequeueAfter: spec.Refresh}, createErr
+}
+
+// routeResolvingGrace is how long a cluster Topic whose route has had no answer yet waits for
+// one before its status says RouteResolving. A name server that answers does so in milliseconds,
+// even with thousands of routes asked for at once, and one that fails is reported within the
+// runtime's request timeout (DefaultNameServerTimeout); so Topics are written once, with what the
+// name servers said, while a name server that holds requests still gets its Topics a status.
+const routeResolvingGrace = 5 * time.Second
+
+// awaitRoute returns how much longer the Topic key should wait for its route's first answer
+// before its status is written, given the route's status st; 0 when an answer (a route or an
+// error) has come, or the grace has passed since the Topic was first found waiting.
+func (r *TopicReconciler) awaitRoute(key types.NamespacedName, st producer.RouteStatus) time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if st.Resolved || st.Err != nil {
+		delete(r.asked, key)
+		return 0
+	}
+	first, ok := r.asked[key]
+	if !ok {
+		r.asked[key] = time.Now()
+		return routeResolvingGrace
+	}
+	return max(routeResolvingGrace-time.Since(first), 0)
 }
 
 // createOnCluster sends UPDATE_AND_CREATE_TOPIC to every master the name servers publish, once per

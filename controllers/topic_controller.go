@@ -49,6 +49,9 @@ type TopicReconciler struct {
 	// routeChanged carries Topics on a Cluster whose route status changed, or whose Cluster's
 	// look at the name servers finished.
 	routeChanged requestQueue
+	// asked records when a cluster Topic's route was first found still unanswered, for the
+	// Topics whose route has had no answer yet (see awaitRoute).
+	asked map[types.NamespacedName]time.Time
 }
 
 type topicOnBroker struct {
@@ -79,6 +82,9 @@ func (r *TopicReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	if topic.Spec.ClusterRef != nil {
 		return r.reconcileOnCluster(ctx, &topic)
 	}
+	r.mu.Lock()
+	delete(r.asked, req.NamespacedName) // moved off its Cluster, it waits for no name server
+	r.mu.Unlock()
 	credsRef, secretErr := r.syncNamespaceCredentials(ctx, topic.Namespace)
 	if secretErr != nil && !errors.Is(secretErr, errSecretUnusable) {
 		return ctrl.Result{}, secretErr
@@ -213,6 +219,7 @@ func (r *TopicReconciler) removeRoute(ctx context.Context, key types.NamespacedN
 			delete(r.created, k)
 		}
 	}
+	delete(r.asked, key)
 	r.mu.Unlock()
 	r.topicWrites.forget(key)
 	if route := RouteKey(key.Namespace, key.Name); r.Runtime.RemoveRoute(route) {
@@ -318,6 +325,7 @@ func (r *TopicReconciler) topicsWhere(ctx context.Context, namespace string, mat
 // runtime's isolation events and the leader's resync.
 func (r *TopicReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.created = map[topicOnBroker]int64{}
+	r.asked = map[types.NamespacedName]time.Time{}
 	r.describer.subscribe(r.clusterLooked)
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("topic").
