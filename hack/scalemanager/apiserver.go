@@ -34,8 +34,9 @@ func managerClient(cp *managertest.ControlPlane) (client.Client, string, error) 
 // the empty status, no resourceVersion precondition, the same broker list and conditions), from
 // one client with the manager's settings and writers goroutines, and until the readiness cache
 // has seen every Topic Ready, as the manager's times are taken. It clears the statuses again
-// after, so the manager starts from Topics without status as on a first start.
-func measureAPIServer(ctx context.Context, cp *managertest.ControlPlane, f *fleet, ready *readiness, cfg config) (time.Duration, error) {
+// after, so the manager starts from Topics without status as on a first start. It prints one line
+// beginning with label.
+func measureAPIServer(ctx context.Context, cp *managertest.ControlPlane, f *fleet, ready *readiness, cfg config, label string) (time.Duration, error) {
 	c, settings, err := managerClient(cp)
 	if err != nil {
 		return 0, err
@@ -64,8 +65,8 @@ func measureAPIServer(ctx context.Context, cp *managertest.ControlPlane, f *flee
 		return 0, err
 	}
 	took := time.Since(start)
-	fmt.Printf("API server: %d Topic status writes in %v, %.0f writes/s (every Topic seen Ready after %v; one client, %s, %d writers)\n",
-		len(objs), wrote.Round(10*time.Millisecond), float64(len(objs))/wrote.Seconds(), took.Round(10*time.Millisecond), settings, cfg.apiWriters)
+	fmt.Printf("%s: %d Topic status writes in %v, %.0f writes/s (every Topic seen Ready after %v; one client, %s, %d writers)\n",
+		label, len(objs), wrote.Round(10*time.Millisecond), float64(len(objs))/wrote.Seconds(), took.Round(10*time.Millisecond), settings, cfg.apiWriters)
 	return took, clearStatuses(ctx, cp, ready)
 }
 
