@@ -10,7 +10,8 @@
 // with the manager's client settings) and prints it on a line beginning "API server:"; each
 // Ready time is then also given as a ratio to it. It counts every write of a Topic it sees while
 // the manager runs, and with -profile it records the manager's CPU profile over its first
-// -profile-for after each start.
+// -profile-for after each start. With -before it measures another manager binary in the same
+// run too, its starts taking turns with this tree's manager's.
 //
 //	KUBEBUILDER_ASSETS=$(hack/setup-envtest.sh) go run ./hack/scalemanager -topics 10000
 //
@@ -39,6 +40,8 @@ type config struct {
 	restarts                  int
 	// apiWriters are the goroutines the API server's own measurement writes from.
 	apiWriters int
+	// before is a manager binary measured beside this tree's, turn about ("" measures none).
+	before string
 	// profile is where the manager's CPU profiles go ("" records none); profileFor their span.
 	profile    string
 	profileFor time.Duration
@@ -52,6 +55,7 @@ func main() {
 	flag.DurationVar(&c.settle, "settle", 20*time.Second, "pause after every Topic is Ready before memory is read again")
 	flag.IntVar(&c.restarts, "restarts", 1, "restarts measured after the first start")
 	flag.IntVar(&c.apiWriters, "api-writers", 16, "goroutines the API server's own measurement writes from, sharing one client")
+	flag.StringVar(&c.before, "before", "", "a manager binary (e.g. built from the commit before a change) measured in the same run, its starts taking turns with this tree's")
 	flag.StringVar(&c.profile, "profile", "", "a directory for the manager's CPU profiles, one per start; empty records none")
 	flag.DurationVar(&c.profileFor, "profile-for", 30*time.Second, "how long each CPU profile records from the manager's start")
 	flag.Parse()
@@ -107,22 +111,43 @@ func run(c config) error {
 	if err != nil {
 		return fmt.Errorf("the API server's own measurement: %w", err)
 	}
-	var took []measured
-	for turn := 0; turn <= c.restarts; turn++ {
-		what := "first start"
-		if turn > 0 {
-			what = fmt.Sprintf("restart %d", turn)
-			if err := clearStatuses(ctx, cp, ready); err != nil {
-				return err
-			}
-		}
-		d, err := measure(what, bin, cp, ready, apiTook, c)
-		if err != nil {
-			return err
-		}
-		took = append(took, measured{what, d})
+	took, err := measureManagers(ctx, cp, ready, apiTook, bin, c)
+	if err != nil {
+		return err
 	}
 	return measureAPIServerAgain(ctx, cp, fleet, ready, c, took)
+}
+
+// measureManagers measures the first start and each restart of the manager bin and, with
+// -before, of that binary too, the two taking turns: each start, of either, begins from Topics
+// without status, so a turn differs from the next only in the binary and the machine's load.
+func measureManagers(ctx context.Context, cp *managertest.ControlPlane, ready *readiness, apiTook time.Duration,
+	bin string, c config) ([]measured, error) {
+	type manager struct{ label, bin string }
+	managers := []manager{{"", bin}}
+	if c.before != "" {
+		managers = append(managers, manager{"before, ", c.before})
+	}
+	var took []measured
+	for turn := 0; turn <= c.restarts; turn++ {
+		for i, m := range managers {
+			what := m.label + "first start"
+			if turn > 0 {
+				what = fmt.Sprintf("%srestart %d", m.label, turn)
+			}
+			if turn > 0 || i > 0 {
+				if err := clearStatuses(ctx, cp, ready); err != nil {
+					return nil, err
+				}
+			}
+			d, err := measure(what, m.bin, cp, ready, apiTook, c)
+			if err != nil {
+				return nil, err
+			}
+			took = append(took, measured{what, d})
+		}
+	}
+	return took, nil
 }
 
 // measured is the time one start of the manager took to Ready.
@@ -161,7 +186,7 @@ func measure(what, bin string, cp *managertest.ControlPlane, ready *readiness, a
 	}
 	defer m.Stop()
 	profiled := profile(m, what, c)
-	took, err := ready.waitAll(m, 20*time.Minute)
+	took, err := ready.waitAll(what, m, 20*time.Minute)
 	if err != nil {
 		return 0, fmt.Errorf("%s: %w", what, err)
 	}
@@ -192,7 +217,7 @@ func profile(m *managertest.Manager, what string, c config) <-chan error {
 		done <- nil
 		return done
 	}
-	path := filepath.Join(c.profile, strings.ReplaceAll(what, " ", "-")+".pprof")
+	path := filepath.Join(c.profile, strings.NewReplacer(", ", "-", " ", "-").Replace(what)+".pprof")
 	go func() {
 		// The endpoint listens a moment after the process starts.
 		deadline := time.Now().Add(10 * time.Second)

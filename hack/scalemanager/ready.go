@@ -87,9 +87,10 @@ func (r *readiness) count() (topics, ready int, err error) {
 const pollInterval = 100 * time.Millisecond
 
 // waitAll returns how long after the manager's start every Topic was seen Ready, failing when
-// the manager exits or timeout passes first.
-func (r *readiness) waitAll(m *managertest.Manager, timeout time.Duration) (time.Duration, error) {
-	if err := r.waitUntilReady(timeout, m.Exited, " (manager log: "+m.LogPath+")"); err != nil {
+// the manager exits or timeout passes first, printing its progress under the name what.
+func (r *readiness) waitAll(what string, m *managertest.Manager, timeout time.Duration) (time.Duration, error) {
+	p := &progress{what: what, m: m, r: r, next: time.Now().Add(progressEvery)}
+	if err := r.waitUntilReady(timeout, m.Exited, p.tick, " (manager log: "+m.LogPath+")"); err != nil {
 		return 0, err
 	}
 	return time.Since(m.Started), nil
@@ -97,12 +98,12 @@ func (r *readiness) waitAll(m *managertest.Manager, timeout time.Duration) (time
 
 // waitReady waits until every Topic is seen Ready, failing when timeout passes first.
 func (r *readiness) waitReady(timeout time.Duration) error {
-	return r.waitUntilReady(timeout, func() error { return nil }, "")
+	return r.waitUntilReady(timeout, func() error { return nil }, func(int) {}, "")
 }
 
 // waitUntilReady polls until every Topic is Ready, failing when stopped says so or timeout
-// passes first (the error ends with note).
-func (r *readiness) waitUntilReady(timeout time.Duration, stopped func() error, note string) error {
+// passes first (the error ends with note); each poll tells tick how many are Ready.
+func (r *readiness) waitUntilReady(timeout time.Duration, stopped func() error, tick func(ready int), note string) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		topics, ready, err := r.count()
@@ -115,6 +116,7 @@ func (r *readiness) waitUntilReady(timeout time.Duration, stopped func() error, 
 		if err := stopped(); err != nil {
 			return err
 		}
+		tick(ready)
 		if time.Now().After(deadline) {
 			return fmt.Errorf("%d of %d Topics Ready after %v%s", ready, r.want, timeout, note)
 		}
