@@ -338,9 +338,17 @@ func (r *TopicReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		WatchesRawSource(source.Channel(r.topicIsolations, handler.EnqueueRequestsFromMapFunc(r.topicsOfPolicy))).
 		WatchesRawSource(source.Channel(r.topicResync, &handler.EnqueueRequestForObject{})).
 		WatchesRawSource(r.routeChanged.source()).
-		WithOptions(controller.Options{NeedLeaderElection: ptr.To(false), MaxConcurrentReconciles: 2}).
+		WithOptions(controller.Options{NeedLeaderElection: ptr.To(false), MaxConcurrentReconciles: topicWorkers}).
 		Complete(r)
 }
+
+// topicWorkers is how many Topics are reconciled at once. A reconcile that writes status spends
+// most of its time waiting for the API server's answer, and the API server takes writes faster
+// with several in flight than one after another (envtest's, on 2 cores: about 1.5 times as
+// fast with 8 or 16 as with 1), so 2 workers left it idle between the writes of 10,000 Topics
+// turning Ready after a start. The reconcilers' state is shared under locks, and one Topic is
+// never reconciled twice at once.
+const topicWorkers = 8
 
 // writable reports whether RocketMQ's permission bits allow writes (PERM_WRITE = 2).
 func writable(perm int32) bool { return perm&remoting.PermWrite != 0 }
