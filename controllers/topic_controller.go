@@ -336,7 +336,7 @@ func (r *TopicReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&routingv1alpha1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.topicsOfCluster),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		WatchesRawSource(source.Channel(r.topicIsolations, handler.EnqueueRequestsFromMapFunc(r.topicsOfPolicy))).
-		WatchesRawSource(source.Channel(r.topicResync, &handler.EnqueueRequestForObject{})).
+		WatchesRawSource(source.Channel(r.topicResync, enqueueResync)).
 		WatchesRawSource(r.routeChanged.source()).
 		WithOptions(controller.Options{NeedLeaderElection: ptr.To(false), MaxConcurrentReconciles: topicWorkers}).
 		Complete(r)
