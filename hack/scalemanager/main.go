@@ -191,12 +191,17 @@ func measure(what, bin string, cp *managertest.ControlPlane, ready *readiness, a
 		return 0, fmt.Errorf("%s: %w", what, err)
 	}
 	writes := ready.writesSeen()
+	cpu, err := m.CPU()
+	if err != nil {
+		return 0, err
+	}
 	mem, err := memory(m, c.topics)
 	if err != nil {
 		return 0, err
 	}
-	fmt.Printf("%s: every one of %d Topics Ready %v after the manager started, %.2f× the API server's %v; %s\n",
-		what, c.topics, took.Round(10*time.Millisecond), took.Seconds()/apiTook.Seconds(), apiTook.Round(10*time.Millisecond), mem)
+	fmt.Printf("%s: every one of %d Topics Ready %v after the manager started, %.2f× the API server's %v; the manager used %v of CPU; %s\n",
+		what, c.topics, took.Round(10*time.Millisecond), took.Seconds()/apiTook.Seconds(), apiTook.Round(10*time.Millisecond),
+		cpu.Round(100*time.Millisecond), mem)
 	fmt.Printf("%s: %s\n", what, writes)
 	<-time.After(c.settle)
 	if mem, err = memory(m, c.topics); err != nil {
