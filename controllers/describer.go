@@ -224,3 +224,10 @@ func (rq *requestQueue) add(key types.NamespacedName) {
 		(*q).Add(reconcile.Request{NamespacedName: key})
 	}
 }
+
+// addLow is add at controller-runtime's low priority (see enqueueLow).
+func (rq *requestQueue) addLow(key types.NamespacedName) {
+	if q := rq.q.Load(); q != nil {
+		enqueueLow(*q, reconcile.Request{NamespacedName: key})
+	}
+}

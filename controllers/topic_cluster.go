@@ -60,7 +60,7 @@ func (r *TopicReconciler) reconcileOnCluster(ctx context.Context, topic *routing
 	}
 	spec := producer.NameServerRoute{Key: RouteKey(topic.Namespace, topic.Name), Topic: topic.Spec.TopicName,
 		BrokerPrefix: ClusterBrokerPrefix(topic.Namespace, cl.Name), NameServers: cl.Spec.NameServers, Policy: policyKey, Refresh: refreshInterval(&cl),
-		Async: true, OnChange: func() { r.routeChanged.add(key) }}
+		Async: true, OnChange: func() { r.routeAnswered(key) }}
 	if err := r.Runtime.SetNameServerRoute(spec); err != nil {
 		return ctrl.Result{}, fmt.Errorf("the runtime refused the route: %w", err)
 	}
@@ -115,6 +115,23 @@ func (r *TopicReconciler) awaitRoute(key types.NamespacedName, st producer.Route
 		return routeResolvingGrace
 	}
 	return max(routeResolvingGrace-time.Since(first), 0)
+}
+
+// routeAnswered asks for a reconcile of a cluster Topic whose route's status changed: at normal
+// priority while the Topic waits for its route's first answer (awaitRoute), later changes at low
+// priority. So after a start, every Topic's first answer is written before any Topic already
+// written is written again, and the Topics not yet looked at (the initial list, which
+// controller-runtime queues at low priority) take turns with later changes: a stream of them
+// (refreshes failing on a starved machine, each changing a Ready message) cannot hold those back.
+func (r *TopicReconciler) routeAnswered(key types.NamespacedName) {
+	r.mu.Lock()
+	_, first := r.asked[key]
+	r.mu.Unlock()
+	if first {
+		r.routeChanged.add(key)
+		return
+	}
+	r.routeChanged.addLow(key)
 }
 
 // createOnCluster sends UPDATE_AND_CREATE_TOPIC to every master the name servers publish, once per
