@@ -77,6 +77,11 @@ func run(c config) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
+	if c.profile != "" {
+		if err := os.MkdirAll(c.profile, 0o755); err != nil {
+			return fmt.Errorf("the profiles' directory: %w", err)
+		}
+	}
 	bin := filepath.Join(dir, "manager")
 	if err := managertest.Build(".", bin); err != nil {
 		return fmt.Errorf("%w (run from the repository's root)", err)
