@@ -11,7 +11,9 @@
 // Ready time is then also given as a ratio to it. It counts every write of a Topic it sees while
 // the manager runs, and with -profile it records the manager's CPU profile over its first
 // -profile-for after each start. With -before it measures another manager binary in the same
-// run too, its starts taking turns with this tree's manager's.
+// run too, its starts taking turns with this tree's manager's. With -undeclared it then starts
+// the manager once more beside a Cluster that serves its undeclared topics, asks its gRPC
+// endpoint for that many topics' routes, and gives the memory they take per topic.
 //
 //	KUBEBUILDER_ASSETS=$(hack/setup-envtest.sh) go run ./hack/scalemanager -topics 10000
 //
@@ -45,6 +47,9 @@ type config struct {
 	// profile is where the manager's CPU profiles go ("" records none); profileFor their span.
 	profile    string
 	profileFor time.Duration
+	// undeclared is how many undeclared topics' routes a last start of the manager keeps (0: no
+	// such start).
+	undeclared int
 }
 
 func main() {
@@ -58,6 +63,7 @@ func main() {
 	flag.StringVar(&c.before, "before", "", "a manager binary (e.g. built from the commit before a change) measured in the same run, its starts taking turns with this tree's")
 	flag.StringVar(&c.profile, "profile", "", "a directory for the manager's CPU profiles, one per start; empty records none")
 	flag.DurationVar(&c.profileFor, "profile-for", 30*time.Second, "how long each CPU profile records from the manager's start")
+	flag.IntVar(&c.undeclared, "undeclared", 0, "after the Topics' measurements, start the manager once more with a Cluster serving its undeclared topics and ask its gRPC endpoint for this many topics' routes, reading its memory before and after (0: skip)")
 	flag.Parse()
 	ctrl.SetLogger(logr.Discard())
 	if err := run(c); err != nil {
@@ -120,7 +126,13 @@ func run(c config) error {
 	if err != nil {
 		return err
 	}
-	return measureAPIServerAgain(ctx, cp, fleet, ready, c, took)
+	if err := measureAPIServerAgain(ctx, cp, fleet, ready, c, took); err != nil {
+		return err
+	}
+	if c.undeclared > 0 {
+		return measureUndeclared(ctx, cp, ready, bin, c)
+	}
+	return nil
 }
 
 // measureManagers measures the first start and each restart of the manager bin and, with
