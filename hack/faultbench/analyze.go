@@ -250,7 +250,27 @@ func analyze(d *runData) result {
 	for _, a := range d.Applied {
 		r.Timeline = append(r.Timeline, appliedActionM{Note: a.Note, ScheduledMs: ms(a.Scheduled), AppliedMs: ms(a.Applied)})
 	}
+	measureLatencies(&r, d)
+	signal := measureDetection(&r, d, onset)
+	measureBadShares(&r, d, onset, signal)
+	if at, ok := isolatedAt(d); ok {
+		r.IsolateMs = msp(max(0, at-signal))
+	}
+	if sc.Heal > 0 {
+		for _, a := range d.Attempts {
+			if a.Broker == badBroker && a.OK && a.Start >= sc.Heal {
+				r.RecoverMs = msp(a.Start - sc.Heal)
+				break
+			}
+		}
+	}
+	r.Checks = append(r.Checks, fairnessChecks(&r, d)...)
+	return r
+}
 
+// measureLatencies fills r's outcome counts, latency and schedule-lag percentiles, top errors
+// and the machine's noise.
+func measureLatencies(r *result, d *runData) {
 	lat := make([]time.Duration, 0, len(d.Sends))
 	lag := make([]time.Duration, 0, len(d.Sends))
 	for i := range d.Sends {
@@ -281,8 +301,12 @@ func analyze(d *runData) result {
 	if len(noise) > 0 {
 		r.NoiseMaxMs = ms(noise[len(noise)-1])
 	}
+}
 
-	// First failure: the earliest end of a failed or slow attempt on the bad broker in the fault.
+// measureDetection counts the attempts on the bad broker, finds the first failure (the earliest
+// end of a failed or slow attempt on it in the fault) and returns the signal: the first failure,
+// or the onset when there was none or the scenario announces itself (terminating).
+func measureDetection(r *result, d *runData, onset time.Duration) time.Duration {
 	var firstFailure time.Duration = -1
 	for _, a := range d.Attempts {
 		if a.Broker != badBroker {
@@ -297,12 +321,18 @@ func analyze(d *runData) result {
 	if firstFailure >= 0 {
 		r.FirstFailureMs = msp(firstFailure)
 		r.DetectMs = msp(firstFailure - onset)
-		if sc.Name != "terminating" {
+		if d.Scenario.Name != "terminating" {
 			signal = firstFailure
 		}
 	}
 	r.SignalMs = ms(signal)
+	return signal
+}
 
+// measureBadShares fills the shares of sends that touched the bad broker, overall and around the
+// onset and the signal, and what became of those after the signal.
+func measureBadShares(r *result, d *runData, onset, signal time.Duration) {
+	sc := d.Scenario
 	share := func(keep func(s *sendRec) bool) float64 { return badShare(d, keep) }
 	r.BadSharePct = share(func(*sendRec) bool { return true })
 	r.BadShareAfterOnsetPct = share(func(s *sendRec) bool { return s.Start >= onset })
@@ -327,32 +357,24 @@ func analyze(d *runData) result {
 		}
 	}
 	r.BadShareWhileFaultyPct = share(func(s *sendRec) bool { return sc.faultyAt(s.Start) })
+}
 
-	if at, ok := isolatedAt(d); ok {
-		r.IsolateMs = msp(max(0, at-signal))
-	}
-	if sc.Heal > 0 {
-		for _, a := range d.Attempts {
-			if a.Broker == badBroker && a.OK && a.Start >= sc.Heal {
-				r.RecoverMs = msp(a.Start - sc.Heal)
-				break
-			}
-		}
-	}
-
-	// Fairness checks.
+// fairnessChecks lists what makes a run unfair to compare: the oracle reaching the bad broker, a
+// fault step applied late, a schedule not fully applied.
+func fairnessChecks(r *result, d *runData) []string {
+	var checks []string
 	if d.Strategy == "oracle" && (r.BadAttempts > 0 || d.BadSendsReceived > 0 || d.WarmupBadSends > 0 || r.BadSharePct > 0) {
-		r.Checks = append(r.Checks, "oracle reached the bad broker")
+		checks = append(checks, "oracle reached the bad broker")
 	}
 	for _, a := range d.Applied {
 		if late := a.Applied - a.Scheduled; late > d.Params.ScheduleSlack && !a.Chained {
-			r.Checks = append(r.Checks, "fault schedule step "+a.Note+" applied "+late.String()+" late")
+			checks = append(checks, "fault schedule step "+a.Note+" applied "+late.String()+" late")
 		}
 	}
-	if len(d.Applied) != len(sc.Actions) {
-		r.Checks = append(r.Checks, "fault schedule not fully applied")
+	if len(d.Applied) != len(d.Scenario.Actions) {
+		checks = append(checks, "fault schedule not fully applied")
 	}
-	return r
+	return checks
 }
 
 // onset returns when the schedule's first step was carried out, or when it was due if the run

@@ -199,13 +199,23 @@ func mark(ok bool) string {
 // the targets and the Java producers, why it missed any, and every run.
 func writeMarkdown(path string, rep *report, charts map[string][]string) error {
 	var b strings.Builder
-	p := rep.Params
 	b.WriteString("# Fault benchmark\n\n")
 	if rep.Quick {
 		b.WriteString("**Quick mode** (`-quick`): one repetition, short real-broker runs, fewer strategies. " +
 			"These numbers are a smoke test, not the benchmark.\n\n")
 	}
-	fmt.Fprintf(&b, "What was compared: ways of producing to three RocketMQ brokers (%s, %d write queues each) while one of "+
+	writeIntro(&b, rep)
+	for _, mode := range []string{"real", "sim"} {
+		writeMode(&b, rep, mode, charts)
+	}
+	writeEveryRun(&b, rep)
+	return os.WriteFile(path, []byte(b.String()), 0o644)
+}
+
+// writeIntro writes what was compared and how, the modes, the machine and the strategies.
+func writeIntro(b *strings.Builder, rep *report) {
+	p := rep.Params
+	fmt.Fprintf(b, "What was compared: ways of producing to three RocketMQ brokers (%s, %d write queues each) while one of "+
 		"them, `%s`, goes bad. Every strategy gets the same workload: messages of %d bytes scheduled at a steady %d msg/s, "+
 		"sent synchronously by %d concurrent senders that share the schedule (a sender that falls behind sends at once; "+
 		"nothing is issued after the run's time, so a strategy whose senders are stuck issues fewer and is marked cut "+
@@ -214,106 +224,122 @@ func writeMarkdown(path string, rep *report, charts map[string][]string) error {
 		"show the median with min–max, and targets are judged on medians.\n\n",
 		strings.Join(p.Brokers, ", "), p.QueuesPerBroker, p.BadBroker, p.BodyBytes, p.Rate, p.Senders, rep.Reps)
 	for _, n := range rep.Notes {
-		fmt.Fprintf(&b, "Note: %s\n\n", n)
+		fmt.Fprintf(b, "Note: %s\n\n", n)
 	}
 	b.WriteString("Two modes:\n\n")
 	if rp := rep.RealParams; rp != nil {
-		fmt.Fprintf(&b, "- **real**: one real Apache RocketMQ 5.5.0 cluster (name server and three master brokers, JVMs on "+
+		fmt.Fprintf(b, "- **real**: one real Apache RocketMQ 5.5.0 cluster (name server and three master brokers, JVMs on "+
 			"127.0.0.1, started by `internal/testsupport/rmqtest`), %.0f s runs (%d sends scheduled). Faults act on the bad broker's JVM "+
 			"(SIGSTOP, SIGKILL, graceful stop and restart); after every run it is restored (resumed or restarted) and the "+
 			"name server must publish the topic on all three brokers again before the next run. RocketMQ's own Java "+
 			"producers run in their own JVM (started, warmed up with %d sends, then given the start time) on the same "+
 			"shared schedule.\n", rp.DurationMs/1000, rp.ScheduledPerRun, len(brokerNames)*queues)
 	}
-	fmt.Fprintf(&b, "- **sim**: fresh in-process brokersim brokers and name server for every run (the fast mode), "+
+	fmt.Fprintf(b, "- **sim**: fresh in-process brokersim brokers and name server for every run (the fast mode), "+
 		"%.0f s runs (%d sends scheduled).\n\n", p.DurationMs/1000, p.ScheduledPerRun)
 	m := rep.Machine
-	fmt.Fprintf(&b, "Reproduce with `%s` (`make bench` runs the full benchmark and the Go benchmarks). Run on %d CPUs, %s "+
+	fmt.Fprintf(b, "Reproduce with `%s` (`make bench` runs the full benchmark and the Go benchmarks). Run on %d CPUs, %s "+
 		"%s/%s, %s, in %.0f min. Machine noise: load average %.2f / %.2f / %.2f at the start and %.2f / %.2f / %.2f at "+
 		"the end (other work shared the machine)", rep.Command, m.CPUs, m.GoVersion, m.OS, m.Arch, m.Date, m.ElapsedS/60,
 		m.LoadAvgStart[0], m.LoadAvgStart[1], m.LoadAvgStart[2], m.LoadAvgNow[0], m.LoadAvgNow[1], m.LoadAvgNow[2])
 	for _, mode := range []string{"real", "sim"} {
 		if n, ok := m.NoiseP99Ms[mode]; ok {
-			fmt.Fprintf(&b, "; p99 lateness of a 1 ms sleep during %s runs %s ms", mode, fmtStat(n, fmtMs))
+			fmt.Fprintf(b, "; p99 lateness of a 1 ms sleep during %s runs %s ms", mode, fmtStat(n, fmtMs))
 		}
 	}
 	b.WriteString(". Every number, the definitions and the applied fault timeline of every run are in [results.json](results.json).\n\n")
 
 	b.WriteString("Strategies:\n\n")
 	for _, s := range rep.Strategies {
-		fmt.Fprintf(&b, "- `%s`: %s.\n", s.Name, s.Description)
+		fmt.Fprintf(b, "- `%s`: %s.\n", s.Name, s.Description)
 	}
+}
 
-	for _, mode := range []string{"real", "sim"} {
-		var scs []scenarioJSON
-		for _, sc := range rep.Scenarios {
-			if sc.Mode == mode {
-				scs = append(scs, sc)
-			}
+// writeMode writes one mode's section: its scenarios, the verdicts and door comparisons, the
+// medians and the charts; nothing when the mode has no scenario.
+func writeMode(b *strings.Builder, rep *report, mode string, charts map[string][]string) {
+	var scs []scenarioJSON
+	for _, sc := range rep.Scenarios {
+		if sc.Mode == mode {
+			scs = append(scs, sc)
 		}
-		if len(scs) == 0 {
+	}
+	if len(scs) == 0 {
+		return
+	}
+	title := map[string]string{"real": "Real RocketMQ brokers", "sim": "brokersim"}[mode]
+	fmt.Fprintf(b, "\n## %s\n\nScenarios:\n\n", title)
+	for _, sc := range scs {
+		fmt.Fprintf(b, "- `%s`: %s.\n", sc.Name, sc.Description)
+	}
+	writeVerdicts(b, rep, mode)
+	writeDoors(b, rep, mode)
+	writeGRPC(b, rep, mode)
+	writeFacade(b, rep, mode)
+	writeMedians(b, rep, mode)
+	writeChartLinks(b, scs, mode, charts)
+}
+
+// writeMedians writes one mode's table of medians over the repetitions.
+func writeMedians(b *strings.Builder, rep *report, mode string) {
+	b.WriteString("\n### Medians\n\nLatencies in ms. *issued*: sends issued of those scheduled (senders stuck in " +
+		"slow sends issue fewer; success, latency and shares are over the issued sends). *bad while faulty*: % of sends started while the bad broker was " +
+		"faulty that had an attempt on it; *after signal*: the same after the first failure (information); " +
+		"*bad before onset*: the same before the fault (about 33 for a round robin over three brokers; near 0 means the " +
+		"strategy avoided the bad broker before it went bad, e.g. after slow answers during its warm-up); " +
+		"*isolate*: signal → last send to it before it went quiet (runs in which that happened).\n\n")
+	b.WriteString("| scenario | strategy | issued % | success % | p50 | p99 | bad while faulty % | bad after signal % | bad before onset % | isolate | noise p99 | notes |\n")
+	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
+	for _, md := range rep.Medians {
+		if md.Mode != mode {
 			continue
 		}
-		title := map[string]string{"real": "Real RocketMQ brokers", "sim": "brokersim"}[mode]
-		fmt.Fprintf(&b, "\n## %s\n\nScenarios:\n\n", title)
-		for _, sc := range scs {
-			fmt.Fprintf(&b, "- `%s`: %s.\n", sc.Name, sc.Description)
-		}
-		writeVerdicts(&b, rep, mode)
-		writeDoors(&b, rep, mode)
-		writeGRPC(&b, rep, mode)
-		writeFacade(&b, rep, mode)
-		b.WriteString("\n### Medians\n\nLatencies in ms. *issued*: sends issued of those scheduled (senders stuck in " +
-			"slow sends issue fewer; success, latency and shares are over the issued sends). *bad while faulty*: % of sends started while the bad broker was " +
-			"faulty that had an attempt on it; *after signal*: the same after the first failure (information); " +
-			"*bad before onset*: the same before the fault (about 33 for a round robin over three brokers; near 0 means the " +
-			"strategy avoided the bad broker before it went bad, e.g. after slow answers during its warm-up); " +
-			"*isolate*: signal → last send to it before it went quiet (runs in which that happened).\n\n")
-		b.WriteString("| scenario | strategy | issued % | success % | p50 | p99 | bad while faulty % | bad after signal % | bad before onset % | isolate | noise p99 | notes |\n")
-		b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
-		for _, md := range rep.Medians {
-			if md.Mode != mode {
-				continue
-			}
-			iso := "never"
-			if md.IsolateMs != nil {
-				iso = fmtStat(*md.IsolateMs, fmtMs)
-				if md.Isolated < md.Runs {
-					iso += fmt.Sprintf(" (%d of %d runs)", md.Isolated, md.Runs)
-				}
-			}
-			if md.Strategy == "oracle" {
-				iso = "—"
-			}
-			var notes []string
-			if md.CutShort > 0 {
-				notes = append(notes, fmt.Sprintf("%d run(s) cut short", md.CutShort))
-			}
-			if md.FailedChecks > 0 {
-				notes = append(notes, fmt.Sprintf("%d run(s) with failed checks", md.FailedChecks))
-			}
-			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", md.Scenario, md.Strategy,
-				fmtStat(md.IssuedPct, fmtPct), fmtStat(md.SuccessPct, fmtPct), fmtStat(md.P50Ms, fmtMs), fmtStat(md.P99Ms, fmtMs),
-				fmtStat(md.BadShareWhileFaultyPct, fmtPct), fmtStat(md.BadShareAfterSignalPct, fmtPct),
-				fmtStat(md.BadShareBeforeOnsetPct, fmtPct), iso,
-				fmtStat(md.NoiseP99Ms, fmtMs), strings.Join(notes, "; "))
-		}
-		b.WriteString("\nCharts (the median run of each strategy by p99; dashed lines are the fault steps):\n\n")
-		for _, sc := range scs {
-			for _, c := range charts[mode+"/"+sc.Name] {
-				fmt.Fprintf(&b, "- [%s](%s)\n", filepath.Base(c), filepath.Base(c))
+		iso := "never"
+		if md.IsolateMs != nil {
+			iso = fmtStat(*md.IsolateMs, fmtMs)
+			if md.Isolated < md.Runs {
+				iso += fmt.Sprintf(" (%d of %d runs)", md.Isolated, md.Runs)
 			}
 		}
-		for _, sc := range scs {
-			if cs := charts[mode+"/"+sc.Name]; len(cs) > 0 {
-				fmt.Fprintf(&b, "\n![%s](%s)\n", filepath.Base(cs[0]), filepath.Base(cs[0]))
-				if mode == "sim" && len(cs) > 1 {
-					fmt.Fprintf(&b, "\n![%s](%s)\n", filepath.Base(cs[1]), filepath.Base(cs[1]))
-				}
+		if md.Strategy == "oracle" {
+			iso = "—"
+		}
+		var notes []string
+		if md.CutShort > 0 {
+			notes = append(notes, fmt.Sprintf("%d run(s) cut short", md.CutShort))
+		}
+		if md.FailedChecks > 0 {
+			notes = append(notes, fmt.Sprintf("%d run(s) with failed checks", md.FailedChecks))
+		}
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", md.Scenario, md.Strategy,
+			fmtStat(md.IssuedPct, fmtPct), fmtStat(md.SuccessPct, fmtPct), fmtStat(md.P50Ms, fmtMs), fmtStat(md.P99Ms, fmtMs),
+			fmtStat(md.BadShareWhileFaultyPct, fmtPct), fmtStat(md.BadShareAfterSignalPct, fmtPct),
+			fmtStat(md.BadShareBeforeOnsetPct, fmtPct), iso,
+			fmtStat(md.NoiseP99Ms, fmtMs), strings.Join(notes, "; "))
+	}
+}
+
+// writeChartLinks links one mode's charts and shows the first of each scenario (and the second
+// in brokersim mode).
+func writeChartLinks(b *strings.Builder, scs []scenarioJSON, mode string, charts map[string][]string) {
+	b.WriteString("\nCharts (the median run of each strategy by p99; dashed lines are the fault steps):\n\n")
+	for _, sc := range scs {
+		for _, c := range charts[mode+"/"+sc.Name] {
+			fmt.Fprintf(b, "- [%s](%s)\n", filepath.Base(c), filepath.Base(c))
+		}
+	}
+	for _, sc := range scs {
+		if cs := charts[mode+"/"+sc.Name]; len(cs) > 0 {
+			fmt.Fprintf(b, "\n![%s](%s)\n", filepath.Base(cs[0]), filepath.Base(cs[0]))
+			if mode == "sim" && len(cs) > 1 {
+				fmt.Fprintf(b, "\n![%s](%s)\n", filepath.Base(cs[1]), filepath.Base(cs[1]))
 			}
 		}
 	}
+}
 
+// writeEveryRun writes the table of every run.
+func writeEveryRun(b *strings.Builder, rep *report) {
 	b.WriteString("\n## Every run\n\nLatencies in ms. *bad share*: % of sends with an attempt on the bad broker — over the run / " +
 		"after the first signal / while it was faulty. *detect*: onset → first failure; *isolate*: signal → last send to it " +
 		"before it went quiet; *recover*: healed → first successful send to it; *noise p99*: how late 1 ms sleeps woke up " +
@@ -346,12 +372,11 @@ func writeMarkdown(path string, rep *report, charts map[string][]string) error {
 		if r.DetectMs != nil {
 			detect = fmtMs(*r.DetectMs)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %d | %s | %d / %d | %.2f | %s | %s | %s | %s | %.2f / %.2f / %.2f | %s | %s | %s | %s | %.0f | %s |\n",
+		fmt.Fprintf(b, "| %s | %s | %d | %s | %d / %d | %.2f | %s | %s | %s | %s | %.2f / %.2f / %.2f | %s | %s | %s | %s | %.0f | %s |\n",
 			r.Mode, r.Scenario, r.Rep, r.Strategy, r.Issued, r.Scheduled, r.SuccessPct, fmtMs(r.P50Ms), fmtMs(r.P99Ms),
 			fmtMs(r.P999Ms), fmtMs(r.MaxMs), r.BadSharePct, r.BadShareAfterSignalPct, r.BadShareWhileFaultyPct, detect,
 			isolate, recov, fmtMs(r.NoiseP99Ms), r.LoadAvg1, strings.Join(notes, "; "))
 	}
-	return os.WriteFile(path, []byte(b.String()), 0o644)
 }
 
 // writeVerdicts writes detour's medians against the targets and the Java producers, and what the
@@ -387,9 +412,41 @@ func writeVerdicts(b *strings.Builder, rep *report, mode string) {
 		fmt.Fprintf(b, "| %s | %s | %s | %.2f | %s | %s | %s |\n", v.Scenario, v.Against, mark(v.SuccessPass), v.P99Ratio,
 			mark(v.P99Pass), mark(v.BadSharePass), better)
 	}
-	// One line per scenario and measure, naming every baseline detour is not ahead of there, with
-	// detour's evidence once.
-	type miss struct{ scenario, measure string }
+	writeMisses(b, rep, mode, vs)
+}
+
+// writeMisses writes one line per scenario and measure where detour is not ahead, naming every
+// baseline it is not ahead of there, with detour's evidence from the records once.
+func writeMisses(b *strings.Builder, rep *report, mode string, vs []verdict) {
+	order, against := missesOf(rep, mode, vs)
+	var why []string
+	for _, k := range order {
+		d := findMedian(rep, mode, k.scenario, "detour")
+		var mine, evidence string
+		switch k.measure {
+		case "success":
+			mine, evidence = fmtStat(d.SuccessPct, fmtPct)+" %", errorsOf(rep, mode, k.scenario, "detour")
+		case "p99":
+			mine, evidence = fmtStat(d.P99Ms, fmtMs)+" ms", slowOf(rep, mode, k.scenario)
+		default:
+			mine, evidence = fmtStat(d.BadShareWhileFaultyPct, fmtPct)+" %", badOf(rep, mode, k.scenario)
+		}
+		why = append(why, fmt.Sprintf("- **%s, %s**: detour %s against %s. %s", k.scenario, k.measure, mine,
+			strings.Join(against[k], ", "), evidence))
+	}
+	if len(why) > 0 {
+		b.WriteString("\nWhere detour is not ahead, from the records of these runs:\n\n")
+		b.WriteString(strings.Join(why, "\n"))
+		b.WriteString("\n")
+	}
+}
+
+// miss is a scenario and a measure on which detour is not ahead of some baseline.
+type miss struct{ scenario, measure string }
+
+// missesOf lists, in verdict order, the scenarios and measures on which detour is not ahead of a
+// baseline (java-default left out), each with the baselines and their medians there.
+func missesOf(rep *report, mode string, vs []verdict) ([]miss, map[miss][]string) {
 	var order []miss
 	against := map[miss][]string{}
 	for _, v := range vs {
@@ -417,26 +474,7 @@ func writeVerdicts(b *strings.Builder, rep *report, mode string) {
 			add("bad share while faulty", fmtStat(o.BadShareWhileFaultyPct, fmtPct)+" %")
 		}
 	}
-	var why []string
-	for _, k := range order {
-		d := findMedian(rep, mode, k.scenario, "detour")
-		var mine, evidence string
-		switch k.measure {
-		case "success":
-			mine, evidence = fmtStat(d.SuccessPct, fmtPct)+" %", errorsOf(rep, mode, k.scenario, "detour")
-		case "p99":
-			mine, evidence = fmtStat(d.P99Ms, fmtMs)+" ms", slowOf(rep, mode, k.scenario)
-		default:
-			mine, evidence = fmtStat(d.BadShareWhileFaultyPct, fmtPct)+" %", badOf(rep, mode, k.scenario)
-		}
-		why = append(why, fmt.Sprintf("- **%s, %s**: detour %s against %s. %s", k.scenario, k.measure, mine,
-			strings.Join(against[k], ", "), evidence))
-	}
-	if len(why) > 0 {
-		b.WriteString("\nWhere detour is not ahead, from the records of these runs:\n\n")
-		b.WriteString(strings.Join(why, "\n"))
-		b.WriteString("\n")
-	}
+	return order, against
 }
 
 // writeFacade compares RocketMQ's default Java producer directly against the name server and

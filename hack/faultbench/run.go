@@ -251,15 +251,8 @@ func runOn(ctx context.Context, e benchEnv, sc scenario, strategy string, p para
 	for i := range body {
 		body[i] = 'a' + byte(i%26)
 	}
-	// Warm up outside the measurement: connections, and for rocketmq-client-go the route.
-	for i := 0; i < len(brokerNames)*queues; i++ {
-		var r sendRec
-		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		d.send(wctx, &r, body, time.Now())
-		cancel()
-		if !r.OK {
-			return nil, fmt.Errorf("%s: warm-up send failed: %s", strategy, r.Err)
-		}
+	if err := warmUp(ctx, d, body); err != nil {
+		return nil, fmt.Errorf("%s: %w", strategy, err)
 	}
 	warm := e.badReceived()
 
@@ -280,6 +273,40 @@ func runOn(ctx context.Context, e benchEnv, sc scenario, strategy string, p para
 		timeline(sc, t0, e, d, data, &appliedMu, tlStop)
 	}()
 
+	recs, issued := sendSchedule(ctx, d, p, body, t0)
+	data.Elapsed = time.Since(t0)
+	close(noiseStop)
+	data.Noise = <-noiseDone
+	close(tlStop)
+	tlWG.Wait()
+	if n := e.badReceived(); n >= 0 {
+		data.BadSendsReceived = n - warm
+	} else {
+		data.BadSendsReceived = -1
+	}
+	collect(data, recs, issued, rec)
+	return data, nil
+}
+
+// warmUp sends outside the measurement, so that connections (and for rocketmq-client-go the
+// route) are in place when it starts.
+func warmUp(ctx context.Context, d driver, body []byte) error {
+	for i := 0; i < len(brokerNames)*queues; i++ {
+		var r sendRec
+		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		d.send(wctx, &r, body, time.Now())
+		cancel()
+		if !r.OK {
+			return fmt.Errorf("warm-up send failed: %s", r.Err)
+		}
+	}
+	return nil
+}
+
+// sendSchedule runs p.Senders senders over one shared schedule from t0 and waits for them (at
+// most the run's time and the drain time); it returns every message's record and whether it was
+// issued.
+func sendSchedule(ctx context.Context, d driver, p params, body []byte, t0 time.Time) ([]sendRec, []bool) {
 	// Senders share one schedule: message i is due at t0 + i/rate. A sender that is behind sends at
 	// once; nothing is issued once the run's time is up, so a strategy whose senders are stuck
 	// issues fewer messages (the run is then marked cut short).
@@ -288,7 +315,6 @@ func runOn(ctx context.Context, e benchEnv, sc scenario, strategy string, p para
 	recs := make([]sendRec, n)
 	issued := make([]bool, n)
 	var next atomic.Int64
-	var inFlight sync.WaitGroup
 	var senders sync.WaitGroup
 	sendCtx, cancelSends := context.WithCancel(ctx)
 	defer cancelSends()
@@ -310,9 +336,7 @@ func runOn(ctx context.Context, e benchEnv, sc scenario, strategy string, p para
 				}
 				issued[i] = true
 				recs[i] = sendRec{Seq: i, Due: due}
-				inFlight.Add(1)
 				d.send(sendCtx, &recs[i], body, t0)
-				inFlight.Done()
 			}
 		}()
 	}
@@ -328,17 +352,13 @@ func runOn(ctx context.Context, e benchEnv, sc scenario, strategy string, p para
 		cancelSends()
 		<-done
 	}
-	data.Elapsed = time.Since(t0)
-	close(noiseStop)
-	data.Noise = <-noiseDone
-	close(tlStop)
-	tlWG.Wait()
-	if n := e.badReceived(); n >= 0 {
-		data.BadSendsReceived = n - warm
-	} else {
-		data.BadSendsReceived = -1
-	}
+	return recs, issued
+}
 
+// collect adds the issued sends (counting those that ended past the drain time as abandoned)
+// and the recorder's attempts and isolation changes to data, each in time order.
+func collect(data *runData, recs []sendRec, issued []bool, rec *recorder) {
+	p := data.Params
 	for i := range recs {
 		if issued[i] {
 			if recs[i].Start+recs[i].Latency > p.Duration+p.Drain {
@@ -353,5 +373,4 @@ func runOn(ctx context.Context, e benchEnv, sc scenario, strategy string, p para
 	rec.mu.Unlock()
 	sort.Slice(data.Attempts, func(i, j int) bool { return data.Attempts[i].Start < data.Attempts[j].Start })
 	sort.Slice(data.Sends, func(i, j int) bool { return data.Sends[i].Start < data.Sends[j].Start })
-	return data, nil
 }
