@@ -10,6 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/detourmq/detour/hack/faultbench/internal/analysis"
+	"github.com/detourmq/detour/hack/faultbench/internal/realenv"
+	"github.com/detourmq/detour/hack/faultbench/internal/report"
+	"github.com/detourmq/detour/hack/faultbench/internal/scenario"
 	"github.com/detourmq/detour/internal/testsupport/rmqtest"
 )
 
@@ -35,7 +39,7 @@ func TestShortBlackholeRunMeasuresDetourAndKeepsTheOracleOffTheBadBroker(t *test
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rep report
+	var rep report.Report
 	if err := json.Unmarshal(raw, &rep); err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +49,7 @@ func TestShortBlackholeRunMeasuresDetourAndKeepsTheOracleOffTheBadBroker(t *test
 	if rep.Params.ScheduledPerRun != 400 || rep.Machine.CPUs < 1 || rep.Machine.GoVersion == "" {
 		t.Errorf("run parameters or machine info missing: %+v %+v", rep.Params, rep.Machine)
 	}
-	by := map[string]result{}
+	by := map[string]analysis.Result{}
 	for _, r := range rep.Results {
 		by[r.Strategy] = r
 		if r.Issued == 0 || r.Succeeded+r.Failed != r.Issued {
@@ -102,27 +106,27 @@ func TestShortBlackholeRunMeasuresDetourAndKeepsTheOracleOffTheBadBroker(t *test
 // one where every sender is stuck on it (no attempts anywhere), which must not pass for isolation.
 func TestAnalyzeTellsIsolationFromStalls(t *testing.T) {
 	const ms = time.Millisecond
-	p := params{Duration: 10 * time.Second, Rate: 100, Senders: 1}
-	sc := scenario{Name: "blackhole", Onset: 2 * time.Second, Faulty: []window{{2 * time.Second, 10 * time.Second}}}
+	p := scenario.Params{Duration: 10 * time.Second, Rate: 100, Senders: 1}
+	sc := scenario.Scenario{Name: "blackhole", Onset: 2 * time.Second, Faulty: []scenario.Window{{From: 2 * time.Second, To: 10 * time.Second}}}
 	// build sends one message every 10 ms; pick names the broker of each send's only attempt, or
 	// "" for no send at that slot.
-	build := func(pick func(i int) (string, time.Duration, bool)) *runData {
-		d := &runData{Scenario: sc, Params: p}
+	build := func(pick func(i int) (string, time.Duration, bool)) *scenario.RunData {
+		d := &scenario.RunData{Scenario: sc, Params: p}
 		for i := 0; i < 1000; i++ {
 			b, lat, ok := pick(i)
 			if b == "" {
 				continue
 			}
 			start := time.Duration(i) * 10 * ms
-			d.Sends = append(d.Sends, sendRec{Seq: i, Due: start, Start: start, Latency: lat, OK: ok, Tried: []string{b}})
-			d.Attempts = append(d.Attempts, attemptRec{Broker: b, Start: start, End: start + lat, OK: ok})
+			d.Sends = append(d.Sends, scenario.SendRec{Seq: i, Due: start, Start: start, Latency: lat, OK: ok, Tried: []string{b}})
+			d.Attempts = append(d.Attempts, scenario.AttemptRec{Broker: b, Start: start, End: start + lat, OK: ok})
 		}
 		return d
 	}
-	names := []string{brokerA, badBroker, brokerC}
+	names := []string{scenario.BrokerA, scenario.BadBroker, scenario.BrokerC}
 	tests := []struct {
 		name        string
-		run         *runData
+		run         *scenario.RunData
 		wantIsolate *time.Duration
 		wantShare   float64
 	}{
@@ -130,7 +134,7 @@ func TestAnalyzeTellsIsolationFromStalls(t *testing.T) {
 			name: "sends stop after the first failure",
 			run: build(func(i int) (string, time.Duration, bool) {
 				if i == 200 {
-					return badBroker, 300 * ms, false // fails at 2.3 s
+					return scenario.BadBroker, 300 * ms, false // fails at 2.3 s
 				}
 				if i > 200 && i < 230 {
 					return "", 0, false // the sender was stuck in the failed send
@@ -147,7 +151,7 @@ func TestAnalyzeTellsIsolationFromStalls(t *testing.T) {
 			name: "round robin keeps sending to the bad broker",
 			run: build(func(i int) (string, time.Duration, bool) {
 				b := names[i%3]
-				return b, ms, b != badBroker || i < 200
+				return b, ms, b != scenario.BadBroker || i < 200
 			}),
 			wantIsolate: nil,
 			wantShare:   33.33,
@@ -159,7 +163,7 @@ func TestAnalyzeTellsIsolationFromStalls(t *testing.T) {
 					return "", 0, false // every sender stuck for 1.5 s
 				}
 				b := names[i%3]
-				return b, ms, b != badBroker || i < 200
+				return b, ms, b != scenario.BadBroker || i < 200
 			}),
 			wantIsolate: nil,
 			wantShare:   33.33,
@@ -167,7 +171,7 @@ func TestAnalyzeTellsIsolationFromStalls(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			r := analyze(tc.run)
+			r := analysis.Analyze(tc.run)
 			if r.FirstFailureMs == nil {
 				t.Fatal("no first failure found")
 			}
@@ -184,7 +188,7 @@ func TestAnalyzeTellsIsolationFromStalls(t *testing.T) {
 	}
 }
 
-func ms2f(d time.Duration) float64 { return ms(d) }
+func ms2f(d time.Duration) float64 { return analysis.Ms(d) }
 
 // TestParseFlagsRefusesUnknownNames checks that a typo in a scenario or strategy fails loudly
 // instead of silently running nothing.
@@ -229,26 +233,26 @@ func TestQuickKeepsExplicitFlags(t *testing.T) {
 
 // TestMediansAndVerdicts checks the statistics the tables and targets are judged on.
 func TestMediansAndVerdicts(t *testing.T) {
-	if s := statOf([]float64{5, 1, 3}); s != (stat{Median: 3, Min: 1, Max: 5}) {
+	if s := analysis.StatOf([]float64{5, 1, 3}); s != (analysis.Stat{Median: 3, Min: 1, Max: 5}) {
 		t.Errorf("statOf odd = %+v", s)
 	}
-	if s := statOf([]float64{4, 1, 3, 10}); s.Median != 3.5 || s.Min != 1 || s.Max != 10 {
+	if s := analysis.StatOf([]float64{4, 1, 3, 10}); s.Median != 3.5 || s.Min != 1 || s.Max != 10 {
 		t.Errorf("statOf even = %+v", s)
 	}
-	var rs []result
+	var rs []analysis.Result
 	add := func(st string, rep int, ok, p99, bad float64) {
-		rs = append(rs, result{Mode: "real", Scenario: "blackhole", Strategy: st, Rep: rep, SuccessPct: ok, P99Ms: p99, BadShareWhileFaultyPct: bad})
+		rs = append(rs, analysis.Result{Mode: "real", Scenario: "blackhole", Strategy: st, Rep: rep, SuccessPct: ok, P99Ms: p99, BadShareWhileFaultyPct: bad})
 	}
 	for rep, v := range []float64{100, 100, 99} {
 		add("detour", rep+1, v, []float64{100, 900, 115}[rep], []float64{0.05, 3, 0.02}[rep])
 		add("oracle", rep+1, 100, 90, 0)
 		add("java-5", rep+1, 99, 400, 2)
 	}
-	ms := medians(rs)
+	ms := analysis.Medians(rs)
 	if len(ms) != 3 || ms[0].Strategy != "detour" || ms[0].Runs != 3 || ms[0].P99Ms.Median != 115 || ms[0].P99Ms.Max != 900 {
 		t.Fatalf("medians %+v", ms)
 	}
-	vs := verdicts(ms)
+	vs := analysis.Verdicts(ms)
 	if len(vs) != 2 {
 		t.Fatalf("verdicts %+v", vs)
 	}
@@ -257,7 +261,7 @@ func TestMediansAndVerdicts(t *testing.T) {
 		t.Errorf("against the oracle: %+v", o)
 	}
 	// A share the records cannot tell meets no target.
-	if shareWithin(unknownShare, targetBadSharePct) || shareWithin(unknownShare, 5) || fmtPct(unknownShare) != "n/a" {
+	if analysis.ShareWithin(analysis.UnknownShare, analysis.TargetBadSharePct) || analysis.ShareWithin(analysis.UnknownShare, 5) || analysis.FmtPct(analysis.UnknownShare) != "n/a" {
 		t.Errorf("an unknown share passes a target or prints as a number")
 	}
 	if j.Against != "java-5" || !j.Better || j.P99Ratio != 0.29 {
@@ -268,30 +272,30 @@ func TestMediansAndVerdicts(t *testing.T) {
 // TestRealScenariosAndJavaRecords checks the real-broker schedules and the conversion of the Java
 // producer's records onto the run's clock.
 func TestRealScenariosAndJavaRecords(t *testing.T) {
-	for _, n := range realScenarioNames {
-		sc, err := buildRealScenario(n, 20*time.Second)
+	for _, n := range scenario.RealNames {
+		sc, err := scenario.BuildRealScenario(n, 20*time.Second)
 		if err != nil || len(sc.Actions) == 0 || len(sc.Faulty) == 0 || sc.Onset != 5*time.Second {
 			t.Errorf("%s: %+v, %v", n, sc, err)
 		}
 	}
-	sc, _ := buildRealScenario("rolling", 20*time.Second)
-	p := params{Duration: 20 * time.Second, Rate: 200, Senders: 4, Drain: 10 * time.Second}
-	d := &runData{Scenario: sc, Params: p, Applied: []appliedAction{
+	sc, _ := scenario.BuildRealScenario("rolling", 20*time.Second)
+	p := scenario.Params{Duration: 20 * time.Second, Rate: 200, Senders: 4, Drain: 10 * time.Second}
+	d := &scenario.RunData{Scenario: sc, Params: p, Applied: []scenario.AppliedAction{
 		{Note: "pod terminating", Scheduled: 5 * time.Second, Applied: 5 * time.Second, Done: 5 * time.Second},
 		{Note: "graceful stop", Scheduled: 7 * time.Second, Applied: 7 * time.Second, Done: 9 * time.Second},
 		{Note: "new broker registered", Applied: 9 * time.Second, Done: 17 * time.Second, Chained: true},
 	}}
 	d.Applied[0].Applied = 5200 * time.Millisecond // the pod mark came 200 ms late
-	d.settleFaulty()
+	d.SettleFaulty()
 	if w := d.Scenario.Faulty; len(w) != 1 || w[0].From != 5200*time.Millisecond || w[0].To != 17*time.Second {
 		t.Errorf("rolling faulty span %+v, want 5.2 s (the mark, applied late) to 17 s (the new broker registered)", w)
 	}
-	fl, _ := buildRealScenario("flapping", 20*time.Second)
-	fd := &runData{Scenario: fl, Params: p}
+	fl, _ := scenario.BuildRealScenario("flapping", 20*time.Second)
+	fd := &scenario.RunData{Scenario: fl, Params: p}
 	for _, a := range fl.Actions {
-		fd.Applied = append(fd.Applied, appliedAction{Note: a.Note, Scheduled: a.At, Applied: a.At + 50*time.Millisecond})
+		fd.Applied = append(fd.Applied, scenario.AppliedAction{Note: a.Note, Scheduled: a.At, Applied: a.At + 50*time.Millisecond})
 	}
-	fd.settleFaulty()
+	fd.SettleFaulty()
 	if w := fd.Scenario.Faulty; w[0].From != 5050*time.Millisecond || w[0].To != 8050*time.Millisecond || w[len(w)-1].To != 20*time.Second {
 		t.Errorf("flapping faulty spans not moved to the applied steps: %+v", w)
 	}
@@ -302,12 +306,12 @@ func TestRealScenariosAndJavaRecords(t *testing.T) {
 	t0 := time.UnixMilli(1_700_000_000_000)
 	sends := []rmqtest.JavaSend{{
 		Slot: 10, StartMs: t0.UnixMilli() + 60, Start: time.UnixMilli(t0.UnixMilli() + 60), LatencyUs: 450_000, OK: true,
-		Broker: brokerA, Brokers: []string{badBroker, brokerA},
-		Attempts: []rmqtest.JavaAttempt{{Broker: badBroker, StartUs: 10, LatencyUs: 400_000}, {Broker: brokerA, StartUs: 400_100, LatencyUs: 49_000, OK: true}},
+		Broker: scenario.BrokerA, Brokers: []string{scenario.BadBroker, scenario.BrokerA},
+		Attempts: []rmqtest.JavaAttempt{{Broker: scenario.BadBroker, StartUs: 10, LatencyUs: 400_000}, {Broker: scenario.BrokerA, StartUs: 400_100, LatencyUs: 49_000, OK: true}},
 	}}
-	javaRecords(d, sends, t0)
+	realenv.JavaRecords(d, sends, t0)
 	s := d.Sends[0]
-	if s.Due != 50*time.Millisecond || s.Start != 60*time.Millisecond || s.Latency != 450*time.Millisecond || !touchesBad(&s) {
+	if s.Due != 50*time.Millisecond || s.Start != 60*time.Millisecond || s.Latency != 450*time.Millisecond || !analysis.TouchesBad(&s) {
 		t.Errorf("send %+v", s)
 	}
 	if len(d.Attempts) != 2 || d.Attempts[0].OK || d.Attempts[0].End != 460*time.Millisecond+10*time.Microsecond || !d.Attempts[1].OK {

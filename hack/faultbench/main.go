@@ -32,25 +32,23 @@ import (
 	"time"
 
 	"github.com/apache/rocketmq-client-go/v2/rlog"
+
+	"github.com/detourmq/detour/hack/faultbench/internal/analysis"
+	"github.com/detourmq/detour/hack/faultbench/internal/realenv"
+	"github.com/detourmq/detour/hack/faultbench/internal/report"
+	"github.com/detourmq/detour/hack/faultbench/internal/running"
+	"github.com/detourmq/detour/hack/faultbench/internal/scenario"
+	"github.com/detourmq/detour/hack/faultbench/internal/strategy"
 )
 
-// config is the command line.
+// config is the command line: the settings the report states, and what to run and write.
 type config struct {
-	Out        string
-	Params     params
-	Scenarios  []string
-	Strategies []string
-	Charts     bool
-	Raw        string
-	// Modes are "real" (a real RocketMQ cluster) and "sim" (brokersim), in that order.
-	Modes []string
-	// Reps is how many times every scenario × strategy runs, interleaved.
-	Reps int
-	// Real* are the real-broker mode's parameters, scenarios and strategies.
-	RealParams     params
-	RealScenarios  []string
-	RealStrategies []string
-	Quick          bool
+	report.Settings
+	Out           string
+	Scenarios     []string
+	Charts        bool
+	Raw           string
+	RealScenarios []string
 	// Rewrite only renders the outputs again from the results.json in Out; Merge names other
 	// runs' results.json files whose modes it adds.
 	Rewrite bool
@@ -58,8 +56,6 @@ type config struct {
 	Note    string
 	// RewriteCommand replaces the report's command line (for runs made in parts).
 	RewriteCommand string
-	// Command is the command line that reproduces the run, for the report.
-	Command string
 }
 
 // listFlags are the comma-separated flags that name modes, scenarios and strategies; they are
@@ -112,15 +108,15 @@ func defineFlags(fs *flag.FlagSet, c *config) listFlags {
 	fs.StringVar(&c.RewriteCommand, "command", "", "with -rewrite: the command line to show as how to reproduce the run (for runs made in parts)")
 	fs.StringVar(&c.Note, "note", "", "with -rewrite: a note on how the run was made, added to the report")
 	fs.StringVar(&c.Merge, "merge", "", "with -rewrite: comma-separated results.json files of other runs whose modes are added (the modes of one invocation run one after another; this joins modes run separately)")
-	l.realScen = fs.String("real-scenarios", strings.Join(realScenarioNames, ","), "comma-separated real-broker scenarios")
-	l.realStrat = fs.String("real-strategies", strings.Join(defaultRealStrategies, ","), "comma-separated real-broker strategies (known: "+strings.Join(realStrategyNames, ", ")+")")
+	l.realScen = fs.String("real-scenarios", strings.Join(scenario.RealNames, ","), "comma-separated real-broker scenarios")
+	l.realStrat = fs.String("real-strategies", strings.Join(strategy.DefaultReal, ","), "comma-separated real-broker strategies (known: "+strings.Join(strategy.RealNames, ", ")+")")
 	fs.IntVar(&c.Params.Rate, "rate", 200, "messages per second, over all senders")
 	fs.IntVar(&c.Params.Senders, "senders", 4, "concurrent synchronous senders")
 	fs.DurationVar(&c.Params.Drain, "drain", 10*time.Second, "how long to wait for sends in flight after the run's time is up")
 	fs.IntVar(&c.Params.BodyLen, "body", 128, "message body size in bytes")
 	fs.DurationVar(&c.Params.ScheduleSlack, "schedule-slack", 100*time.Millisecond, "how late a fault step may be applied before the run is flagged as not comparable")
-	l.scen = fs.String("scenarios", strings.Join(scenarioNames, ","), "comma-separated scenarios to run")
-	l.strat = fs.String("strategies", strings.Join(strategyNames, ","), "comma-separated strategies to run")
+	l.scen = fs.String("scenarios", strings.Join(scenario.SimNames, ","), "comma-separated scenarios to run")
+	l.strat = fs.String("strategies", strings.Join(strategy.SimNames, ","), "comma-separated strategies to run")
 	fs.BoolVar(&c.Charts, "charts", true, "draw PNG charts")
 	fs.StringVar(&c.Raw, "raw", "", "if set, a directory to write every send and attempt of every run into as CSV (large; for investigation)")
 	return l
@@ -153,16 +149,16 @@ func pickLists(c *config, l listFlags) error {
 	if c.Modes, err = pickList(*l.modes, []string{"real", "sim"}, "mode"); err != nil {
 		return err
 	}
-	if c.RealScenarios, err = pickList(*l.realScen, realScenarioNames, "real-broker scenario"); err != nil {
+	if c.RealScenarios, err = pickList(*l.realScen, scenario.RealNames, "real-broker scenario"); err != nil {
 		return err
 	}
-	if c.RealStrategies, err = pickList(*l.realStrat, realStrategyNames, "real-broker strategy"); err != nil {
+	if c.RealStrategies, err = pickList(*l.realStrat, strategy.RealNames, "real-broker strategy"); err != nil {
 		return err
 	}
-	if c.Scenarios, err = pickList(*l.scen, scenarioNames, "scenario"); err != nil {
+	if c.Scenarios, err = pickList(*l.scen, scenario.SimNames, "scenario"); err != nil {
 		return err
 	}
-	c.Strategies, err = pickList(*l.strat, strategyNames, "strategy")
+	c.Strategies, err = pickList(*l.strat, strategy.SimNames, "strategy")
 	return err
 }
 
@@ -234,16 +230,13 @@ func main() {
 	}
 }
 
-// logf writes progress lines.
-type logf func(format string, args ...any)
-
 // run runs every selected mode, scenario, repetition and strategy and writes the outputs after
 // each scenario, so a long run that is interrupted still leaves the scenarios it finished.
 func run(ctx context.Context, c config, w interface{ Write([]byte) (int, error) }) error {
 	// rocketmq-client-go logs every retry at warn level to stdout; its outcomes are recorded here.
 	rlog.SetLogLevel("fatal")
 	var logMu sync.Mutex
-	log := logf(func(format string, args ...any) {
+	log := realenv.Logf(func(format string, args ...any) {
 		logMu.Lock()
 		defer logMu.Unlock()
 		fmt.Fprintf(w, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
@@ -251,7 +244,7 @@ func run(ctx context.Context, c config, w interface{ Write([]byte) (int, error) 
 	if err := os.MkdirAll(c.Out, 0o755); err != nil {
 		return err
 	}
-	b := &bench{c: c, log: log, charts: map[string][]string{}, started: time.Now(), loadStart: loadAvg()}
+	b := &bench{c: c, log: log, charts: map[string][]string{}, started: time.Now(), loadStart: report.LoadAvg()}
 	for _, mode := range c.Modes {
 		var err error
 		if mode == "sim" {
@@ -273,9 +266,9 @@ func run(ctx context.Context, c config, w interface{ Write([]byte) (int, error) 
 // bench is one invocation's state: every result so far and the charts drawn.
 type bench struct {
 	c         config
-	log       logf
-	scs       []scenarioJSON
-	results   []result
+	log       realenv.Logf
+	scs       []report.ScenarioJSON
+	results   []analysis.Result
 	charts    map[string][]string
 	failed    []string
 	started   time.Time
@@ -290,16 +283,16 @@ func order(strategies []string, rep int) []string {
 }
 
 // record analyzes a run, logs it and keeps its result.
-func (b *bench) record(mode string, rep int, d *runData) result {
-	r := analyze(d)
+func (b *bench) record(mode string, rep int, d *scenario.RunData) analysis.Result {
+	r := analysis.Analyze(d)
 	r.Mode, r.Rep = mode, rep+1
-	r.LoadAvg1 = loadAvg()[0]
+	r.LoadAvg1 = report.LoadAvg()[0]
 	for _, e := range d.ApplyErrors {
 		r.Checks = append(r.Checks, "fault step failed: "+e)
 	}
 	b.log("%-4s %-11s #%d %-18s issued %4d/%d ok %6.2f%% p50 %7.2fms p99 %8.2fms bad %5.2f%% while-faulty %5.2f%% isolate %s noise-p99 %.2fms load %.0f%s",
 		mode, d.Scenario.Name, rep+1, d.Strategy, r.Issued, r.Scheduled, r.SuccessPct, r.P50Ms, r.P99Ms, r.BadSharePct,
-		r.BadShareWhileFaultyPct, fmtOpt(r.IsolateMs), r.NoiseP99Ms, r.LoadAvg1, checksNote(r))
+		r.BadShareWhileFaultyPct, report.FmtOpt(r.IsolateMs), r.NoiseP99Ms, r.LoadAvg1, checksNote(r))
 	for _, ch := range r.Checks {
 		b.failed = append(b.failed, fmt.Sprintf("%s/%s/%s#%d: %s", mode, d.Scenario.Name, d.Strategy, rep+1, ch))
 	}
@@ -307,13 +300,13 @@ func (b *bench) record(mode string, rep int, d *runData) result {
 }
 
 // finishScenario analyzes the scenario's runs, draws its charts and rewrites the outputs.
-func (b *bench) finishScenario(mode string, sc scenario, rs []result, runs []*runData, strategies []string) error {
+func (b *bench) finishScenario(mode string, sc scenario.Scenario, rs []analysis.Result, runs []*scenario.RunData, strategies []string) error {
 	explainSlow(rs, runs)
-	applyTargets(rs)
+	analysis.ApplyTargets(rs)
 	b.results = append(b.results, rs...)
-	b.scs = append(b.scs, scenarioOf(mode, sc))
+	b.scs = append(b.scs, report.ScenarioOf(mode, sc))
 	if b.c.Charts {
-		paths, err := writeModeCharts(b.c.Out, mode, sc, rs, runs, strategies)
+		paths, err := report.WriteModeCharts(b.c.Out, mode, sc, rs, runs, strategies)
 		if err != nil {
 			return fmt.Errorf("charts for %s: %w", sc.Name, err)
 		}
@@ -323,28 +316,28 @@ func (b *bench) finishScenario(mode string, sc scenario, rs []result, runs []*ru
 }
 
 func (b *bench) write() error {
-	rep := newReport(b.c, b.scs, b.results, b.started, b.loadStart)
-	if err := writeJSON(filepath.Join(b.c.Out, "results.json"), rep); err != nil {
+	rep := report.NewReport(b.c.Settings, b.scs, b.results, b.started, b.loadStart)
+	if err := report.WriteJSON(filepath.Join(b.c.Out, "results.json"), rep); err != nil {
 		return err
 	}
-	return writeMarkdown(filepath.Join(b.c.Out, "results.md"), rep, b.charts)
+	return report.WriteMarkdown(filepath.Join(b.c.Out, "results.md"), rep, b.charts)
 }
 
 // runSim runs the brokersim mode: fresh brokers for every run.
 func (b *bench) runSim(ctx context.Context) error {
 	for _, name := range b.c.Scenarios {
-		sc, err := buildScenario(name, b.c.Params.Duration)
+		sc, err := scenario.BuildScenario(name, b.c.Params.Duration)
 		if err != nil {
 			return err
 		}
-		var rs []result
-		var runs []*runData
+		var rs []analysis.Result
+		var runs []*scenario.RunData
 		for rep := 0; rep < b.c.Reps; rep++ {
 			for _, st := range order(b.c.Strategies, rep) {
 				if err := ctx.Err(); err != nil {
 					return err
 				}
-				d, err := runOne(ctx, sc, st, b.c.Params)
+				d, err := running.RunOne(ctx, sc, st, b.c.Params)
 				if err != nil {
 					return fmt.Errorf("sim/%s/%s: %w", name, st, err)
 				}
@@ -352,7 +345,7 @@ func (b *bench) runSim(ctx context.Context) error {
 				rs = append(rs, b.record("sim", rep, d))
 				runs = append(runs, d)
 				if b.c.Raw != "" {
-					if err := writeRaw(b.c.Raw, "sim", d); err != nil {
+					if err := report.WriteRaw(b.c.Raw, "sim", d); err != nil {
 						return err
 					}
 				}
@@ -368,23 +361,23 @@ func (b *bench) runSim(ctx context.Context) error {
 // runReal runs the real-broker mode on one cluster; the bad broker is restored after every run.
 func (b *bench) runReal(ctx context.Context) error {
 	start := time.Now()
-	var e *realEnv
+	var e *realenv.Env
 	var err error
 	// Four JVMs booting at once on a busy 2-core machine can miss the harness's start timeout;
 	// that says nothing about what is measured, so the cluster gets more than one chance.
 	for try := 1; try <= 3; try++ {
-		if e, err = startRealEnv(ctx, b.log); err == nil || ctx.Err() != nil {
+		if e, err = realenv.Start(ctx, b.log); err == nil || ctx.Err() != nil {
 			break
 		}
-		b.log("real cluster did not start (try %d of 3): %v", try, firstLine(err))
+		b.log("real cluster did not start (try %d of 3): %v", try, realenv.FirstLine(err))
 	}
 	if err != nil {
 		return fmt.Errorf("real cluster: %w", err)
 	}
-	defer e.close()
-	b.log("real cluster up in %v: name server %s, brokers %v", time.Since(start).Round(time.Second), e.nameServer(), e.brokerList())
+	defer e.Close()
+	b.log("real cluster up in %v: name server %s, brokers %v", time.Since(start).Round(time.Second), e.NameServer(), e.BrokerList())
 	for _, name := range b.c.RealScenarios {
-		sc, err := buildRealScenario(name, b.c.RealParams.Duration)
+		sc, err := scenario.BuildRealScenario(name, b.c.RealParams.Duration)
 		if err != nil {
 			return err
 		}
@@ -396,27 +389,27 @@ func (b *bench) runReal(ctx context.Context) error {
 }
 
 // runRealScenario runs every repetition and strategy of one scenario on the real cluster.
-func (b *bench) runRealScenario(ctx context.Context, e *realEnv, sc scenario) error {
+func (b *bench) runRealScenario(ctx context.Context, e *realenv.Env, sc scenario.Scenario) error {
 	if sc.Gate {
-		if err := e.armHangGate(); err != nil {
+		if err := e.ArmHangGate(); err != nil {
 			return fmt.Errorf("real/%s: the hang gate: %w", sc.Name, err)
 		}
 		defer func() {
-			if err := e.removeHangGate(); err != nil {
+			if err := e.RemoveHangGate(); err != nil {
 				b.log("real/%s: removing the hang gate: %v", sc.Name, err)
 			}
 		}()
 	}
-	var rs []result
-	var runs []*runData
+	var rs []analysis.Result
+	var runs []*scenario.RunData
 	for rep := 0; rep < b.c.Reps; rep++ {
 		for _, st := range order(b.c.RealStrategies, rep) {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			d, err := runReal(ctx, e, sc, st, b.c.RealParams)
-			if rerr := e.restore(ctx); rerr != nil {
-				return fmt.Errorf("real/%s/%s: restoring %s: %w", sc.Name, st, badBroker, rerr)
+			d, err := realenv.RunReal(ctx, e, sc, st, b.c.RealParams)
+			if rerr := e.Restore(ctx); rerr != nil {
+				return fmt.Errorf("real/%s/%s: restoring %s: %w", sc.Name, st, scenario.BadBroker, rerr)
 			}
 			if err != nil {
 				return fmt.Errorf("real/%s/%s: %w", sc.Name, st, err)
@@ -425,7 +418,7 @@ func (b *bench) runRealScenario(ctx context.Context, e *realEnv, sc scenario) er
 			rs = append(rs, b.record("real", rep, d))
 			runs = append(runs, d)
 			if b.c.Raw != "" {
-				if err := writeRaw(b.c.Raw, "real", d); err != nil {
+				if err := report.WriteRaw(b.c.Raw, "real", d); err != nil {
 					return err
 				}
 			}
@@ -436,7 +429,7 @@ func (b *bench) runRealScenario(ctx context.Context, e *realEnv, sc scenario) er
 
 // explainSlow adds, to detour's result of the scenario just run, where its sends slower than the
 // oracle's p99 come from.
-func explainSlow(results []result, runs []*runData) {
+func explainSlow(results []analysis.Result, runs []*scenario.RunData) {
 	reps := map[int]bool{}
 	for _, d := range runs {
 		reps[d.Rep] = true
@@ -446,8 +439,8 @@ func explainSlow(results []result, runs []*runData) {
 	}
 }
 
-func explainSlowRep(results []result, runs []*runData, rep int) {
-	var det, orc *runData
+func explainSlowRep(results []analysis.Result, runs []*scenario.RunData, rep int) {
+	var det, orc *scenario.RunData
 	for _, d := range runs {
 		if d.Rep != rep {
 			continue
@@ -467,28 +460,22 @@ func explainSlowRep(results []result, runs []*runData, rep int) {
 		lat = append(lat, s.Latency)
 	}
 	slices.Sort(lat)
-	th := percentile(lat, 99)
+	th := analysis.Percentile(lat, 99)
 	for i := range results {
 		r := &results[i]
 		if r.Scenario == det.Scenario.Name && r.Strategy == "detour" && r.Rep == rep {
-			b := slowerThan(det, th)
-			b.OracleSlower = slowerThan(orc, th).Sends
+			b := analysis.SlowerThan(det, th)
+			b.OracleSlower = analysis.SlowerThan(orc, th).Sends
 			r.Slow = &b
 		}
 	}
 }
 
-func checksNote(r result) string {
+func checksNote(r analysis.Result) string {
 	if len(r.Checks) == 0 {
 		return ""
 	}
 	return " CHECKS: " + strings.Join(r.Checks, "; ")
-}
-
-// firstLine is an error's first line (harness errors carry whole logs).
-func firstLine(err error) string {
-	s, _, _ := strings.Cut(err.Error(), "\n")
-	return s
 }
 
 // rewrite renders results.md, the medians and the verdicts again from the results.json in dir,
@@ -499,7 +486,7 @@ func rewrite(dir string, merge []string, note, command string) error {
 	if err != nil {
 		return err
 	}
-	var rep report
+	var rep report.Report
 	if err := json.Unmarshal(raw, &rep); err != nil {
 		return err
 	}
@@ -508,7 +495,7 @@ func rewrite(dir string, merge []string, note, command string) error {
 		if err != nil {
 			return err
 		}
-		var o report
+		var o report.Report
 		if err := json.Unmarshal(raw, &o); err != nil {
 			return err
 		}
@@ -525,7 +512,7 @@ func rewrite(dir string, merge []string, note, command string) error {
 		rep.Results = append(rep.Results, o.Results...)
 		rep.Command += "; " + o.Command
 		for _, s := range o.Strategies {
-			if !slices.ContainsFunc(rep.Strategies, func(x strategyJSON) bool { return x.Name == s.Name }) {
+			if !slices.ContainsFunc(rep.Strategies, func(x report.StrategyJSON) bool { return x.Name == s.Name }) {
 				rep.Strategies = append(rep.Strategies, s)
 			}
 		}
@@ -541,8 +528,8 @@ func rewrite(dir string, merge []string, note, command string) error {
 	if command != "" {
 		rep.Command = command
 	}
-	rep.Medians = medians(rep.Results)
-	rep.Verdicts = verdicts(rep.Medians)
+	rep.Medians = analysis.Medians(rep.Results)
+	rep.Verdicts = analysis.Verdicts(rep.Medians)
 	charts := map[string][]string{}
 	for _, sc := range rep.Scenarios {
 		names := []string{sc.Name + "-latency.png", sc.Name + "-p99.png"}
@@ -555,8 +542,8 @@ func rewrite(dir string, merge []string, note, command string) error {
 			}
 		}
 	}
-	if err := writeJSON(filepath.Join(dir, "results.json"), &rep); err != nil {
+	if err := report.WriteJSON(filepath.Join(dir, "results.json"), &rep); err != nil {
 		return err
 	}
-	return writeMarkdown(filepath.Join(dir, "results.md"), &rep, charts)
+	return report.WriteMarkdown(filepath.Join(dir, "results.md"), &rep, charts)
 }

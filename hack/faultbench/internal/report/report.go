@@ -1,4 +1,4 @@
-package main
+package report
 
 import (
 	"encoding/json"
@@ -10,10 +10,30 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/detourmq/detour/hack/faultbench/internal/analysis"
+	"github.com/detourmq/detour/hack/faultbench/internal/scenario"
+	"github.com/detourmq/detour/hack/faultbench/internal/strategy"
 )
 
-// report is results.json.
-type report struct {
+// Settings are how the benchmark was run, as its report states them.
+type Settings struct {
+	Params     scenario.Params
+	Strategies []string
+	// Modes are "real" (a real RocketMQ cluster) and "sim" (brokersim), in that order.
+	Modes []string
+	// Reps is how many times every scenario × strategy runs, interleaved.
+	Reps int
+	// Real* are the real-broker mode's parameters and strategies.
+	RealParams     scenario.Params
+	RealStrategies []string
+	Quick          bool
+	// Command is the command line that reproduces the run, for the report.
+	Command string
+}
+
+// Report is results.json.
+type Report struct {
 	Command    string      `json:"command"`
 	Params     paramsJSON  `json:"params"`
 	RealParams *paramsJSON `json:"realParams,omitempty"`
@@ -22,14 +42,14 @@ type report struct {
 	// Notes say how the run was made where the command line does not (added by -rewrite -note).
 	Notes      []string          `json:"notes,omitempty"`
 	Machine    machine           `json:"machine"`
-	Scenarios  []scenarioJSON    `json:"scenarios"`
-	Strategies []strategyJSON    `json:"strategies"`
+	Scenarios  []ScenarioJSON    `json:"scenarios"`
+	Strategies []StrategyJSON    `json:"strategies"`
 	Definition map[string]string `json:"definitions"`
 	// Medians summarize the repetitions of every mode × scenario × strategy.
-	Medians []median `json:"medians"`
+	Medians []analysis.Median `json:"medians"`
 	// Verdicts judge detour on medians: against the targets and against the Java producers.
-	Verdicts []verdict `json:"verdicts"`
-	Results  []result  `json:"results"`
+	Verdicts []analysis.Verdict `json:"verdicts"`
+	Results  []analysis.Result  `json:"results"`
 }
 
 type paramsJSON struct {
@@ -59,10 +79,11 @@ type machine struct {
 	ElapsedS float64 `json:"elapsedS"`
 	// NoiseP99Ms is, per mode, the median and range over runs of how late 1 ms sleeps woke up
 	// (p99 of each run).
-	NoiseP99Ms map[string]stat `json:"noiseP99Ms"`
+	NoiseP99Ms map[string]analysis.Stat `json:"noiseP99Ms"`
 }
 
-type scenarioJSON struct {
+// ScenarioJSON is a scenario as results.json describes it.
+type ScenarioJSON struct {
 	Mode        string       `json:"mode"`
 	Name        string       `json:"name"`
 	Description string       `json:"description"`
@@ -71,7 +92,8 @@ type scenarioJSON struct {
 	FaultyMs    [][2]float64 `json:"faultyMs"`
 }
 
-type strategyJSON struct {
+// StrategyJSON is a strategy as results.json describes it.
+type StrategyJSON struct {
 	Name        string `json:"name"`
 	Description string `json:"description"`
 }
@@ -91,7 +113,8 @@ var definitions = map[string]string{
 	"median":                 "median over the repetitions (mean of the middle two for an even count), with min and max; targets and comparisons are judged on medians",
 }
 
-func writeJSON(path string, rep *report) error {
+// WriteJSON writes rep as results.json at path.
+func WriteJSON(path string, rep *Report) error {
 	b, err := json.MarshalIndent(rep, "", "  ")
 	if err != nil {
 		return err
@@ -99,24 +122,25 @@ func writeJSON(path string, rep *report) error {
 	return os.WriteFile(path, append(b, '\n'), 0o644)
 }
 
-func paramsOf(p params) paramsJSON {
+func paramsOf(p scenario.Params) paramsJSON {
 	return paramsJSON{
-		DurationMs: ms(p.Duration), Rate: p.Rate, Senders: p.Senders, ScheduledPerRun: p.scheduled(),
-		DrainMs: ms(p.Drain), BodyBytes: p.BodyLen, Brokers: brokerNames, BadBroker: badBroker, QueuesPerBroker: queues,
-		ScheduleSlackMs: ms(p.ScheduleSlack),
+		DurationMs: analysis.Ms(p.Duration), Rate: p.Rate, Senders: p.Senders, ScheduledPerRun: p.Scheduled(),
+		DrainMs: analysis.Ms(p.Drain), BodyBytes: p.BodyLen, Brokers: scenario.BrokerNames, BadBroker: scenario.BadBroker, QueuesPerBroker: scenario.Queues,
+		ScheduleSlackMs: analysis.Ms(p.ScheduleSlack),
 	}
 }
 
-func scenarioOf(mode string, sc scenario) scenarioJSON {
-	sj := scenarioJSON{Mode: mode, Name: sc.Name, Description: sc.Description, OnsetMs: ms(sc.Onset), HealMs: ms(sc.Heal)}
+// ScenarioOf describes a scenario of a mode for results.json.
+func ScenarioOf(mode string, sc scenario.Scenario) ScenarioJSON {
+	sj := ScenarioJSON{Mode: mode, Name: sc.Name, Description: sc.Description, OnsetMs: analysis.Ms(sc.Onset), HealMs: analysis.Ms(sc.Heal)}
 	for _, w := range sc.Faulty {
-		sj.FaultyMs = append(sj.FaultyMs, [2]float64{ms(w.From), ms(w.To)})
+		sj.FaultyMs = append(sj.FaultyMs, [2]float64{analysis.Ms(w.From), analysis.Ms(w.To)})
 	}
 	return sj
 }
 
-// loadAvg reads the machine's load averages; zeros when it cannot.
-func loadAvg() [3]float64 {
+// LoadAvg reads the machine's load averages; zeros when it cannot.
+func LoadAvg() [3]float64 {
 	var l [3]float64
 	b, err := os.ReadFile("/proc/loadavg")
 	if err != nil {
@@ -126,16 +150,18 @@ func loadAvg() [3]float64 {
 	return l
 }
 
-func newReport(c config, scs []scenarioJSON, rs []result, started time.Time, load0 [3]float64) *report {
-	rep := &report{
+// NewReport builds the report of a benchmark run with settings c that started at started
+// (with the load average load0): its scenarios, results, medians, verdicts and machine.
+func NewReport(c Settings, scs []ScenarioJSON, rs []analysis.Result, started time.Time, load0 [3]float64) *Report {
+	rep := &Report{
 		Command: c.Command,
 		Params:  paramsOf(c.Params),
 		Reps:    c.Reps,
 		Quick:   c.Quick,
 		Machine: machine{
 			CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), OS: runtime.GOOS, Arch: runtime.GOARCH,
-			Date: time.Now().UTC().Format(time.RFC3339), LoadAvgStart: load0, LoadAvgNow: loadAvg(),
-			ElapsedS: math.Round(time.Since(started).Seconds()), NoiseP99Ms: map[string]stat{},
+			Date: time.Now().UTC().Format(time.RFC3339), LoadAvgStart: load0, LoadAvgNow: LoadAvg(),
+			ElapsedS: math.Round(time.Since(started).Seconds()), NoiseP99Ms: map[string]analysis.Stat{},
 		},
 		Scenarios:  scs,
 		Definition: definitions,
@@ -150,12 +176,12 @@ func newReport(c config, scs []scenarioJSON, rs []result, started time.Time, loa
 		for _, s := range list {
 			if !seen[s] {
 				seen[s] = true
-				rep.Strategies = append(rep.Strategies, strategyJSON{Name: s, Description: strategyDescriptions[s]})
+				rep.Strategies = append(rep.Strategies, StrategyJSON{Name: s, Description: strategy.Descriptions[s]})
 			}
 		}
 	}
-	rep.Medians = medians(rs)
-	rep.Verdicts = verdicts(rep.Medians)
+	rep.Medians = analysis.Medians(rs)
+	rep.Verdicts = analysis.Verdicts(rep.Medians)
 	for _, mode := range []string{"sim", "real"} {
 		var v []float64
 		for _, r := range rs {
@@ -164,7 +190,7 @@ func newReport(c config, scs []scenarioJSON, rs []result, started time.Time, loa
 			}
 		}
 		if len(v) > 0 {
-			rep.Machine.NoiseP99Ms[mode] = statOf(v)
+			rep.Machine.NoiseP99Ms[mode] = analysis.StatOf(v)
 		}
 	}
 	return rep
@@ -181,7 +207,8 @@ func fmtMs(v float64) string {
 	}
 }
 
-func fmtOpt(v *float64) string {
+// FmtOpt formats an optional number of milliseconds; "—" when there is none.
+func FmtOpt(v *float64) string {
 	if v == nil {
 		return "never"
 	}
@@ -195,9 +222,9 @@ func mark(ok bool) string {
 	return "**FAIL**"
 }
 
-// writeMarkdown writes results.md: what was compared and how, medians per mode, detour against
+// WriteMarkdown writes results.md: what was compared and how, medians per mode, detour against
 // the targets and the Java producers, why it missed any, and every run.
-func writeMarkdown(path string, rep *report, charts map[string][]string) error {
+func WriteMarkdown(path string, rep *Report, charts map[string][]string) error {
 	var b strings.Builder
 	b.WriteString("# Fault benchmark\n\n")
 	if rep.Quick {
@@ -213,7 +240,7 @@ func writeMarkdown(path string, rep *report, charts map[string][]string) error {
 }
 
 // writeIntro writes what was compared and how, the modes, the machine and the strategies.
-func writeIntro(b *strings.Builder, rep *report) {
+func writeIntro(b *strings.Builder, rep *Report) {
 	p := rep.Params
 	fmt.Fprintf(b, "What was compared: ways of producing to three RocketMQ brokers (%s, %d write queues each) while one of "+
 		"them, `%s`, goes bad. Every strategy gets the same workload: messages of %d bytes scheduled at a steady %d msg/s, "+
@@ -233,7 +260,7 @@ func writeIntro(b *strings.Builder, rep *report) {
 			"(SIGSTOP, SIGKILL, graceful stop and restart); after every run it is restored (resumed or restarted) and the "+
 			"name server must publish the topic on all three brokers again before the next run. RocketMQ's own Java "+
 			"producers run in their own JVM (started, warmed up with %d sends, then given the start time) on the same "+
-			"shared schedule.\n", rp.DurationMs/1000, rp.ScheduledPerRun, len(brokerNames)*queues)
+			"shared schedule.\n", rp.DurationMs/1000, rp.ScheduledPerRun, len(scenario.BrokerNames)*scenario.Queues)
 	}
 	fmt.Fprintf(b, "- **sim**: fresh in-process brokersim brokers and name server for every run (the fast mode), "+
 		"%.0f s runs (%d sends scheduled).\n\n", p.DurationMs/1000, p.ScheduledPerRun)
@@ -244,7 +271,7 @@ func writeIntro(b *strings.Builder, rep *report) {
 		m.LoadAvgStart[0], m.LoadAvgStart[1], m.LoadAvgStart[2], m.LoadAvgNow[0], m.LoadAvgNow[1], m.LoadAvgNow[2])
 	for _, mode := range []string{"real", "sim"} {
 		if n, ok := m.NoiseP99Ms[mode]; ok {
-			fmt.Fprintf(b, "; p99 lateness of a 1 ms sleep during %s runs %s ms", mode, fmtStat(n, fmtMs))
+			fmt.Fprintf(b, "; p99 lateness of a 1 ms sleep during %s runs %s ms", mode, analysis.FmtStat(n, fmtMs))
 		}
 	}
 	b.WriteString(". Every number, the definitions and the applied fault timeline of every run are in [results.json](results.json).\n\n")
@@ -257,8 +284,8 @@ func writeIntro(b *strings.Builder, rep *report) {
 
 // writeMode writes one mode's section: its scenarios, the verdicts and door comparisons, the
 // medians and the charts; nothing when the mode has no scenario.
-func writeMode(b *strings.Builder, rep *report, mode string, charts map[string][]string) {
-	var scs []scenarioJSON
+func writeMode(b *strings.Builder, rep *Report, mode string, charts map[string][]string) {
+	var scs []ScenarioJSON
 	for _, sc := range rep.Scenarios {
 		if sc.Mode == mode {
 			scs = append(scs, sc)
@@ -281,7 +308,7 @@ func writeMode(b *strings.Builder, rep *report, mode string, charts map[string][
 }
 
 // writeMedians writes one mode's table of medians over the repetitions.
-func writeMedians(b *strings.Builder, rep *report, mode string) {
+func writeMedians(b *strings.Builder, rep *Report, mode string) {
 	b.WriteString("\n### Medians\n\nLatencies in ms. *issued*: sends issued of those scheduled (senders stuck in " +
 		"slow sends issue fewer; success, latency and shares are over the issued sends). *bad while faulty*: % of sends started while the bad broker was " +
 		"faulty that had an attempt on it; *after signal*: the same after the first failure (information); " +
@@ -296,7 +323,7 @@ func writeMedians(b *strings.Builder, rep *report, mode string) {
 		}
 		iso := "never"
 		if md.IsolateMs != nil {
-			iso = fmtStat(*md.IsolateMs, fmtMs)
+			iso = analysis.FmtStat(*md.IsolateMs, fmtMs)
 			if md.Isolated < md.Runs {
 				iso += fmt.Sprintf(" (%d of %d runs)", md.Isolated, md.Runs)
 			}
@@ -312,16 +339,16 @@ func writeMedians(b *strings.Builder, rep *report, mode string) {
 			notes = append(notes, fmt.Sprintf("%d run(s) with failed checks", md.FailedChecks))
 		}
 		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", md.Scenario, md.Strategy,
-			fmtStat(md.IssuedPct, fmtPct), fmtStat(md.SuccessPct, fmtPct), fmtStat(md.P50Ms, fmtMs), fmtStat(md.P99Ms, fmtMs),
-			fmtStat(md.BadShareWhileFaultyPct, fmtPct), fmtStat(md.BadShareAfterSignalPct, fmtPct),
-			fmtStat(md.BadShareBeforeOnsetPct, fmtPct), iso,
-			fmtStat(md.NoiseP99Ms, fmtMs), strings.Join(notes, "; "))
+			analysis.FmtStat(md.IssuedPct, analysis.FmtPct), analysis.FmtStat(md.SuccessPct, analysis.FmtPct), analysis.FmtStat(md.P50Ms, fmtMs), analysis.FmtStat(md.P99Ms, fmtMs),
+			analysis.FmtStat(md.BadShareWhileFaultyPct, analysis.FmtPct), analysis.FmtStat(md.BadShareAfterSignalPct, analysis.FmtPct),
+			analysis.FmtStat(md.BadShareBeforeOnsetPct, analysis.FmtPct), iso,
+			analysis.FmtStat(md.NoiseP99Ms, fmtMs), strings.Join(notes, "; "))
 	}
 }
 
 // writeChartLinks links one mode's charts and shows the first of each scenario (and the second
 // in brokersim mode).
-func writeChartLinks(b *strings.Builder, scs []scenarioJSON, mode string, charts map[string][]string) {
+func writeChartLinks(b *strings.Builder, scs []ScenarioJSON, mode string, charts map[string][]string) {
 	b.WriteString("\nCharts (the median run of each strategy by p99; dashed lines are the fault steps):\n\n")
 	for _, sc := range scs {
 		for _, c := range charts[mode+"/"+sc.Name] {
@@ -339,7 +366,7 @@ func writeChartLinks(b *strings.Builder, scs []scenarioJSON, mode string, charts
 }
 
 // writeEveryRun writes the table of every run.
-func writeEveryRun(b *strings.Builder, rep *report) {
+func writeEveryRun(b *strings.Builder, rep *Report) {
 	b.WriteString("\n## Every run\n\nLatencies in ms. *bad share*: % of sends with an attempt on the bad broker — over the run / " +
 		"after the first signal / while it was faulty. *detect*: onset → first failure; *isolate*: signal → last send to it " +
 		"before it went quiet; *recover*: healed → first successful send to it; *noise p99*: how late 1 ms sleeps woke up " +
@@ -367,7 +394,7 @@ func writeEveryRun(b *strings.Builder, rep *report) {
 			recov = fmtMs(*r.RecoverMs)
 		}
 		if r.Strategy != "oracle" {
-			isolate = fmtOpt(r.IsolateMs)
+			isolate = FmtOpt(r.IsolateMs)
 		}
 		if r.DetectMs != nil {
 			detect = fmtMs(*r.DetectMs)
@@ -381,8 +408,8 @@ func writeEveryRun(b *strings.Builder, rep *report) {
 
 // writeVerdicts writes detour's medians against the targets and the Java producers, and what the
 // records say where it is not ahead.
-func writeVerdicts(b *strings.Builder, rep *report, mode string) {
-	var vs []verdict
+func writeVerdicts(b *strings.Builder, rep *Report, mode string) {
+	var vs []analysis.Verdict
 	for _, v := range rep.Verdicts {
 		if v.Mode == mode {
 			vs = append(vs, v)
@@ -396,7 +423,7 @@ func writeVerdicts(b *strings.Builder, rep *report, mode string) {
 		"bad broker while it is faulty. Against a Java producer: success not lower, p99 not higher, bad share while faulty "+
 		"not higher; *better* when also strictly ahead on one of them (required in blackhole, slow, flapping and rolling "+
 		"against java-5 and java-4.9). *p99 ×* is detour's median p99 over the baseline's, from the same run.\n\n",
-		targetP99Factor, targetBadSharePct)
+		analysis.TargetP99Factor, analysis.TargetBadSharePct)
 	b.WriteString("| scenario | against | success | p99 × | p99 | bad share while faulty | better |\n|---|---|---|---:|---|---|---|\n")
 	for _, v := range vs {
 		better := "—"
@@ -405,7 +432,7 @@ func writeVerdicts(b *strings.Builder, rep *report, mode string) {
 			if v.Better {
 				better = "yes"
 			}
-			if mustBeBetter[v.Scenario] && v.Against != "java-default" && !v.Better {
+			if analysis.MustBeBetter[v.Scenario] && v.Against != "java-default" && !v.Better {
 				better = "**no**"
 			}
 		}
@@ -417,7 +444,7 @@ func writeVerdicts(b *strings.Builder, rep *report, mode string) {
 
 // writeMisses writes one line per scenario and measure where detour is not ahead, naming every
 // baseline it is not ahead of there, with detour's evidence from the records once.
-func writeMisses(b *strings.Builder, rep *report, mode string, vs []verdict) {
+func writeMisses(b *strings.Builder, rep *Report, mode string, vs []analysis.Verdict) {
 	order, against := missesOf(rep, mode, vs)
 	var why []string
 	for _, k := range order {
@@ -425,11 +452,11 @@ func writeMisses(b *strings.Builder, rep *report, mode string, vs []verdict) {
 		var mine, evidence string
 		switch k.measure {
 		case "success":
-			mine, evidence = fmtStat(d.SuccessPct, fmtPct)+" %", errorsOf(rep, mode, k.scenario, "detour")
+			mine, evidence = analysis.FmtStat(d.SuccessPct, analysis.FmtPct)+" %", errorsOf(rep, mode, k.scenario, "detour")
 		case "p99":
-			mine, evidence = fmtStat(d.P99Ms, fmtMs)+" ms", slowOf(rep, mode, k.scenario)
+			mine, evidence = analysis.FmtStat(d.P99Ms, fmtMs)+" ms", slowOf(rep, mode, k.scenario)
 		default:
-			mine, evidence = fmtStat(d.BadShareWhileFaultyPct, fmtPct)+" %", badOf(rep, mode, k.scenario)
+			mine, evidence = analysis.FmtStat(d.BadShareWhileFaultyPct, analysis.FmtPct)+" %", badOf(rep, mode, k.scenario)
 		}
 		why = append(why, fmt.Sprintf("- **%s, %s**: detour %s against %s. %s", k.scenario, k.measure, mine,
 			strings.Join(against[k], ", "), evidence))
@@ -446,7 +473,7 @@ type miss struct{ scenario, measure string }
 
 // missesOf lists, in verdict order, the scenarios and measures on which detour is not ahead of a
 // baseline (java-default left out), each with the baselines and their medians there.
-func missesOf(rep *report, mode string, vs []verdict) ([]miss, map[miss][]string) {
+func missesOf(rep *Report, mode string, vs []analysis.Verdict) ([]miss, map[miss][]string) {
 	var order []miss
 	against := map[miss][]string{}
 	for _, v := range vs {
@@ -465,13 +492,13 @@ func missesOf(rep *report, mode string, vs []verdict) ([]miss, map[miss][]string
 			against[k] = append(against[k], fmt.Sprintf("`%s` %s", v.Against, vsText))
 		}
 		if !v.SuccessPass {
-			add("success", fmtStat(o.SuccessPct, fmtPct)+" %")
+			add("success", analysis.FmtStat(o.SuccessPct, analysis.FmtPct)+" %")
 		}
 		if !v.P99Pass {
-			add("p99", fmtStat(o.P99Ms, fmtMs)+" ms")
+			add("p99", analysis.FmtStat(o.P99Ms, fmtMs)+" ms")
 		}
 		if !v.BadSharePass {
-			add("bad share while faulty", fmtStat(o.BadShareWhileFaultyPct, fmtPct)+" %")
+			add("bad share while faulty", analysis.FmtStat(o.BadShareWhileFaultyPct, analysis.FmtPct)+" %")
 		}
 	}
 	return order, against
@@ -479,21 +506,21 @@ func missesOf(rep *report, mode string, vs []verdict) ([]miss, map[miss][]string
 
 // writeFacade compares RocketMQ's default Java producer directly against the name server and
 // through detour's name-server facade, scenario by scenario.
-func writeFacade(b *strings.Builder, rep *report, mode string) {
+func writeFacade(b *strings.Builder, rep *Report, mode string) {
 	var rows []string
 	for _, sc := range rep.Scenarios {
 		if sc.Mode != mode {
 			continue
 		}
-		direct, through := findMedian(rep, mode, sc.Name, "java-default"), findMedian(rep, mode, sc.Name, facadeStrategy)
+		direct, through := findMedian(rep, mode, sc.Name, "java-default"), findMedian(rep, mode, sc.Name, strategy.Facade)
 		if direct == nil || through == nil {
 			continue
 		}
 		rows = append(rows, fmt.Sprintf("| %s | %s → %s | %s → %s | %s → %s | %s → %s |", sc.Name,
-			fmtStat(direct.IssuedPct, fmtPct), fmtStat(through.IssuedPct, fmtPct),
-			fmtStat(direct.SuccessPct, fmtPct), fmtStat(through.SuccessPct, fmtPct),
-			fmtStat(direct.P99Ms, fmtMs), fmtStat(through.P99Ms, fmtMs),
-			fmtStat(direct.BadShareWhileFaultyPct, fmtPct), fmtStat(through.BadShareWhileFaultyPct, fmtPct)))
+			analysis.FmtStat(direct.IssuedPct, analysis.FmtPct), analysis.FmtStat(through.IssuedPct, analysis.FmtPct),
+			analysis.FmtStat(direct.SuccessPct, analysis.FmtPct), analysis.FmtStat(through.SuccessPct, analysis.FmtPct),
+			analysis.FmtStat(direct.P99Ms, fmtMs), analysis.FmtStat(through.P99Ms, fmtMs),
+			analysis.FmtStat(direct.BadShareWhileFaultyPct, analysis.FmtPct), analysis.FmtStat(through.BadShareWhileFaultyPct, analysis.FmtPct)))
 	}
 	if len(rows) == 0 {
 		return
@@ -504,13 +531,13 @@ func writeFacade(b *strings.Builder, rep *report, mode string) {
 		"the facade publishes the queues of brokers detour isolates without the write bit. `java-default` keeps "+
 		"RocketMQ's 30 s poll: where the name server itself drops the broker (dead: the broker's connection closes; "+
 		"rolling: it unregisters), part of the gain is the shorter poll alone; in blackhole, slow and flapping the name "+
-		"server keeps publishing the broker, and only the facade hides it.\n\n", facadeStrategy, facadeJavaPoll)
+		"server keeps publishing the broker, and only the facade hides it.\n\n", strategy.Facade, strategy.FacadeJavaPoll)
 	b.WriteString("| scenario | issued % | success % | p99 ms | bad while faulty % |\n|---|---|---|---|---|\n")
 	b.WriteString(strings.Join(rows, "\n"))
 	b.WriteString("\n")
 }
 
-func findMedian(rep *report, mode, sc, st string) *median {
+func findMedian(rep *Report, mode, sc, st string) *analysis.Median {
 	for i := range rep.Medians {
 		m := &rep.Medians[i]
 		if m.Mode == mode && m.Scenario == sc && m.Strategy == st {
@@ -520,8 +547,8 @@ func findMedian(rep *report, mode, sc, st string) *median {
 	return nil
 }
 
-func runsOf(rep *report, mode, sc, st string) []result {
-	var out []result
+func runsOf(rep *Report, mode, sc, st string) []analysis.Result {
+	var out []analysis.Result
 	for _, r := range rep.Results {
 		if r.Mode == mode && r.Scenario == sc && r.Strategy == st {
 			out = append(out, r)
@@ -531,7 +558,7 @@ func runsOf(rep *report, mode, sc, st string) []result {
 }
 
 // errorsOf says how detour's failed sends failed, over the repetitions.
-func errorsOf(rep *report, mode, sc, st string) string {
+func errorsOf(rep *Report, mode, sc, st string) string {
 	var parts []string
 	for _, r := range runsOf(rep, mode, sc, st) {
 		p := fmt.Sprintf("run %d: %d of %d failed", r.Rep, r.Failed, r.Issued)
@@ -551,13 +578,13 @@ func errorsOf(rep *report, mode, sc, st string) string {
 }
 
 // slowOf says where detour's slow sends come from, per repetition, against the oracle's p99.
-func slowOf(rep *report, mode, sc string) string {
+func slowOf(rep *Report, mode, sc string) string {
 	var parts []string
 	for _, r := range runsOf(rep, mode, sc, "detour") {
 		if s := r.Slow; s != nil {
 			parts = append(parts, fmt.Sprintf("run %d: %d sends above the oracle's p99 (%s ms), %d reached %s, %d retried, "+
 				"%d before the onset, %d neither (noise p99 %s ms)", r.Rep, s.Sends, fmtMs(s.ThresholdMs), s.TouchedBad,
-				badBroker, s.Retried, s.BeforeOnset, s.Unexplained, fmtMs(r.NoiseP99Ms)))
+				scenario.BadBroker, s.Retried, s.BeforeOnset, s.Unexplained, fmtMs(r.NoiseP99Ms)))
 		}
 	}
 	if len(parts) == 0 {
@@ -567,12 +594,12 @@ func slowOf(rep *report, mode, sc string) string {
 }
 
 // badOf says when detour's sends reached the bad broker while it was faulty.
-func badOf(rep *report, mode, sc string) string {
+func badOf(rep *Report, mode, sc string) string {
 	var parts []string
 	for _, r := range runsOf(rep, mode, sc, "detour") {
 		a := r.AfterSignal
 		p := fmt.Sprintf("run %d: %d sends reached it after the first signal, %d of them while faulty, %d failed; first "+
-			"failure at %s ms (onset %s ms)", r.Rep, a.BadSends, a.WhileFaulty, a.Failed, fmtOpt(r.FirstFailureMs), fmtMs(r.OnsetMs))
+			"failure at %s ms (onset %s ms)", r.Rep, a.BadSends, a.WhileFaulty, a.Failed, FmtOpt(r.FirstFailureMs), fmtMs(r.OnsetMs))
 		if len(r.Isolations) > 0 {
 			var ch []string
 			for _, c := range r.Isolations {
@@ -589,15 +616,15 @@ func badOf(rep *report, mode, sc string) string {
 	return strings.Join(parts, "; ") + "."
 }
 
-// writeRaw writes a run's sends and attempts as CSV files, for looking into a result.
-func writeRaw(dir, mode string, d *runData) error {
+// WriteRaw writes a run's sends and attempts as CSV files, for looking into a result.
+func WriteRaw(dir, mode string, d *scenario.RunData) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
 	var b strings.Builder
 	b.WriteString("seq,due_ms,start_ms,latency_ms,ok,broker,tried,err\n")
 	for _, s := range d.Sends {
-		fmt.Fprintf(&b, "%d,%.3f,%.3f,%.3f,%t,%s,%s,%q\n", s.Seq, ms(s.Due), ms(s.Start), ms(s.Latency), s.OK, s.Broker,
+		fmt.Fprintf(&b, "%d,%.3f,%.3f,%.3f,%t,%s,%s,%q\n", s.Seq, analysis.Ms(s.Due), analysis.Ms(s.Start), analysis.Ms(s.Latency), s.OK, s.Broker,
 			strings.Join(s.Tried, " "), s.Err)
 	}
 	base := filepath.Join(dir, fmt.Sprintf("%s-%s-%s-%d", mode, d.Scenario.Name, d.Strategy, d.Rep))
@@ -607,7 +634,7 @@ func writeRaw(dir, mode string, d *runData) error {
 	b.Reset()
 	b.WriteString("broker,start_ms,end_ms,ok\n")
 	for _, a := range d.Attempts {
-		fmt.Fprintf(&b, "%s,%.3f,%.3f,%t\n", a.Broker, ms(a.Start), ms(a.End), a.OK)
+		fmt.Fprintf(&b, "%s,%.3f,%.3f,%t\n", a.Broker, analysis.Ms(a.Start), analysis.Ms(a.End), a.OK)
 	}
 	return os.WriteFile(base+"-attempts.csv", []byte(b.String()), 0o644)
 }

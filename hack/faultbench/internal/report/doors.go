@@ -1,18 +1,21 @@
-package main
+package report
 
 import (
 	"fmt"
 	"strings"
+
+	"github.com/detourmq/detour/hack/faultbench/internal/analysis"
+	"github.com/detourmq/detour/hack/faultbench/internal/strategy"
 )
 
 // doorStrategies are detour's ways in that the targets judge: the runtime itself, the send
 // gateway and the gRPC endpoint.
-var doorStrategies = []string{"detour", gatewayStrategy, grpcDetourStrategy}
+var doorStrategies = []string{"detour", strategy.Gateway, strategy.GRPCDetour}
 
 // writeDoors judges each of detour's doors against the targets, scenario by scenario (medians):
-// 100 % success, at most targetBadSharePct of sends reaching the bad broker while it is faulty,
-// p99 within targetP99Factor of the oracle's.
-func writeDoors(b *strings.Builder, rep *report, mode string) {
+// 100 % success, at most analysis.TargetBadSharePct of sends reaching the bad broker while it is faulty,
+// p99 within analysis.TargetP99Factor of the oracle's.
+func writeDoors(b *strings.Builder, rep *Report, mode string) {
 	var rows []string
 	for _, sc := range rep.Scenarios {
 		if sc.Mode != mode {
@@ -27,12 +30,12 @@ func writeDoors(b *strings.Builder, rep *report, mode string) {
 			vsOracle := "—"
 			if oracle != nil && oracle.P99Ms.Median > 0 {
 				ratio := d.P99Ms.Median / oracle.P99Ms.Median
-				vsOracle = fmt.Sprintf("%.2f× %s", ratio, mark(ratio <= targetP99Factor))
+				vsOracle = fmt.Sprintf("%.2f× %s", ratio, mark(ratio <= analysis.TargetP99Factor))
 			}
 			rows = append(rows, fmt.Sprintf("| %s | %s | %s %s | %s %s | %s | %s |", sc.Name, st,
-				fmtStat(d.SuccessPct, fmtPct), mark(d.SuccessPct.Median >= 100),
-				fmtStat(d.BadShareWhileFaultyPct, fmtPct), mark(shareWithin(d.BadShareWhileFaultyPct.Median, targetBadSharePct)),
-				fmtStat(d.P99Ms, fmtMs), vsOracle))
+				analysis.FmtStat(d.SuccessPct, analysis.FmtPct), mark(d.SuccessPct.Median >= 100),
+				analysis.FmtStat(d.BadShareWhileFaultyPct, analysis.FmtPct), mark(analysis.ShareWithin(d.BadShareWhileFaultyPct.Median, analysis.TargetBadSharePct)),
+				analysis.FmtStat(d.P99Ms, fmtMs), vsOracle))
 		}
 	}
 	if len(rows) == 0 {
@@ -43,7 +46,7 @@ func writeDoors(b *strings.Builder, rep *report, mode string) {
 		"SDK through the gRPC endpoint. Targets: 100 %% success, at most %.1f %% of sends reaching the bad broker while it "+
 		"is faulty, p99 within %.1f× the oracle's. Through the endpoint the share is the runtime's attempts on the bad "+
 		"broker over the SDK's sends (an upper bound: the SDK does not say where a send went).\n\n",
-		gatewayStrategy, grpcDetourStrategy, targetBadSharePct, targetP99Factor)
+		strategy.Gateway, strategy.GRPCDetour, analysis.TargetBadSharePct, analysis.TargetP99Factor)
 	b.WriteString("| scenario | door | success % | bad while faulty % | p99 ms | p99 × oracle |\n|---|---|---|---|---|---|\n")
 	b.WriteString(strings.Join(rows, "\n"))
 	b.WriteString("\n")
@@ -51,7 +54,7 @@ func writeDoors(b *strings.Builder, rep *report, mode string) {
 
 // writeGRPC sets RocketMQ's gRPC SDK through detour's endpoint beside the same SDK through
 // RocketMQ's Proxy, with its defaults and with its fault strategy on (medians).
-func writeGRPC(b *strings.Builder, rep *report, mode string) {
+func writeGRPC(b *strings.Builder, rep *Report, mode string) {
 	var rows []string
 	for _, sc := range rep.Scenarios {
 		if sc.Mode != mode {
@@ -59,14 +62,14 @@ func writeGRPC(b *strings.Builder, rep *report, mode string) {
 		}
 		cells := []string{sc.Name}
 		found := 0
-		for _, st := range []string{grpcDetourStrategy, grpcProxyStrategy, grpcProxyFault} {
+		for _, st := range []string{strategy.GRPCDetour, strategy.GRPCProxy, strategy.GRPCProxyFault} {
 			m := findMedian(rep, mode, sc.Name, st)
 			if m == nil {
 				cells = append(cells, "—", "—", "—")
 				continue
 			}
 			found++
-			cells = append(cells, fmtStat(m.IssuedPct, fmtPct), fmtStat(m.SuccessPct, fmtPct), fmtStat(m.P99Ms, fmtMs))
+			cells = append(cells, analysis.FmtStat(m.IssuedPct, analysis.FmtPct), analysis.FmtStat(m.SuccessPct, analysis.FmtPct), analysis.FmtStat(m.P99Ms, fmtMs))
 		}
 		if found > 1 {
 			rows = append(rows, "| "+strings.Join(cells, " | ")+" |")
@@ -78,7 +81,7 @@ func writeGRPC(b *strings.Builder, rep *report, mode string) {
 	fmt.Fprintf(b, "\n### RocketMQ's gRPC SDK: detour's endpoint beside the Proxy (medians)\n\n"+
 		"The same SDK and schedule through `%s`, `%s` (Proxy 5.5.0, its defaults) and `%s` (its fault strategy on). "+
 		"*issued*: sends issued of those scheduled (the SDK's senders stuck in slow sends issue fewer).\n\n",
-		grpcDetourStrategy, grpcProxyStrategy, grpcProxyFault)
+		strategy.GRPCDetour, strategy.GRPCProxy, strategy.GRPCProxyFault)
 	b.WriteString("| scenario | detour issued % | detour success % | detour p99 ms | Proxy issued % | Proxy success % | Proxy p99 ms | " +
 		"Proxy+fault issued % | Proxy+fault success % | Proxy+fault p99 ms |\n|---|---|---|---|---|---|---|---|---|---|\n")
 	b.WriteString(strings.Join(rows, "\n"))
