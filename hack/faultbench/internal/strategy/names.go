@@ -11,12 +11,6 @@ import (
 // runtime with the detour strategy's policy.
 const Gateway = "gateway+detour"
 
-func init() {
-	Descriptions[Gateway] = "an HTTP client (Go's net/http, keep-alive) posting each message's body to detour's send " +
-		"gateway, which sends it through a runtime with the detour strategy's policy; pod steps reach that runtime, and a send's " +
-		"brokers are the ones the gateway's answer lists"
-}
-
 // Names of the gRPC strategies and the all-knobs Java one.
 const (
 	GRPCDetour     = "grpc+detour"
@@ -51,33 +45,6 @@ var RealNames = []string{"detour", "oracle", "java-5", "java-5-all", "java-4.9",
 var DefaultReal = []string{"detour", "oracle", "java-5", "java-5-all", "java-4.9", "java-default", Facade,
 	FacadeWatch, Gateway, GRPCDetour, GRPCProxy, GRPCProxyFault}
 
-func init() {
-	Descriptions["java-5"] = "RocketMQ's own Java DefaultMQProducer 5.5.0 (the newest 5.x), sendLatencyFaultEnable=true and " +
-		"the detector as it ships (startDetector off), route refresh every 30 s; retryTimesWhenSendFailed=2, sendMsgTimeout=3000 ms"
-	Descriptions["java-5-all"] = fmt.Sprintf("RocketMQ's own Java DefaultMQProducer 5.5.0 with every fault knob it has: "+
-		"sendLatencyFaultEnable=true, startDetectorEnable=true (its detector probes isolated brokers and lifts an isolation once one "+
-		"answers) and sendMsgMaxTimeoutPerRequest=%d ms; retryTimesWhenSendFailed=2, sendMsgTimeout=3000 ms", JavaAllKnobsPerAttempt.Milliseconds())
-	Descriptions[GRPCDetour] = "RocketMQ 5's Java gRPC SDK 5.2.0 (its defaults: TLS, 3 attempts, 3 s per request) through detour's " +
-		"gRPC endpoint, which sends every message through a runtime with the detour strategy's policy; pod steps reach that runtime. " +
-		"The SDK does not say where a send went: the share reaching the bad broker is the runtime's attempts on it over the SDK's sends (an upper bound)"
-	Descriptions[GRPCProxy] = "the same SDK through RocketMQ Proxy 5.5.0 in cluster mode with its defaults (its fault strategy off)"
-	Descriptions[GRPCProxyFault] = "the same SDK through RocketMQ Proxy 5.5.0 with its own fault strategy on: sendLatencyEnable=true and " +
-		"startDetectorEnable=true in its ProxyConfig"
-	Descriptions["java-4.9"] = "RocketMQ's own Java DefaultMQProducer 4.9.8 with sendLatencyFaultEnable=true on the 5.5.0 brokers; " +
-		"retryTimesWhenSendFailed=2, sendMsgTimeout=3000 ms"
-	Descriptions["java-default"] = "RocketMQ's own Java DefaultMQProducer 5.5.0 with default settings (fault tolerance off), " +
-		"what most applications run; retryTimesWhenSendFailed=2, sendMsgTimeout=3000 ms"
-	Descriptions[Facade] = fmt.Sprintf("the same default Java producer (fault tolerance off) with namesrvAddr "+
-		"pointed at detour's name-server facade and pollNameServerInterval lowered to %v; the facade forwards to the real "+
-		"name server and publishes the queues of brokers detour isolates (the detour strategy's policy, measured by a "+
-		"canary of %d msg/s through detour's runtime, plus pod state) without the write bit, so the unmodified client "+
-		"stops writing there at its next route poll", FacadeJavaPoll, FacadeCanaryRate)
-	Descriptions[FacadeWatch] = "the facade strategy with no canary: nothing is sent through detour, whose runtime " +
-		"learns only by watching the routed brokers (the detour policy with probe.routedBrokers: GET_MAX_OFFSET to every " +
-		"broker each probe interval, spread ±50 %; a broker silent for a send attempt's time counts as a failed attempt, ProbeFailed) " +
-		"and from pod state"
-}
-
 // Settings of the detour strategy (and of the oracle, which differs only in its route).
 const (
 	DetourPerAttempt    = 400 * time.Millisecond
@@ -111,4 +78,31 @@ var Descriptions = map[string]string{
 		producer.DetourProbationProbes, DetourPerAttempt, DetourProbeInterval, DetourProbeTimeout),
 	"oracle":             "the detour policy with the bad broker left out of the route before the run",
 	"rocketmq-client-go": "the real rocketmq-client-go v2 producer through brokersim's name server: default round-robin selector, WithRetry(2), WithSendMsgTimeout(3s); it knows nothing of pod state",
+	Gateway: "an HTTP client (Go's net/http, keep-alive) posting each message's body to detour's send " +
+		"gateway, which sends it through a runtime with the detour strategy's policy; pod steps reach that runtime, and a send's " +
+		"brokers are the ones the gateway's answer lists",
+	"java-5": "RocketMQ's own Java DefaultMQProducer 5.5.0 (the newest 5.x), sendLatencyFaultEnable=true and " +
+		"the detector as it ships (startDetector off), route refresh every 30 s; retryTimesWhenSendFailed=2, sendMsgTimeout=3000 ms",
+	"java-5-all": fmt.Sprintf("RocketMQ's own Java DefaultMQProducer 5.5.0 with every fault knob it has: "+
+		"sendLatencyFaultEnable=true, startDetectorEnable=true (its detector probes isolated brokers and lifts an isolation once one "+
+		"answers) and sendMsgMaxTimeoutPerRequest=%d ms; retryTimesWhenSendFailed=2, sendMsgTimeout=3000 ms", JavaAllKnobsPerAttempt.Milliseconds()),
+	GRPCDetour: "RocketMQ 5's Java gRPC SDK 5.2.0 (its defaults: TLS, 3 attempts, 3 s per request) through detour's " +
+		"gRPC endpoint, which sends every message through a runtime with the detour strategy's policy; pod steps reach that runtime. " +
+		"The SDK does not say where a send went: the share reaching the bad broker is the runtime's attempts on it over the SDK's sends (an upper bound)",
+	GRPCProxy: "the same SDK through RocketMQ Proxy 5.5.0 in cluster mode with its defaults (its fault strategy off)",
+	GRPCProxyFault: "the same SDK through RocketMQ Proxy 5.5.0 with its own fault strategy on: sendLatencyEnable=true and " +
+		"startDetectorEnable=true in its ProxyConfig",
+	"java-4.9": "RocketMQ's own Java DefaultMQProducer 4.9.8 with sendLatencyFaultEnable=true on the 5.5.0 brokers; " +
+		"retryTimesWhenSendFailed=2, sendMsgTimeout=3000 ms",
+	"java-default": "RocketMQ's own Java DefaultMQProducer 5.5.0 with default settings (fault tolerance off), " +
+		"what most applications run; retryTimesWhenSendFailed=2, sendMsgTimeout=3000 ms",
+	Facade: fmt.Sprintf("the same default Java producer (fault tolerance off) with namesrvAddr "+
+		"pointed at detour's name-server facade and pollNameServerInterval lowered to %v; the facade forwards to the real "+
+		"name server and publishes the queues of brokers detour isolates (the detour strategy's policy, measured by a "+
+		"canary of %d msg/s through detour's runtime, plus pod state) without the write bit, so the unmodified client "+
+		"stops writing there at its next route poll", FacadeJavaPoll, FacadeCanaryRate),
+	FacadeWatch: "the facade strategy with no canary: nothing is sent through detour, whose runtime " +
+		"learns only by watching the routed brokers (the detour policy with probe.routedBrokers: GET_MAX_OFFSET to every " +
+		"broker each probe interval, spread ±50 %; a broker silent for a send attempt's time counts as a failed attempt, ProbeFailed) " +
+		"and from pod state",
 }
