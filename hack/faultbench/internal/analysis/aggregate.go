@@ -187,7 +187,7 @@ func FmtStat(s Stat, f func(float64) string) string {
 
 // FmtPct formats a percentage.
 func FmtPct(v float64) string {
-	if v == UnknownShare {
+	if v == unknownShare {
 		return "n/a"
 	}
 	return fmt.Sprintf("%.2f", v)

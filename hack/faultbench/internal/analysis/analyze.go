@@ -25,7 +25,7 @@ const (
 func ShareWithin(share, limit float64) bool { return share >= 0 && share <= limit }
 
 // badShare is the share of the sends keep selects that reached the bad broker, in percent, as the
-// run's records can tell it (see BadSource); UnknownShare when they cannot.
+// run's records can tell it (see BadSource); unknownShare when they cannot.
 func badShare(d *scenario.RunData, keep func(s *scenario.SendRec) bool) float64 {
 	n, bad := 0, 0
 	for i := range d.Sends {
@@ -39,7 +39,7 @@ func badShare(d *scenario.RunData, keep func(s *scenario.SendRec) bool) float64 
 	}
 	switch d.BadFrom {
 	case scenario.BadUnknown:
-		return UnknownShare
+		return unknownShare
 	case scenario.BadFromAttempts:
 		for _, a := range d.Attempts {
 			if a.Broker == scenario.BadBroker && keep(&scenario.SendRec{Start: a.Start}) {
@@ -51,9 +51,9 @@ func badShare(d *scenario.RunData, keep func(s *scenario.SendRec) bool) float64 
 	return pct(bad, n)
 }
 
-// UnknownShare stands for a share the records cannot tell; reports print it as n/a and no target
+// unknownShare stands for a share the records cannot tell; reports print it as n/a and no target
 // is met by it.
-const UnknownShare = -1
+const unknownShare = -1
 
 // Result is one scenario × strategy, as results.json holds it. Times are milliseconds; those
 // relative to the run are offsets from the start of the measured workload.

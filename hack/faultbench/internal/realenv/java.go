@@ -110,7 +110,7 @@ func runJava(ctx context.Context, e *Env, sc scenario.Scenario, strategy string,
 		return nil, werr
 	}
 	data.BadSendsReceived = -1
-	JavaRecords(data, sends, t0)
+	javaRecords(data, sends, t0)
 	if side != nil {
 		data.Isos = side.isolations()
 		if js.grpc == viaDetour {
@@ -160,9 +160,9 @@ func waitJava(ctx context.Context, e *Env, jp *rmqtest.JavaProducer, sc scenario
 	return sends, werr
 }
 
-// JavaRecords turns the Java producer's records into the run's sends and attempts, on the run's
+// javaRecords turns the Java producer's records into the run's sends and attempts, on the run's
 // clock (t0 is the schedule's start).
-func JavaRecords(data *scenario.RunData, sends []rmqtest.JavaSend, t0 time.Time) {
+func javaRecords(data *scenario.RunData, sends []rmqtest.JavaSend, t0 time.Time) {
 	p := data.Params
 	iv := p.Interval()
 	for _, s := range sends {
