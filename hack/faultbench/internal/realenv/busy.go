@@ -10,6 +10,10 @@ import (
 	"github.com/detourmq/detour/pkg/producer"
 )
 
+// restWaitMillis is waitTimeMillsInSendQueue as RocketMQ ships it, which every other run uses and
+// the busy scenario's runs put back.
+const restWaitMillis = "200"
+
 // busyLoad is the traffic that keeps the bad broker's send queue full: senders of its own that
 // send to the bad broker alone, one attempt each, and ignore the outcome.
 type busyLoad struct {
@@ -47,7 +51,7 @@ func (e *Env) stopBusy(ctx context.Context) error {
 	l.Close()
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if err := e.bad.UpdateConfig(cctx, map[string]string{"waitTimeMillsInSendQueue": scenario.RestWaitMillis}); err != nil {
+	if err := e.bad.UpdateConfig(cctx, map[string]string{"waitTimeMillsInSendQueue": restWaitMillis}); err != nil {
 		return fmt.Errorf("restore waitTimeMillsInSendQueue on %s: %w", scenario.BadBroker, err)
 	}
 	return nil

@@ -14,10 +14,20 @@ import (
 	"github.com/detourmq/detour/pkg/remoting"
 )
 
+// Where the gate sits and what it reads.
+const (
+	// hangBind is the loopback address the bad broker listens on while the gate sits at its
+	// published address (127.0.0.1 and the same port) in front of it.
+	hangBind = "127.0.0.2"
+	// hangMaxFrame bounds a frame the gate reads, as a broker bounds it.
+	hangMaxFrame = 16 << 20
+)
+
 // hangGate is a remoting-aware TCP relay in front of the bad broker for the hang scenario. It passes
-// every frame on in both directions, except that while it is armed it holds every scenario.HangEvery-th send
-// request (SEND_MESSAGE, V2 or batch) for a while (scenario.HangFor in the scenario) before passing it on: remoting matches responses
-// to requests by opaque, so the requests behind a held one go on at once. Frames are relayed
+// every frame on in both directions, except that while it is armed it holds every
+// scenario.HangEvery-th send request (SEND_MESSAGE, V2 or batch) for a while (scenario.HangFor in
+// the scenario) before passing it on: remoting matches responses to requests by opaque, so the
+// requests behind a held one go on at once. Frames are relayed
 // whole, never parsed past their header.
 type hangGate struct {
 	ln       net.Listener
@@ -134,7 +144,7 @@ func readFrame(r io.Reader) ([]byte, error) {
 		return nil, err
 	}
 	n := binary.BigEndian.Uint32(head[:])
-	if n < 4 || n > scenario.HangMaxFrame {
+	if n < 4 || n > hangMaxFrame {
 		return nil, errors.New("hang gate: bad frame length")
 	}
 	frame := make([]byte, 4+n)
@@ -171,7 +181,7 @@ func (g *hangGate) Close() {
 }
 
 // ArmHangGate puts the gate in front of the bad broker before the hang scenario's runs: the broker
-// is restarted listening on scenario.HangBind (same port, same store) and the gate takes its published
+// is restarted listening on hangBind (same port, same store) and the gate takes its published
 // address, unarmed, so the runs start from a healthy broker one relay away.
 func (e *Env) ArmHangGate() error {
 	addr := e.bad.Addr
@@ -182,14 +192,14 @@ func (e *Env) ArmHangGate() error {
 	if err := e.harness(e.bad.Stop); err != nil {
 		return err
 	}
-	g, err := startHangGate(addr, net.JoinHostPort(scenario.HangBind, port), scenario.HangEvery, scenario.HangFor)
+	g, err := startHangGate(addr, net.JoinHostPort(hangBind, port), scenario.HangEvery, scenario.HangFor)
 	if err != nil {
 		return err
 	}
 	e.mu.Lock()
 	e.gate = g
 	e.mu.Unlock()
-	return e.harness(func() { e.bad.BootWith(map[string]string{"bindAddress": scenario.HangBind}) })
+	return e.harness(func() { e.bad.BootWith(map[string]string{"bindAddress": hangBind}) })
 }
 
 // RemoveHangGate takes the gate away after the hang scenario: the broker listens on its published

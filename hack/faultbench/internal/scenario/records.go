@@ -1,17 +1,6 @@
 package scenario
 
-import (
-	"time"
-)
-
-// Onset returns when the schedule's first step was carried out, or when it was due if the run
-// ended before.
-func (d *RunData) Onset() time.Duration {
-	if len(d.Applied) > 0 {
-		return d.Applied[0].Applied
-	}
-	return d.Scenario.Onset
-}
+import "time"
 
 // Params is the workload every run gets.
 type Params struct {
@@ -67,6 +56,15 @@ type RunData struct {
 	// BadFrom says where the bad shares come from when the sends do not list their attempts'
 	// brokers (RocketMQ's gRPC SDK does not say where an attempt went).
 	BadFrom BadSource
+}
+
+// Onset returns when the schedule's first step was carried out, or when it was due if the run
+// ended before.
+func (d *RunData) Onset() time.Duration {
+	if len(d.Applied) > 0 {
+		return d.Applied[0].Applied
+	}
+	return d.Scenario.Onset
 }
 
 // BadSource is what a run's bad shares are counted from.

@@ -1,6 +1,6 @@
 package scenario
 
-import ()
+import "time"
 
 // The busy scenario's settings. A broker refuses the sends that waited in its send queue longer
 // than waitTimeMillsInSendQueue (200 ms by default) with SYSTEM_BUSY "[TIMEOUT_CLEAN_QUEUE]"; with
@@ -8,6 +8,13 @@ import ()
 // refused, and the load keeps the queue from emptying.
 const (
 	BusyWaitMillis  = "0"
-	RestWaitMillis  = "200" // RocketMQ's default, which every other run uses
 	BusyLoadSenders = 32
+)
+
+// Shape of the hang scenario: one send request in HangEvery that reaches the bad broker is held
+// HangFor before the broker sees it, so that attempt alone hangs while the others are answered at
+// once.
+const (
+	HangEvery = 10
+	HangFor   = 5 * time.Second
 )
