@@ -491,36 +491,9 @@ func rewrite(dir string, merge []string, note, command string) error {
 		return err
 	}
 	for _, m := range merge {
-		raw, err := os.ReadFile(m)
-		if err != nil {
+		if err := mergeRun(&rep, m, dir); err != nil {
 			return err
 		}
-		var o report.Report
-		if err := json.Unmarshal(raw, &o); err != nil {
-			return err
-		}
-		have := map[string]bool{}
-		for _, sc := range rep.Scenarios {
-			have[sc.Mode] = true
-		}
-		for _, sc := range o.Scenarios {
-			if have[sc.Mode] {
-				return fmt.Errorf("%s: mode %s is already in %s", m, sc.Mode, dir)
-			}
-		}
-		rep.Scenarios = append(rep.Scenarios, o.Scenarios...)
-		rep.Results = append(rep.Results, o.Results...)
-		rep.Command += "; " + o.Command
-		for _, s := range o.Strategies {
-			if !slices.ContainsFunc(rep.Strategies, func(x report.StrategyJSON) bool { return x.Name == s.Name }) {
-				rep.Strategies = append(rep.Strategies, s)
-			}
-		}
-		for k, v := range o.Machine.NoiseP99Ms {
-			rep.Machine.NoiseP99Ms[k] = v
-		}
-		rep.Machine.LoadAvgNow = o.Machine.LoadAvgNow
-		rep.Machine.ElapsedS = max(rep.Machine.ElapsedS, o.Machine.ElapsedS)
 	}
 	if note != "" {
 		rep.Notes = append(rep.Notes, note)
@@ -546,4 +519,40 @@ func rewrite(dir string, merge []string, note, command string) error {
 		return err
 	}
 	return report.WriteMarkdown(filepath.Join(dir, "results.md"), &rep, charts)
+}
+
+// mergeRun adds the modes of the run whose results.json is at path to rep (read from dir),
+// refusing a mode rep already has.
+func mergeRun(rep *report.Report, path, dir string) error {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var o report.Report
+	if err := json.Unmarshal(raw, &o); err != nil {
+		return err
+	}
+	have := map[string]bool{}
+	for _, sc := range rep.Scenarios {
+		have[sc.Mode] = true
+	}
+	for _, sc := range o.Scenarios {
+		if have[sc.Mode] {
+			return fmt.Errorf("%s: mode %s is already in %s", path, sc.Mode, dir)
+		}
+	}
+	rep.Scenarios = append(rep.Scenarios, o.Scenarios...)
+	rep.Results = append(rep.Results, o.Results...)
+	rep.Command += "; " + o.Command
+	for _, s := range o.Strategies {
+		if !slices.ContainsFunc(rep.Strategies, func(x report.StrategyJSON) bool { return x.Name == s.Name }) {
+			rep.Strategies = append(rep.Strategies, s)
+		}
+	}
+	for k, v := range o.Machine.NoiseP99Ms {
+		rep.Machine.NoiseP99Ms[k] = v
+	}
+	rep.Machine.LoadAvgNow = o.Machine.LoadAvgNow
+	rep.Machine.ElapsedS = max(rep.Machine.ElapsedS, o.Machine.ElapsedS)
+	return nil
 }
