@@ -81,8 +81,6 @@ func (d *clientGoDriver) Send(ctx context.Context, rec *scenario.SendRec, body [
 // PodTerminating does nothing: the client knows nothing of pod state.
 func (d *clientGoDriver) PodTerminating() {}
 
-// it cannot know
-
 // PodReady does nothing: the client knows nothing of pod state.
 func (d *clientGoDriver) PodReady(string) {}
 
