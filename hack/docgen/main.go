@@ -2,8 +2,8 @@
 // api/v1alpha1, the manager's flags, the Helm chart's values and every detour_* metric) and then
 // checks the rules the tree's pages and code state: every relative link in README.md, CHANGELOG.md,
 // docs/ and bench/ points at a file that exists; docs/design/architecture.md names every package
-// of `go list ./...` once, on a floor no import of it climbs above; and no function of the
-// product or of hack/ is longer than 80 lines. `make docs` runs it from the repository's root;
+// of `go list ./...` once, on a floor no import of it climbs above; and no function (tests and
+// generated code aside) is longer than 80 lines. `make docs` runs it from the repository's root;
 // `make verify` fails when its pages are stale or a check fails.
 package main
 
@@ -55,7 +55,7 @@ func run(root string) error {
 
 // checkTree runs the checks of the tree's written rules: every relative link resolves, the
 // architecture page maps every package once with no import running up a floor, and no function
-// of the product or hack/ is longer than maxFuncLines.
+// (tests and generated code aside) is longer than maxFuncLines.
 func checkTree(root string) error {
 	checks := []struct {
 		what string
