@@ -103,7 +103,7 @@ type Result struct {
 	// AfterSignal breaks down the sends counted in BadShareAfterSignalPct.
 	AfterSignal afterSignal `json:"afterSignalBadSends"`
 	// Slow breaks down, for detour, the sends slower than the oracle's p99 in the same scenario.
-	Slow *slowBreakdown `json:"slowerThanOracleP99,omitempty"`
+	Slow *SlowBreakdown `json:"slowerThanOracleP99,omitempty"`
 	// BadBrokerReceived is the bad broker's own count of send requests during the run.
 	BadBrokerReceived int64 `json:"badBrokerReceived"`
 
@@ -165,9 +165,9 @@ type afterSignal struct {
 	Failed      int `json:"failed"`
 }
 
-// slowBreakdown says where a strategy's sends slower than the oracle's p99 come from: sends that
+// SlowBreakdown says where a strategy's sends slower than the oracle's p99 come from: sends that
 // touched the bad broker, sends that needed a retry, and the rest, which the fault cannot explain.
-type slowBreakdown struct {
+type SlowBreakdown struct {
 	ThresholdMs  float64 `json:"thresholdMs"`
 	Sends        int     `json:"sends"`
 	TouchedBad   int     `json:"touchedBad"`
@@ -178,8 +178,8 @@ type slowBreakdown struct {
 }
 
 // SlowerThan counts d's sends slower than threshold and where they come from.
-func SlowerThan(d *scenario.RunData, threshold time.Duration) slowBreakdown {
-	b := slowBreakdown{ThresholdMs: Ms(threshold)}
+func SlowerThan(d *scenario.RunData, threshold time.Duration) SlowBreakdown {
+	b := SlowBreakdown{ThresholdMs: Ms(threshold)}
 	for i := range d.Sends {
 		s := &d.Sends[i]
 		if s.Latency <= threshold {
