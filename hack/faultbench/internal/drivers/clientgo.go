@@ -23,7 +23,7 @@ type clientGoDriver struct {
 var clientGoInstance atomic.Int64
 
 // NewClientGoDriver starts a rocketmq-client-go producer on the name server at nameServer.
-func NewClientGoDriver(nameServer string, rec *Recorder) (*clientGoDriver, error) {
+func NewClientGoDriver(nameServer string, rec *Recorder) (Driver, error) {
 	sel := &recordingSelector{inner: rmqproducer.NewRoundRobinQueueSelector(), picks: make(map[*rmqprimitive.Message][]pick)}
 	// rocketmq-client-go keeps a process-wide client per instance name; each run needs its own.
 	n := clientGoInstance.Add(1)

@@ -25,7 +25,7 @@ type gatewayDriver struct {
 }
 
 // NewGatewayDriver starts the gateway on a free loopback port around a detour runtime.
-func NewGatewayDriver(brokers []scenario.BrokerInfo, rec *Recorder) (*gatewayDriver, error) {
+func NewGatewayDriver(brokers []scenario.BrokerInfo, rec *Recorder) (Driver, error) {
 	d, err := NewRuntimeDriver("detour", brokers, rec)
 	if err != nil {
 		return nil, err
