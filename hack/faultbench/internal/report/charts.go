@@ -71,46 +71,10 @@ func scatterChart(path string, sc scenario.Scenario, runs []*scenario.RunData) e
 		plots[i] = make([]*plot.Plot, cols)
 	}
 	for i, d := range runs {
-		p := plot.New()
-		p.Title.Text = fmt.Sprintf("%s — %s", sc.Name, d.Strategy)
-		p.X.Label.Text = "send start (s)"
-		p.X.Min, p.X.Max = 0, d.Params.Duration.Seconds()+1
-		logY(p)
-		var ok, bad, failed plotter.XYs
-		for j := range d.Sends {
-			s := &d.Sends[j]
-			pt := plotter.XY{X: s.Start.Seconds(), Y: clampMs(s.Latency)}
-			switch {
-			case !s.OK:
-				failed = append(failed, pt)
-			case analysis.TouchesBad(s):
-				bad = append(bad, pt)
-			default:
-				ok = append(ok, pt)
-			}
-		}
-		if err := addMarks(p, sc); err != nil {
+		p, err := scatterPanel(sc, d)
+		if err != nil {
 			return err
 		}
-		for _, set := range []struct {
-			xy    plotter.XYs
-			c     color.Color
-			label string
-		}{{ok, okColor, "other brokers"}, {bad, badColor, "reached " + scenario.BadBroker}, {failed, failColor, "failed"}} {
-			if len(set.xy) == 0 {
-				continue
-			}
-			s, err := plotter.NewScatter(set.xy)
-			if err != nil {
-				return err
-			}
-			s.GlyphStyle.Color = set.c
-			s.GlyphStyle.Radius = vg.Points(1.2)
-			s.GlyphStyle.Shape = draw.CircleGlyph{}
-			p.Add(s)
-			p.Legend.Add(set.label, s)
-		}
-		p.Legend.Top = true
 		plots[i/cols][i%cols] = p
 	}
 	for r := range plots {
@@ -132,6 +96,51 @@ func scatterChart(path string, sc scenario.Scenario, runs []*scenario.RunData) e
 		}
 	}
 	return writePNG(path, img)
+}
+
+// scatterPanel is one strategy's panel of the scatter chart.
+func scatterPanel(sc scenario.Scenario, d *scenario.RunData) (*plot.Plot, error) {
+	p := plot.New()
+	p.Title.Text = fmt.Sprintf("%s — %s", sc.Name, d.Strategy)
+	p.X.Label.Text = "send start (s)"
+	p.X.Min, p.X.Max = 0, d.Params.Duration.Seconds()+1
+	logY(p)
+	var ok, bad, failed plotter.XYs
+	for j := range d.Sends {
+		s := &d.Sends[j]
+		pt := plotter.XY{X: s.Start.Seconds(), Y: clampMs(s.Latency)}
+		switch {
+		case !s.OK:
+			failed = append(failed, pt)
+		case analysis.TouchesBad(s):
+			bad = append(bad, pt)
+		default:
+			ok = append(ok, pt)
+		}
+	}
+	if err := addMarks(p, sc); err != nil {
+		return nil, err
+	}
+	for _, set := range []struct {
+		xy    plotter.XYs
+		c     color.Color
+		label string
+	}{{ok, okColor, "other brokers"}, {bad, badColor, "reached " + scenario.BadBroker}, {failed, failColor, "failed"}} {
+		if len(set.xy) == 0 {
+			continue
+		}
+		s, err := plotter.NewScatter(set.xy)
+		if err != nil {
+			return nil, err
+		}
+		s.GlyphStyle.Color = set.c
+		s.GlyphStyle.Radius = vg.Points(1.2)
+		s.GlyphStyle.Shape = draw.CircleGlyph{}
+		p.Add(s)
+		p.Legend.Add(set.label, s)
+	}
+	p.Legend.Top = true
+	return p, nil
 }
 
 // p99Chart draws, per strategy, the p99 latency of the sends started in each second of the run.
