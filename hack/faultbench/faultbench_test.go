@@ -10,7 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/detourmq/detour/internal/testsupport/rmqtest"
+	"github.com/detourmq/detour/hack/faultbench/internal/analysis"
+	"github.com/detourmq/detour/hack/faultbench/internal/report"
 )
 
 // TestShortBlackholeRunMeasuresDetourAndKeepsTheOracleOffTheBadBroker runs the real harness for
@@ -35,7 +36,7 @@ func TestShortBlackholeRunMeasuresDetourAndKeepsTheOracleOffTheBadBroker(t *test
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rep report
+	var rep report.Report
 	if err := json.Unmarshal(raw, &rep); err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +46,7 @@ func TestShortBlackholeRunMeasuresDetourAndKeepsTheOracleOffTheBadBroker(t *test
 	if rep.Params.ScheduledPerRun != 400 || rep.Machine.CPUs < 1 || rep.Machine.GoVersion == "" {
 		t.Errorf("run parameters or machine info missing: %+v %+v", rep.Params, rep.Machine)
 	}
-	by := map[string]result{}
+	by := map[string]analysis.Result{}
 	for _, r := range rep.Results {
 		by[r.Strategy] = r
 		if r.Issued == 0 || r.Succeeded+r.Failed != r.Issued {
@@ -97,95 +98,6 @@ func TestShortBlackholeRunMeasuresDetourAndKeepsTheOracleOffTheBadBroker(t *test
 	}
 }
 
-// TestAnalyzeTellsIsolationFromStalls feeds the analysis synthetic runs: one where sends stop
-// reaching the bad broker after its first failure, one where round robin keeps sending to it, and
-// one where every sender is stuck on it (no attempts anywhere), which must not pass for isolation.
-func TestAnalyzeTellsIsolationFromStalls(t *testing.T) {
-	const ms = time.Millisecond
-	p := params{Duration: 10 * time.Second, Rate: 100, Senders: 1}
-	sc := scenario{Name: "blackhole", Onset: 2 * time.Second, Faulty: []window{{2 * time.Second, 10 * time.Second}}}
-	// build sends one message every 10 ms; pick names the broker of each send's only attempt, or
-	// "" for no send at that slot.
-	build := func(pick func(i int) (string, time.Duration, bool)) *runData {
-		d := &runData{Scenario: sc, Params: p}
-		for i := 0; i < 1000; i++ {
-			b, lat, ok := pick(i)
-			if b == "" {
-				continue
-			}
-			start := time.Duration(i) * 10 * ms
-			d.Sends = append(d.Sends, sendRec{Seq: i, Due: start, Start: start, Latency: lat, OK: ok, Tried: []string{b}})
-			d.Attempts = append(d.Attempts, attemptRec{Broker: b, Start: start, End: start + lat, OK: ok})
-		}
-		return d
-	}
-	names := []string{brokerA, badBroker, brokerC}
-	tests := []struct {
-		name        string
-		run         *runData
-		wantIsolate *time.Duration
-		wantShare   float64
-	}{
-		{
-			name: "sends stop after the first failure",
-			run: build(func(i int) (string, time.Duration, bool) {
-				if i == 200 {
-					return badBroker, 300 * ms, false // fails at 2.3 s
-				}
-				if i > 200 && i < 230 {
-					return "", 0, false // the sender was stuck in the failed send
-				}
-				if i > 200 {
-					return names[2*(i%2)], ms, true // a and c only
-				}
-				return names[i%3], ms, true
-			}),
-			wantIsolate: new(time.Duration),
-			wantShare:   0,
-		},
-		{
-			name: "round robin keeps sending to the bad broker",
-			run: build(func(i int) (string, time.Duration, bool) {
-				b := names[i%3]
-				return b, ms, b != badBroker || i < 200
-			}),
-			wantIsolate: nil,
-			wantShare:   33.33,
-		},
-		{
-			name: "a stall with nobody sending is not isolation",
-			run: build(func(i int) (string, time.Duration, bool) {
-				if i >= 200 && i%300 < 150 {
-					return "", 0, false // every sender stuck for 1.5 s
-				}
-				b := names[i%3]
-				return b, ms, b != badBroker || i < 200
-			}),
-			wantIsolate: nil,
-			wantShare:   33.33,
-		},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			r := analyze(tc.run)
-			if r.FirstFailureMs == nil {
-				t.Fatal("no first failure found")
-			}
-			switch {
-			case tc.wantIsolate == nil && r.IsolateMs != nil:
-				t.Errorf("isolated after %v ms, want never", *r.IsolateMs)
-			case tc.wantIsolate != nil && (r.IsolateMs == nil || *r.IsolateMs != ms2f(*tc.wantIsolate)):
-				t.Errorf("isolate %v, want %v", r.IsolateMs, *tc.wantIsolate)
-			}
-			if d := r.BadShareAfterSignalPct - tc.wantShare; d > 0.5 || d < -0.5 {
-				t.Errorf("bad share after signal %.2f%%, want %.2f%%", r.BadShareAfterSignalPct, tc.wantShare)
-			}
-		})
-	}
-}
-
-func ms2f(d time.Duration) float64 { return ms(d) }
-
 // TestParseFlagsRefusesUnknownNames checks that a typo in a scenario or strategy fails loudly
 // instead of silently running nothing.
 func TestParseFlagsRefusesUnknownNames(t *testing.T) {
@@ -224,93 +136,5 @@ func TestQuickKeepsExplicitFlags(t *testing.T) {
 	}
 	if c.RealParams.Rate != c.Params.Rate || c.RealParams.Senders != c.Params.Senders || c.RealParams.BodyLen != c.Params.BodyLen {
 		t.Errorf("real mode's workload differs from brokersim's: %+v vs %+v", c.RealParams, c.Params)
-	}
-}
-
-// TestMediansAndVerdicts checks the statistics the tables and targets are judged on.
-func TestMediansAndVerdicts(t *testing.T) {
-	if s := statOf([]float64{5, 1, 3}); s != (stat{Median: 3, Min: 1, Max: 5}) {
-		t.Errorf("statOf odd = %+v", s)
-	}
-	if s := statOf([]float64{4, 1, 3, 10}); s.Median != 3.5 || s.Min != 1 || s.Max != 10 {
-		t.Errorf("statOf even = %+v", s)
-	}
-	var rs []result
-	add := func(st string, rep int, ok, p99, bad float64) {
-		rs = append(rs, result{Mode: "real", Scenario: "blackhole", Strategy: st, Rep: rep, SuccessPct: ok, P99Ms: p99, BadShareWhileFaultyPct: bad})
-	}
-	for rep, v := range []float64{100, 100, 99} {
-		add("detour", rep+1, v, []float64{100, 900, 115}[rep], []float64{0.05, 3, 0.02}[rep])
-		add("oracle", rep+1, 100, 90, 0)
-		add("java-5", rep+1, 99, 400, 2)
-	}
-	ms := medians(rs)
-	if len(ms) != 3 || ms[0].Strategy != "detour" || ms[0].Runs != 3 || ms[0].P99Ms.Median != 115 || ms[0].P99Ms.Max != 900 {
-		t.Fatalf("medians %+v", ms)
-	}
-	vs := verdicts(ms)
-	if len(vs) != 2 {
-		t.Fatalf("verdicts %+v", vs)
-	}
-	o, j := vs[0], vs[1]
-	if o.Against != "oracle" || !o.SuccessPass || !o.P99Pass || !o.BadSharePass || o.P99Ratio != 1.28 {
-		t.Errorf("against the oracle: %+v", o)
-	}
-	// A share the records cannot tell meets no target.
-	if shareWithin(unknownShare, targetBadSharePct) || shareWithin(unknownShare, 5) || fmtPct(unknownShare) != "n/a" {
-		t.Errorf("an unknown share passes a target or prints as a number")
-	}
-	if j.Against != "java-5" || !j.Better || j.P99Ratio != 0.29 {
-		t.Errorf("against java-5: %+v", j)
-	}
-}
-
-// TestRealScenariosAndJavaRecords checks the real-broker schedules and the conversion of the Java
-// producer's records onto the run's clock.
-func TestRealScenariosAndJavaRecords(t *testing.T) {
-	for _, n := range realScenarioNames {
-		sc, err := buildRealScenario(n, 20*time.Second)
-		if err != nil || len(sc.Actions) == 0 || len(sc.Faulty) == 0 || sc.Onset != 5*time.Second {
-			t.Errorf("%s: %+v, %v", n, sc, err)
-		}
-	}
-	sc, _ := buildRealScenario("rolling", 20*time.Second)
-	p := params{Duration: 20 * time.Second, Rate: 200, Senders: 4, Drain: 10 * time.Second}
-	d := &runData{Scenario: sc, Params: p, Applied: []appliedAction{
-		{Note: "pod terminating", Scheduled: 5 * time.Second, Applied: 5 * time.Second, Done: 5 * time.Second},
-		{Note: "graceful stop", Scheduled: 7 * time.Second, Applied: 7 * time.Second, Done: 9 * time.Second},
-		{Note: "new broker registered", Applied: 9 * time.Second, Done: 17 * time.Second, Chained: true},
-	}}
-	d.Applied[0].Applied = 5200 * time.Millisecond // the pod mark came 200 ms late
-	d.settleFaulty()
-	if w := d.Scenario.Faulty; len(w) != 1 || w[0].From != 5200*time.Millisecond || w[0].To != 17*time.Second {
-		t.Errorf("rolling faulty span %+v, want 5.2 s (the mark, applied late) to 17 s (the new broker registered)", w)
-	}
-	fl, _ := buildRealScenario("flapping", 20*time.Second)
-	fd := &runData{Scenario: fl, Params: p}
-	for _, a := range fl.Actions {
-		fd.Applied = append(fd.Applied, appliedAction{Note: a.Note, Scheduled: a.At, Applied: a.At + 50*time.Millisecond})
-	}
-	fd.settleFaulty()
-	if w := fd.Scenario.Faulty; w[0].From != 5050*time.Millisecond || w[0].To != 8050*time.Millisecond || w[len(w)-1].To != 20*time.Second {
-		t.Errorf("flapping faulty spans not moved to the applied steps: %+v", w)
-	}
-	if len(sc.Faulty) != 1 || sc.Faulty[0].To != 20*time.Second {
-		t.Errorf("settleFaulty changed the shared scenario: %+v", sc.Faulty)
-	}
-
-	t0 := time.UnixMilli(1_700_000_000_000)
-	sends := []rmqtest.JavaSend{{
-		Slot: 10, StartMs: t0.UnixMilli() + 60, Start: time.UnixMilli(t0.UnixMilli() + 60), LatencyUs: 450_000, OK: true,
-		Broker: brokerA, Brokers: []string{badBroker, brokerA},
-		Attempts: []rmqtest.JavaAttempt{{Broker: badBroker, StartUs: 10, LatencyUs: 400_000}, {Broker: brokerA, StartUs: 400_100, LatencyUs: 49_000, OK: true}},
-	}}
-	javaRecords(d, sends, t0)
-	s := d.Sends[0]
-	if s.Due != 50*time.Millisecond || s.Start != 60*time.Millisecond || s.Latency != 450*time.Millisecond || !touchesBad(&s) {
-		t.Errorf("send %+v", s)
-	}
-	if len(d.Attempts) != 2 || d.Attempts[0].OK || d.Attempts[0].End != 460*time.Millisecond+10*time.Microsecond || !d.Attempts[1].OK {
-		t.Errorf("attempts %+v", d.Attempts)
 	}
 }

@@ -15,167 +15,29 @@
 //
 //	DETOUR_ROCKETMQ=$(hack/setup-rocketmq.sh) go run ./hack/faultbench -quick -out /some/dir
 //	go run ./hack/faultbench -out /some/dir -modes sim -reps 1 -duration 5s -scenarios blackhole
+//
+// This package keeps the command line (flags.go), the order of the runs (bench.go) and -rewrite
+// (rewrite.go). The rooms under internal/ hold the rest: scenario, strategy, drivers, running,
+// realenv, analysis and report.
 package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"os/signal"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/apache/rocketmq-client-go/v2/rlog"
+
+	"github.com/detourmq/detour/hack/faultbench/internal/realenv"
+	"github.com/detourmq/detour/hack/faultbench/internal/report"
 )
-
-// config is the command line.
-type config struct {
-	Out        string
-	Params     params
-	Scenarios  []string
-	Strategies []string
-	Charts     bool
-	Raw        string
-	// Modes are "real" (a real RocketMQ cluster) and "sim" (brokersim), in that order.
-	Modes []string
-	// Reps is how many times every scenario × strategy runs, interleaved.
-	Reps int
-	// Real* are the real-broker mode's parameters, scenarios and strategies.
-	RealParams     params
-	RealScenarios  []string
-	RealStrategies []string
-	Quick          bool
-	// Rewrite only renders the outputs again from the results.json in Out; Merge names other
-	// runs' results.json files whose modes it adds.
-	Rewrite bool
-	Merge   string
-	Note    string
-	// RewriteCommand replaces the report's command line (for runs made in parts).
-	RewriteCommand string
-	// Command is the command line that reproduces the run, for the report.
-	Command string
-}
-
-func parseFlags(args []string) (config, error) {
-	fs := flag.NewFlagSet("faultbench", flag.ContinueOnError)
-	c := config{}
-	fs.StringVar(&c.Out, "out", "bench", "output directory for results.json, results.md and the charts")
-	fs.DurationVar(&c.Params.Duration, "duration", 4*time.Second, "brokersim mode: measured time per run (the fault schedule scales with it)")
-	fs.DurationVar(&c.RealParams.Duration, "real-duration", 12*time.Second, "real mode: measured time per run (the fault schedule scales with it)")
-	fs.IntVar(&c.Reps, "reps", 3, "repetitions of every scenario × strategy, interleaved")
-	modes := fs.String("modes", "sim,real", "comma-separated modes: sim (brokersim), real (real RocketMQ brokers and Java producers)")
-	fs.BoolVar(&c.Quick, "quick", false, "a quick run (under 5 minutes): one repetition of 6 s real-broker runs of detour, java-5 and java-default in blackhole, slow and dead, no brokersim mode; flags given explicitly still win")
-	fs.BoolVar(&c.Rewrite, "rewrite", false, "run nothing: render results.md, the medians and the verdicts again from the results.json in -out")
-	fs.StringVar(&c.RewriteCommand, "command", "", "with -rewrite: the command line to show as how to reproduce the run (for runs made in parts)")
-	fs.StringVar(&c.Note, "note", "", "with -rewrite: a note on how the run was made, added to the report")
-	fs.StringVar(&c.Merge, "merge", "", "with -rewrite: comma-separated results.json files of other runs whose modes are added (the modes of one invocation run one after another; this joins modes run separately)")
-	realScen := fs.String("real-scenarios", strings.Join(realScenarioNames, ","), "comma-separated real-broker scenarios")
-	realStrat := fs.String("real-strategies", strings.Join(defaultRealStrategies, ","), "comma-separated real-broker strategies (known: "+strings.Join(realStrategyNames, ", ")+")")
-	fs.IntVar(&c.Params.Rate, "rate", 200, "messages per second, over all senders")
-	fs.IntVar(&c.Params.Senders, "senders", 4, "concurrent synchronous senders")
-	fs.DurationVar(&c.Params.Drain, "drain", 10*time.Second, "how long to wait for sends in flight after the run's time is up")
-	fs.IntVar(&c.Params.BodyLen, "body", 128, "message body size in bytes")
-	fs.DurationVar(&c.Params.ScheduleSlack, "schedule-slack", 100*time.Millisecond, "how late a fault step may be applied before the run is flagged as not comparable")
-	scen := fs.String("scenarios", strings.Join(scenarioNames, ","), "comma-separated scenarios to run")
-	strat := fs.String("strategies", strings.Join(strategyNames, ","), "comma-separated strategies to run")
-	fs.BoolVar(&c.Charts, "charts", true, "draw PNG charts")
-	fs.StringVar(&c.Raw, "raw", "", "if set, a directory to write every send and attempt of every run into as CSV (large; for investigation)")
-	if err := fs.Parse(args); err != nil {
-		return c, err
-	}
-	if fs.NArg() > 0 {
-		return c, fmt.Errorf("unexpected arguments: %v", fs.Args())
-	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if c.Quick {
-		// Explicit flags win over the quick defaults.
-		if !set["reps"] {
-			c.Reps = 1
-		}
-		if !set["modes"] {
-			*modes = "real"
-		}
-		if !set["real-duration"] {
-			c.RealParams.Duration = 6 * time.Second
-		}
-		if !set["real-strategies"] {
-			*realStrat = "detour,java-5,java-default"
-		}
-		if !set["real-scenarios"] {
-			*realScen = "blackhole,slow,dead"
-		}
-	}
-	if c.Params.Duration < time.Second || c.RealParams.Duration < time.Second || c.Params.Rate <= 0 || c.Params.Senders <= 0 || c.Params.BodyLen <= 0 || c.Params.Drain < 0 {
-		return c, errors.New("duration must be at least 1s; rate, senders and body must be positive; drain not negative")
-	}
-	if c.Reps < 1 || c.Reps > 20 {
-		return c, errors.New("reps must be between 1 and 20")
-	}
-	d := c.RealParams.Duration
-	c.RealParams = c.Params
-	c.RealParams.Duration = d
-	var err error
-	// Real brokers first: they are what the benchmark is for, and a run that is cut off keeps them.
-	if c.Modes, err = pickList(*modes, []string{"real", "sim"}, "mode"); err != nil {
-		return c, err
-	}
-	if c.RealScenarios, err = pickList(*realScen, realScenarioNames, "real-broker scenario"); err != nil {
-		return c, err
-	}
-	if c.RealStrategies, err = pickList(*realStrat, realStrategyNames, "real-broker strategy"); err != nil {
-		return c, err
-	}
-	if c.Scenarios, err = pickList(*scen, scenarioNames, "scenario"); err != nil {
-		return c, err
-	}
-	if c.Strategies, err = pickList(*strat, strategyNames, "strategy"); err != nil {
-		return c, err
-	}
-	cmd := []string{"go run ./hack/faultbench", "-out " + c.Out}
-	if c.Quick {
-		cmd = append(cmd, "-quick")
-	}
-	fs.Visit(func(f *flag.Flag) {
-		// -raw only adds investigation files; it changes nothing measured.
-		if f.Name != "out" && f.Name != "raw" && f.Name != "quick" {
-			cmd = append(cmd, "-"+f.Name+" "+f.Value.String())
-		}
-	})
-	c.Command = strings.Join(cmd, " ")
-	return c, nil
-}
-
-// pickList parses a comma-separated list of known names, keeping the known order.
-func pickList(s string, known []string, what string) ([]string, error) {
-	want := map[string]bool{}
-	for _, n := range strings.Split(s, ",") {
-		n = strings.TrimSpace(n)
-		if n == "" {
-			continue
-		}
-		if !slices.Contains(known, n) {
-			return nil, fmt.Errorf("unknown %s %q (known: %s)", what, n, strings.Join(known, ", "))
-		}
-		want[n] = true
-	}
-	var out []string
-	for _, n := range known {
-		if want[n] {
-			out = append(out, n)
-		}
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("no %s selected", what)
-	}
-	return out, nil
-}
 
 func main() {
 	c, err := parseFlags(os.Args[1:])
@@ -205,16 +67,13 @@ func main() {
 	}
 }
 
-// logf writes progress lines.
-type logf func(format string, args ...any)
-
 // run runs every selected mode, scenario, repetition and strategy and writes the outputs after
 // each scenario, so a long run that is interrupted still leaves the scenarios it finished.
 func run(ctx context.Context, c config, w interface{ Write([]byte) (int, error) }) error {
 	// rocketmq-client-go logs every retry at warn level to stdout; its outcomes are recorded here.
 	rlog.SetLogLevel("fatal")
 	var logMu sync.Mutex
-	log := logf(func(format string, args ...any) {
+	log := realenv.Logf(func(format string, args ...any) {
 		logMu.Lock()
 		defer logMu.Unlock()
 		fmt.Fprintf(w, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
@@ -222,7 +81,7 @@ func run(ctx context.Context, c config, w interface{ Write([]byte) (int, error) 
 	if err := os.MkdirAll(c.Out, 0o755); err != nil {
 		return err
 	}
-	b := &bench{c: c, log: log, charts: map[string][]string{}, started: time.Now(), loadStart: loadAvg()}
+	b := &bench{c: c, log: log, charts: map[string][]string{}, started: time.Now(), loadStart: report.LoadAvg()}
 	for _, mode := range c.Modes {
 		var err error
 		if mode == "sim" {
@@ -239,295 +98,4 @@ func run(ctx context.Context, c config, w interface{ Write([]byte) (int, error) 
 		return fmt.Errorf("fairness checks failed:\n  %s", strings.Join(b.failed, "\n  "))
 	}
 	return nil
-}
-
-// bench is one invocation's state: every result so far and the charts drawn.
-type bench struct {
-	c         config
-	log       logf
-	scs       []scenarioJSON
-	results   []result
-	charts    map[string][]string
-	failed    []string
-	started   time.Time
-	loadStart [3]float64
-}
-
-// order returns the strategies in the order of repetition rep: rotated, so that no strategy
-// always runs first (on a fresh JVM cache, right after a restore) or last.
-func order(strategies []string, rep int) []string {
-	k := rep % len(strategies)
-	return append(append([]string(nil), strategies[k:]...), strategies[:k]...)
-}
-
-// record analyzes a run, logs it and keeps its result.
-func (b *bench) record(mode string, rep int, d *runData) result {
-	r := analyze(d)
-	r.Mode, r.Rep = mode, rep+1
-	r.LoadAvg1 = loadAvg()[0]
-	for _, e := range d.ApplyErrors {
-		r.Checks = append(r.Checks, "fault step failed: "+e)
-	}
-	b.log("%-4s %-11s #%d %-18s issued %4d/%d ok %6.2f%% p50 %7.2fms p99 %8.2fms bad %5.2f%% while-faulty %5.2f%% isolate %s noise-p99 %.2fms load %.0f%s",
-		mode, d.Scenario.Name, rep+1, d.Strategy, r.Issued, r.Scheduled, r.SuccessPct, r.P50Ms, r.P99Ms, r.BadSharePct,
-		r.BadShareWhileFaultyPct, fmtOpt(r.IsolateMs), r.NoiseP99Ms, r.LoadAvg1, checksNote(r))
-	for _, ch := range r.Checks {
-		b.failed = append(b.failed, fmt.Sprintf("%s/%s/%s#%d: %s", mode, d.Scenario.Name, d.Strategy, rep+1, ch))
-	}
-	return r
-}
-
-// finishScenario analyzes the scenario's runs, draws its charts and rewrites the outputs.
-func (b *bench) finishScenario(mode string, sc scenario, rs []result, runs []*runData, strategies []string) error {
-	explainSlow(rs, runs)
-	applyTargets(rs)
-	b.results = append(b.results, rs...)
-	b.scs = append(b.scs, scenarioOf(mode, sc))
-	if b.c.Charts {
-		paths, err := writeModeCharts(b.c.Out, mode, sc, rs, runs, strategies)
-		if err != nil {
-			return fmt.Errorf("charts for %s: %w", sc.Name, err)
-		}
-		b.charts[mode+"/"+sc.Name] = paths
-	}
-	return b.write()
-}
-
-func (b *bench) write() error {
-	rep := newReport(b.c, b.scs, b.results, b.started, b.loadStart)
-	if err := writeJSON(filepath.Join(b.c.Out, "results.json"), rep); err != nil {
-		return err
-	}
-	return writeMarkdown(filepath.Join(b.c.Out, "results.md"), rep, b.charts)
-}
-
-// runSim runs the brokersim mode: fresh brokers for every run.
-func (b *bench) runSim(ctx context.Context) error {
-	for _, name := range b.c.Scenarios {
-		sc, err := buildScenario(name, b.c.Params.Duration)
-		if err != nil {
-			return err
-		}
-		var rs []result
-		var runs []*runData
-		for rep := 0; rep < b.c.Reps; rep++ {
-			for _, st := range order(b.c.Strategies, rep) {
-				if err := ctx.Err(); err != nil {
-					return err
-				}
-				d, err := runOne(ctx, sc, st, b.c.Params)
-				if err != nil {
-					return fmt.Errorf("sim/%s/%s: %w", name, st, err)
-				}
-				d.Rep = rep + 1
-				rs = append(rs, b.record("sim", rep, d))
-				runs = append(runs, d)
-				if b.c.Raw != "" {
-					if err := writeRaw(b.c.Raw, "sim", d); err != nil {
-						return err
-					}
-				}
-			}
-		}
-		if err := b.finishScenario("sim", sc, rs, runs, b.c.Strategies); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// runReal runs the real-broker mode on one cluster; the bad broker is restored after every run.
-func (b *bench) runReal(ctx context.Context) error {
-	start := time.Now()
-	var e *realEnv
-	var err error
-	// Four JVMs booting at once on a busy 2-core machine can miss the harness's start timeout;
-	// that says nothing about what is measured, so the cluster gets more than one chance.
-	for try := 1; try <= 3; try++ {
-		if e, err = startRealEnv(ctx, b.log); err == nil || ctx.Err() != nil {
-			break
-		}
-		b.log("real cluster did not start (try %d of 3): %v", try, firstLine(err))
-	}
-	if err != nil {
-		return fmt.Errorf("real cluster: %w", err)
-	}
-	defer e.close()
-	b.log("real cluster up in %v: name server %s, brokers %v", time.Since(start).Round(time.Second), e.nameServer(), e.brokerList())
-	for _, name := range b.c.RealScenarios {
-		sc, err := buildRealScenario(name, b.c.RealParams.Duration)
-		if err != nil {
-			return err
-		}
-		if err := b.runRealScenario(ctx, e, sc); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// runRealScenario runs every repetition and strategy of one scenario on the real cluster.
-func (b *bench) runRealScenario(ctx context.Context, e *realEnv, sc scenario) error {
-	if sc.Gate {
-		if err := e.armHangGate(); err != nil {
-			return fmt.Errorf("real/%s: the hang gate: %w", sc.Name, err)
-		}
-		defer func() {
-			if err := e.removeHangGate(); err != nil {
-				b.log("real/%s: removing the hang gate: %v", sc.Name, err)
-			}
-		}()
-	}
-	var rs []result
-	var runs []*runData
-	for rep := 0; rep < b.c.Reps; rep++ {
-		for _, st := range order(b.c.RealStrategies, rep) {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			d, err := runReal(ctx, e, sc, st, b.c.RealParams)
-			if rerr := e.restore(ctx); rerr != nil {
-				return fmt.Errorf("real/%s/%s: restoring %s: %w", sc.Name, st, badBroker, rerr)
-			}
-			if err != nil {
-				return fmt.Errorf("real/%s/%s: %w", sc.Name, st, err)
-			}
-			d.Rep = rep + 1
-			rs = append(rs, b.record("real", rep, d))
-			runs = append(runs, d)
-			if b.c.Raw != "" {
-				if err := writeRaw(b.c.Raw, "real", d); err != nil {
-					return err
-				}
-			}
-		}
-	}
-	return b.finishScenario("real", sc, rs, runs, b.c.RealStrategies)
-}
-
-// explainSlow adds, to detour's result of the scenario just run, where its sends slower than the
-// oracle's p99 come from.
-func explainSlow(results []result, runs []*runData) {
-	reps := map[int]bool{}
-	for _, d := range runs {
-		reps[d.Rep] = true
-	}
-	for rep := range reps {
-		explainSlowRep(results, runs, rep)
-	}
-}
-
-func explainSlowRep(results []result, runs []*runData, rep int) {
-	var det, orc *runData
-	for _, d := range runs {
-		if d.Rep != rep {
-			continue
-		}
-		switch d.Strategy {
-		case "detour":
-			det = d
-		case "oracle":
-			orc = d
-		}
-	}
-	if det == nil || orc == nil {
-		return
-	}
-	lat := make([]time.Duration, 0, len(orc.Sends))
-	for _, s := range orc.Sends {
-		lat = append(lat, s.Latency)
-	}
-	slices.Sort(lat)
-	th := percentile(lat, 99)
-	for i := range results {
-		r := &results[i]
-		if r.Scenario == det.Scenario.Name && r.Strategy == "detour" && r.Rep == rep {
-			b := slowerThan(det, th)
-			b.OracleSlower = slowerThan(orc, th).Sends
-			r.Slow = &b
-		}
-	}
-}
-
-func checksNote(r result) string {
-	if len(r.Checks) == 0 {
-		return ""
-	}
-	return " CHECKS: " + strings.Join(r.Checks, "; ")
-}
-
-// firstLine is an error's first line (harness errors carry whole logs).
-func firstLine(err error) string {
-	s, _, _ := strings.Cut(err.Error(), "\n")
-	return s
-}
-
-// rewrite renders results.md, the medians and the verdicts again from the results.json in dir,
-// with the charts that are there; the runs' own numbers are not touched. The modes of the
-// results.json files in merge are added (their charts must be copied into dir by hand).
-func rewrite(dir string, merge []string, note, command string) error {
-	raw, err := os.ReadFile(filepath.Join(dir, "results.json"))
-	if err != nil {
-		return err
-	}
-	var rep report
-	if err := json.Unmarshal(raw, &rep); err != nil {
-		return err
-	}
-	for _, m := range merge {
-		raw, err := os.ReadFile(m)
-		if err != nil {
-			return err
-		}
-		var o report
-		if err := json.Unmarshal(raw, &o); err != nil {
-			return err
-		}
-		have := map[string]bool{}
-		for _, sc := range rep.Scenarios {
-			have[sc.Mode] = true
-		}
-		for _, sc := range o.Scenarios {
-			if have[sc.Mode] {
-				return fmt.Errorf("%s: mode %s is already in %s", m, sc.Mode, dir)
-			}
-		}
-		rep.Scenarios = append(rep.Scenarios, o.Scenarios...)
-		rep.Results = append(rep.Results, o.Results...)
-		rep.Command += "; " + o.Command
-		for _, s := range o.Strategies {
-			if !slices.ContainsFunc(rep.Strategies, func(x strategyJSON) bool { return x.Name == s.Name }) {
-				rep.Strategies = append(rep.Strategies, s)
-			}
-		}
-		for k, v := range o.Machine.NoiseP99Ms {
-			rep.Machine.NoiseP99Ms[k] = v
-		}
-		rep.Machine.LoadAvgNow = o.Machine.LoadAvgNow
-		rep.Machine.ElapsedS = max(rep.Machine.ElapsedS, o.Machine.ElapsedS)
-	}
-	if note != "" {
-		rep.Notes = append(rep.Notes, note)
-	}
-	if command != "" {
-		rep.Command = command
-	}
-	rep.Medians = medians(rep.Results)
-	rep.Verdicts = verdicts(rep.Medians)
-	charts := map[string][]string{}
-	for _, sc := range rep.Scenarios {
-		names := []string{sc.Name + "-latency.png", sc.Name + "-p99.png"}
-		if sc.Mode == "real" {
-			names = []string{"real-" + sc.Name + "-p99.png", "real-" + sc.Name + "-latency.png"}
-		}
-		for _, n := range names {
-			if _, err := os.Stat(filepath.Join(dir, n)); err == nil {
-				charts[sc.Mode+"/"+sc.Name] = append(charts[sc.Mode+"/"+sc.Name], filepath.Join(dir, n))
-			}
-		}
-	}
-	if err := writeJSON(filepath.Join(dir, "results.json"), &rep); err != nil {
-		return err
-	}
-	return writeMarkdown(filepath.Join(dir, "results.md"), &rep, charts)
 }

@@ -1,4 +1,4 @@
-package main
+package analysis
 
 import (
 	"fmt"
@@ -6,17 +6,17 @@ import (
 	"slices"
 )
 
-// stat is a median with the range it comes from.
-type stat struct {
+// Stat is a median with the range it comes from.
+type Stat struct {
 	Median float64 `json:"median"`
 	Min    float64 `json:"min"`
 	Max    float64 `json:"max"`
 }
 
-// statOf summarizes values; the median of an even count is the mean of the middle two.
-func statOf(v []float64) stat {
+// StatOf summarizes values; the median of an even count is the mean of the middle two.
+func StatOf(v []float64) Stat {
 	if len(v) == 0 {
-		return stat{}
+		return Stat{}
 	}
 	s := slices.Clone(v)
 	slices.Sort(s)
@@ -24,11 +24,11 @@ func statOf(v []float64) stat {
 	if len(s)%2 == 0 {
 		m = (s[len(s)/2-1] + s[len(s)/2]) / 2
 	}
-	return stat{Median: math.Round(m*1000) / 1000, Min: s[0], Max: s[len(s)-1]}
+	return Stat{Median: math.Round(m*1000) / 1000, Min: s[0], Max: s[len(s)-1]}
 }
 
-// median is one mode × scenario × strategy over its repetitions.
-type median struct {
+// Median is one mode × scenario × strategy over its repetitions.
+type Median struct {
 	Mode     string `json:"mode"`
 	Scenario string `json:"scenario"`
 	Strategy string `json:"strategy"`
@@ -36,26 +36,28 @@ type median struct {
 
 	// IssuedPct is issued over scheduled sends: a strategy whose senders are stuck issues fewer,
 	// and its other measures are over the sends it did issue.
-	IssuedPct              stat `json:"issuedPct"`
-	SuccessPct             stat `json:"successPct"`
-	P50Ms                  stat `json:"p50Ms"`
-	P99Ms                  stat `json:"p99Ms"`
-	BadShareWhileFaultyPct stat `json:"badShareWhileFaultyPct"`
-	BadShareAfterSignalPct stat `json:"badShareAfterSignalPct"`
-	BadShareBeforeOnsetPct stat `json:"badShareBeforeOnsetPct"`
-	NoiseP99Ms             stat `json:"noiseP99Ms"`
+	IssuedPct              Stat `json:"issuedPct"`
+	SuccessPct             Stat `json:"successPct"`
+	P50Ms                  Stat `json:"p50Ms"`
+	P99Ms                  Stat `json:"p99Ms"`
+	BadShareWhileFaultyPct Stat `json:"badShareWhileFaultyPct"`
+	BadShareAfterSignalPct Stat `json:"badShareAfterSignalPct"`
+	BadShareBeforeOnsetPct Stat `json:"badShareBeforeOnsetPct"`
+	NoiseP99Ms             Stat `json:"noiseP99Ms"`
 	// IsolateMs is over the runs in which the bad broker was isolated at all; Isolated counts them.
-	IsolateMs *stat `json:"isolateMs,omitempty"`
+	IsolateMs *Stat `json:"isolateMs,omitempty"`
 	Isolated  int   `json:"isolatedRuns"`
 	// CutShort and FailedChecks count runs.
 	CutShort     int `json:"cutShortRuns"`
 	FailedChecks int `json:"runsWithFailedChecks"`
 }
 
-func medians(rs []result) []median {
+// Medians summarizes every mode × scenario × strategy over its repetitions, in the order the
+// results first name them.
+func Medians(rs []Result) []Median {
 	type key struct{ mode, scenario, strategy string }
 	var keys []key
-	by := map[key][]result{}
+	by := map[key][]Result{}
 	for _, r := range rs {
 		k := key{r.Mode, r.Scenario, r.Strategy}
 		if _, ok := by[k]; !ok {
@@ -63,25 +65,25 @@ func medians(rs []result) []median {
 		}
 		by[k] = append(by[k], r)
 	}
-	var out []median
+	var out []Median
 	for _, k := range keys {
 		g := by[k]
-		m := median{Mode: k.mode, Scenario: k.scenario, Strategy: k.strategy, Runs: len(g)}
-		col := func(f func(r result) float64) stat {
+		m := Median{Mode: k.mode, Scenario: k.scenario, Strategy: k.strategy, Runs: len(g)}
+		col := func(f func(r Result) float64) Stat {
 			var v []float64
 			for _, r := range g {
 				v = append(v, f(r))
 			}
-			return statOf(v)
+			return StatOf(v)
 		}
-		m.IssuedPct = col(func(r result) float64 { return pct(r.Issued, r.Scheduled) })
-		m.SuccessPct = col(func(r result) float64 { return r.SuccessPct })
-		m.P50Ms = col(func(r result) float64 { return r.P50Ms })
-		m.P99Ms = col(func(r result) float64 { return r.P99Ms })
-		m.BadShareWhileFaultyPct = col(func(r result) float64 { return r.BadShareWhileFaultyPct })
-		m.BadShareAfterSignalPct = col(func(r result) float64 { return r.BadShareAfterSignalPct })
-		m.BadShareBeforeOnsetPct = col(func(r result) float64 { return r.BadShareBeforeOnsetPct })
-		m.NoiseP99Ms = col(func(r result) float64 { return r.NoiseP99Ms })
+		m.IssuedPct = col(func(r Result) float64 { return pct(r.Issued, r.Scheduled) })
+		m.SuccessPct = col(func(r Result) float64 { return r.SuccessPct })
+		m.P50Ms = col(func(r Result) float64 { return r.P50Ms })
+		m.P99Ms = col(func(r Result) float64 { return r.P99Ms })
+		m.BadShareWhileFaultyPct = col(func(r Result) float64 { return r.BadShareWhileFaultyPct })
+		m.BadShareAfterSignalPct = col(func(r Result) float64 { return r.BadShareAfterSignalPct })
+		m.BadShareBeforeOnsetPct = col(func(r Result) float64 { return r.BadShareBeforeOnsetPct })
+		m.NoiseP99Ms = col(func(r Result) float64 { return r.NoiseP99Ms })
 		var iso []float64
 		for _, r := range g {
 			if r.IsolateMs != nil {
@@ -96,7 +98,7 @@ func medians(rs []result) []median {
 		}
 		m.Isolated = len(iso)
 		if len(iso) > 0 {
-			s := statOf(iso)
+			s := StatOf(iso)
 			m.IsolateMs = &s
 		}
 		out = append(out, m)
@@ -104,9 +106,9 @@ func medians(rs []result) []median {
 	return out
 }
 
-// verdict judges detour's medians in one scenario against a baseline: the oracle (the targets) or
+// Verdict judges detour's medians in one scenario against a baseline: the oracle (the targets) or
 // a Java producer (at least as good on every measure; better on at least one).
-type verdict struct {
+type Verdict struct {
 	Mode     string `json:"mode"`
 	Scenario string `json:"scenario"`
 	Against  string `json:"against"`
@@ -121,15 +123,17 @@ type verdict struct {
 	Better bool `json:"better,omitempty"`
 }
 
-// mustBeBetter are the scenarios in which detour must beat the Java producers with fault
+// MustBeBetter are the scenarios in which detour must beat the Java producers with fault
 // tolerance on, not only match them.
-var mustBeBetter = map[string]bool{"blackhole": true, "slow": true, "flapping": true, "rolling": true}
+var MustBeBetter = map[string]bool{"blackhole": true, "slow": true, "flapping": true, "rolling": true}
 
 // javaBaselines are the producers detour is judged against; java-default is reported beside them.
 var javaBaselines = []string{"java-5", "java-4.9", "java-default"}
 
-func verdicts(ms []median) []verdict {
-	find := func(mode, sc, st string) *median {
+// Verdicts judges detour's medians in every scenario against the oracle (the targets) and against
+// each Java producer.
+func Verdicts(ms []Median) []Verdict {
+	find := func(mode, sc, st string) *Median {
 		for i := range ms {
 			if ms[i].Mode == mode && ms[i].Scenario == sc && ms[i].Strategy == st {
 				return &ms[i]
@@ -137,16 +141,16 @@ func verdicts(ms []median) []verdict {
 		}
 		return nil
 	}
-	var out []verdict
+	var out []Verdict
 	for _, d := range ms {
 		if d.Strategy != "detour" {
 			continue
 		}
 		if o := find(d.Mode, d.Scenario, "oracle"); o != nil {
-			v := verdict{Mode: d.Mode, Scenario: d.Scenario, Against: "oracle", P99Ratio: ratio(d.P99Ms.Median, o.P99Ms.Median),
+			v := Verdict{Mode: d.Mode, Scenario: d.Scenario, Against: "oracle", P99Ratio: ratio(d.P99Ms.Median, o.P99Ms.Median),
 				SuccessPass:  d.SuccessPct.Median >= 100,
-				P99Pass:      d.P99Ms.Median <= targetP99Factor*o.P99Ms.Median,
-				BadSharePass: shareWithin(d.BadShareWhileFaultyPct.Median, targetBadSharePct)}
+				P99Pass:      d.P99Ms.Median <= TargetP99Factor*o.P99Ms.Median,
+				BadSharePass: ShareWithin(d.BadShareWhileFaultyPct.Median, TargetBadSharePct)}
 			out = append(out, v)
 		}
 		for _, j := range javaBaselines {
@@ -154,10 +158,10 @@ func verdicts(ms []median) []verdict {
 			if b == nil {
 				continue
 			}
-			v := verdict{Mode: d.Mode, Scenario: d.Scenario, Against: j, P99Ratio: ratio(d.P99Ms.Median, b.P99Ms.Median),
+			v := Verdict{Mode: d.Mode, Scenario: d.Scenario, Against: j, P99Ratio: ratio(d.P99Ms.Median, b.P99Ms.Median),
 				SuccessPass:  d.SuccessPct.Median >= b.SuccessPct.Median,
 				P99Pass:      d.P99Ms.Median <= b.P99Ms.Median,
-				BadSharePass: shareWithin(d.BadShareWhileFaultyPct.Median, b.BadShareWhileFaultyPct.Median)}
+				BadSharePass: ShareWithin(d.BadShareWhileFaultyPct.Median, b.BadShareWhileFaultyPct.Median)}
 			v.Better = v.SuccessPass && v.P99Pass && v.BadSharePass && (d.SuccessPct.Median > b.SuccessPct.Median ||
 				d.P99Ms.Median < b.P99Ms.Median || d.BadShareWhileFaultyPct.Median < b.BadShareWhileFaultyPct.Median)
 			out = append(out, v)
@@ -173,14 +177,16 @@ func ratio(a, b float64) float64 {
 	return math.Round(100*a/b) / 100
 }
 
-func fmtStat(s stat, f func(float64) string) string {
+// FmtStat formats a median with its min–max range, each with f.
+func FmtStat(s Stat, f func(float64) string) string {
 	if s.Min == s.Max {
 		return f(s.Median)
 	}
 	return fmt.Sprintf("%s (%s–%s)", f(s.Median), f(s.Min), f(s.Max))
 }
 
-func fmtPct(v float64) string {
+// FmtPct formats a percentage.
+func FmtPct(v float64) string {
 	if v == unknownShare {
 		return "n/a"
 	}

@@ -1,4 +1,4 @@
-package main
+package drivers
 
 import (
 	"bytes"
@@ -11,55 +11,47 @@ import (
 
 	"github.com/go-logr/logr"
 
+	"github.com/detourmq/detour/hack/faultbench/internal/scenario"
 	"github.com/detourmq/detour/internal/front"
 	"github.com/detourmq/detour/internal/gateway"
 )
 
-// gatewayStrategy is an HTTP client sending through detour's send gateway, which sends through a
-// runtime with the detour strategy's policy.
-const gatewayStrategy = "gateway+detour"
-
-func init() {
-	strategyDescriptions[gatewayStrategy] = "an HTTP client (Go's net/http, keep-alive) posting each message's body to detour's send " +
-		"gateway, which sends it through a runtime with the detour strategy's policy; pod steps reach that runtime, and a send's " +
-		"brokers are the ones the gateway's answer lists"
-}
-
 // gatewayDriver drives the send gateway in front of a runtime driver.
 type gatewayDriver struct {
-	*runtimeDriver
+	*RuntimeDriver
 	url    string
 	client *http.Client
 	stop   func()
 }
 
-// newGatewayDriver starts the gateway on a free loopback port around a detour runtime.
-func newGatewayDriver(brokers []brokerInfo, rec *recorder) (*gatewayDriver, error) {
-	d, err := newRuntimeDriver("detour", brokers, rec)
+// NewGatewayDriver starts the gateway on a free loopback port around a detour runtime.
+func NewGatewayDriver(brokers []scenario.BrokerInfo, rec *Recorder) (Driver, error) {
+	d, err := NewRuntimeDriver("detour", brokers, rec)
 	if err != nil {
 		return nil, err
 	}
-	srv, err := gateway.New(gateway.Options{Addr: "127.0.0.1:0", Sender: d.rt, Logger: logr.Discard(),
+	srv, err := gateway.New(gateway.Options{Addr: "127.0.0.1:0", Sender: d.Runtime, Logger: logr.Discard(),
 		Topics: front.NameResolverFunc(func(_ context.Context, _, name string) (front.Target, error) {
 			if name != "faultbench" {
 				return front.Target{}, fmt.Errorf("%w: %s", front.ErrTopicNotFound, name)
 			}
-			return front.Target{Topic: topic}, nil
+			return front.Target{Topic: scenario.Topic}, nil
 		})})
 	if err != nil {
-		d.close()
+		d.Close()
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	// New opened the listener: the address is known and connections queue until Start serves.
 	go func() { done <- srv.Start(ctx) }()
-	return &gatewayDriver{runtimeDriver: d, url: "http://" + srv.Addr() + "/v1/namespaces/bench/topics/faultbench/messages",
+	return &gatewayDriver{RuntimeDriver: d, url: "http://" + srv.Addr() + "/v1/namespaces/bench/topics/faultbench/messages",
 		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}},
 		stop:   func() { cancel(); <-done }}, nil
 }
 
-func (d *gatewayDriver) send(ctx context.Context, rec *sendRec, body []byte, t0 time.Time) {
+// Send posts one message to the gateway and records the brokers its answer lists.
+func (d *gatewayDriver) Send(ctx context.Context, rec *scenario.SendRec, body []byte, t0 time.Time) {
 	start := time.Now()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.url, bytes.NewReader(body))
 	if err != nil {
@@ -94,7 +86,8 @@ func (d *gatewayDriver) send(ctx context.Context, rec *sendRec, body []byte, t0 
 	rec.OK, rec.Broker, rec.Tried = true, sr.Broker, sr.BrokersTried
 }
 
-func (d *gatewayDriver) close() {
+// Close stops the gateway and the runtime behind it.
+func (d *gatewayDriver) Close() {
 	d.stop()
-	d.runtimeDriver.close()
+	d.RuntimeDriver.Close()
 }

@@ -1,4 +1,4 @@
-package main
+package report
 
 import (
 	"fmt"
@@ -15,6 +15,10 @@ import (
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
+
+	"github.com/detourmq/detour/hack/faultbench/internal/analysis"
+	"github.com/detourmq/detour/hack/faultbench/internal/scenario"
+	"github.com/detourmq/detour/hack/faultbench/internal/strategy"
 )
 
 // Latency axis bounds of every chart, in ms: loopback sends take a fraction of a millisecond,
@@ -43,7 +47,7 @@ func logY(p *plot.Plot) {
 }
 
 // addMarks draws the scenario's schedule steps as vertical lines.
-func addMarks(p *plot.Plot, sc scenario) error {
+func addMarks(p *plot.Plot, sc scenario.Scenario) error {
 	for _, a := range sc.Actions {
 		x := a.At.Seconds()
 		l, err := plotter.NewLine(plotter.XYs{{X: x, Y: chartMinMs}, {X: x, Y: chartMaxMs}})
@@ -59,7 +63,7 @@ func addMarks(p *plot.Plot, sc scenario) error {
 
 // scatterChart draws one panel per strategy: every send's latency over its start time; sends that
 // touched the bad broker in orange, failed sends in red.
-func scatterChart(path string, sc scenario, runs []*runData) error {
+func scatterChart(path string, sc scenario.Scenario, runs []*scenario.RunData) error {
 	cols := 2
 	rows := (len(runs) + cols - 1) / cols
 	plots := make([][]*plot.Plot, rows)
@@ -67,46 +71,10 @@ func scatterChart(path string, sc scenario, runs []*runData) error {
 		plots[i] = make([]*plot.Plot, cols)
 	}
 	for i, d := range runs {
-		p := plot.New()
-		p.Title.Text = fmt.Sprintf("%s — %s", sc.Name, d.Strategy)
-		p.X.Label.Text = "send start (s)"
-		p.X.Min, p.X.Max = 0, d.Params.Duration.Seconds()+1
-		logY(p)
-		var ok, bad, failed plotter.XYs
-		for j := range d.Sends {
-			s := &d.Sends[j]
-			pt := plotter.XY{X: s.Start.Seconds(), Y: clampMs(s.Latency)}
-			switch {
-			case !s.OK:
-				failed = append(failed, pt)
-			case touchesBad(s):
-				bad = append(bad, pt)
-			default:
-				ok = append(ok, pt)
-			}
-		}
-		if err := addMarks(p, sc); err != nil {
+		p, err := scatterPanel(sc, d)
+		if err != nil {
 			return err
 		}
-		for _, set := range []struct {
-			xy    plotter.XYs
-			c     color.Color
-			label string
-		}{{ok, okColor, "other brokers"}, {bad, badColor, "reached " + badBroker}, {failed, failColor, "failed"}} {
-			if len(set.xy) == 0 {
-				continue
-			}
-			s, err := plotter.NewScatter(set.xy)
-			if err != nil {
-				return err
-			}
-			s.GlyphStyle.Color = set.c
-			s.GlyphStyle.Radius = vg.Points(1.2)
-			s.GlyphStyle.Shape = draw.CircleGlyph{}
-			p.Add(s)
-			p.Legend.Add(set.label, s)
-		}
-		p.Legend.Top = true
 		plots[i/cols][i%cols] = p
 	}
 	for r := range plots {
@@ -130,8 +98,53 @@ func scatterChart(path string, sc scenario, runs []*runData) error {
 	return writePNG(path, img)
 }
 
+// scatterPanel is one strategy's panel of the scatter chart.
+func scatterPanel(sc scenario.Scenario, d *scenario.RunData) (*plot.Plot, error) {
+	p := plot.New()
+	p.Title.Text = fmt.Sprintf("%s — %s", sc.Name, d.Strategy)
+	p.X.Label.Text = "send start (s)"
+	p.X.Min, p.X.Max = 0, d.Params.Duration.Seconds()+1
+	logY(p)
+	var ok, bad, failed plotter.XYs
+	for j := range d.Sends {
+		s := &d.Sends[j]
+		pt := plotter.XY{X: s.Start.Seconds(), Y: clampMs(s.Latency)}
+		switch {
+		case !s.OK:
+			failed = append(failed, pt)
+		case analysis.TouchesBad(s):
+			bad = append(bad, pt)
+		default:
+			ok = append(ok, pt)
+		}
+	}
+	if err := addMarks(p, sc); err != nil {
+		return nil, err
+	}
+	for _, set := range []struct {
+		xy    plotter.XYs
+		c     color.Color
+		label string
+	}{{ok, okColor, "other brokers"}, {bad, badColor, "reached " + scenario.BadBroker}, {failed, failColor, "failed"}} {
+		if len(set.xy) == 0 {
+			continue
+		}
+		s, err := plotter.NewScatter(set.xy)
+		if err != nil {
+			return nil, err
+		}
+		s.GlyphStyle.Color = set.c
+		s.GlyphStyle.Radius = vg.Points(1.2)
+		s.GlyphStyle.Shape = draw.CircleGlyph{}
+		p.Add(s)
+		p.Legend.Add(set.label, s)
+	}
+	p.Legend.Top = true
+	return p, nil
+}
+
 // p99Chart draws, per strategy, the p99 latency of the sends started in each second of the run.
-func p99Chart(path string, sc scenario, runs []*runData) error {
+func p99Chart(path string, sc scenario.Scenario, runs []*scenario.RunData) error {
 	p := plot.New()
 	p.Title.Text = fmt.Sprintf("%s: p99 send latency per second", sc.Name)
 	p.X.Label.Text = "second of the run"
@@ -157,7 +170,7 @@ func p99Chart(path string, sc scenario, runs []*runData) error {
 				continue
 			}
 			slices.Sort(b)
-			xy = append(xy, plotter.XY{X: float64(k) + 0.5, Y: clampMs(percentile(b, 99))})
+			xy = append(xy, plotter.XY{X: float64(k) + 0.5, Y: clampMs(analysis.Percentile(b, 99))})
 		}
 		if len(xy) == 0 {
 			continue
@@ -195,7 +208,7 @@ func writePNG(path string, img *vgimg.Canvas) error {
 }
 
 // writeCharts draws a scenario's charts into dir and returns their paths.
-func writeCharts(dir string, sc scenario, runs []*runData) ([]string, error) {
+func writeCharts(dir string, sc scenario.Scenario, runs []*scenario.RunData) ([]string, error) {
 	scatter := filepath.Join(dir, sc.Name+"-latency.png")
 	if err := scatterChart(scatter, sc, runs); err != nil {
 		return nil, err
@@ -209,8 +222,8 @@ func writeCharts(dir string, sc scenario, runs []*runData) ([]string, error) {
 
 // medianRuns picks, for every strategy, the run whose p99 is the median of its repetitions (the
 // lower middle one for an even count), so a chart shows a typical run rather than the first.
-func medianRuns(rs []result, runs []*runData, strategies []string) []*runData {
-	var out []*runData
+func medianRuns(rs []analysis.Result, runs []*scenario.RunData, strategies []string) []*scenario.RunData {
+	var out []*scenario.RunData
 	for _, st := range strategies {
 		var idx []int
 		for i, d := range runs {
@@ -236,13 +249,13 @@ func medianRuns(rs []result, runs []*runData, strategies []string) []*runData {
 }
 
 // realChartStrategies are the strategies of a real scenario's p99-over-time chart.
-var realChartStrategies = []string{"detour", "java-5", "java-default", facadeStrategy}
+var realChartStrategies = []string{"detour", "java-5", "java-default", strategy.Facade}
 
-// writeModeCharts draws a scenario's charts from its median runs (rs[i] is runs[i]'s result):
+// WriteModeCharts draws a scenario's charts from its median runs (rs[i] is runs[i]'s result):
 // brokersim charts keep their names (<scenario>-latency.png, <scenario>-p99.png); real-broker ones
 // are real-<scenario>-latency.png (every strategy) and real-<scenario>-p99.png (detour against
 // java-5, java-default and java-default behind the facade over time).
-func writeModeCharts(dir, mode string, sc scenario, rs []result, runs []*runData, strategies []string) ([]string, error) {
+func WriteModeCharts(dir, mode string, sc scenario.Scenario, rs []analysis.Result, runs []*scenario.RunData, strategies []string) ([]string, error) {
 	med := medianRuns(rs, runs, strategies)
 	if mode == "sim" {
 		return writeCharts(dir, sc, med)
@@ -251,7 +264,7 @@ func writeModeCharts(dir, mode string, sc scenario, rs []result, runs []*runData
 	if err := scatterChart(scatter, sc, med); err != nil {
 		return nil, err
 	}
-	var sel []*runData
+	var sel []*scenario.RunData
 	for _, st := range realChartStrategies {
 		for _, d := range med {
 			if d.Strategy == st {

@@ -1,4 +1,4 @@
-package main
+package realenv
 
 import (
 	"context"
@@ -23,7 +23,7 @@ func TestHangGateHoldsOneSendInEveryWhileArmed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer g.close()
+	defer g.Close()
 	c := remoting.NewClient(remoting.ClientOptions{})
 	defer c.Close()
 	addr := g.ln.Addr().String()

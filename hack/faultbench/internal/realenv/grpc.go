@@ -1,4 +1,4 @@
-package main
+package realenv
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"github.com/go-logr/logr"
 	certutil "k8s.io/client-go/util/cert"
 
+	"github.com/detourmq/detour/hack/faultbench/internal/drivers"
+	"github.com/detourmq/detour/hack/faultbench/internal/scenario"
 	"github.com/detourmq/detour/internal/front"
 	"github.com/detourmq/detour/internal/grpcfront"
 	"github.com/detourmq/detour/internal/testsupport/rmqtest"
@@ -16,21 +18,21 @@ import (
 // startEndpointSide starts detour's runtime with the detour strategy's policy and detour's gRPC
 // endpoint around it on a free loopback port, serving TLS (the SDK's default) with a certificate
 // of its own, as the operator serves it, and the benchmark topic only.
-func startEndpointSide(e *realEnv) (*detourSide, error) {
-	rec := &recorder{}
-	d, err := newRuntimeDriver("detour", e.brokerList(), rec)
+func startEndpointSide(e *Env) (*detourSide, error) {
+	rec := &drivers.Recorder{}
+	d, err := drivers.NewRuntimeDriver("detour", e.BrokerList(), rec)
 	if err != nil {
 		return nil, err
 	}
 	cfg, err := selfSignedTLS()
 	if err != nil {
-		d.close()
+		d.Close()
 		return nil, err
 	}
-	srv, err := grpcfront.New(grpcfront.Options{Addr: "127.0.0.1:0", Runtime: d.rt, TLS: cfg, Logger: logr.Discard(),
+	srv, err := grpcfront.New(grpcfront.Options{Addr: "127.0.0.1:0", Runtime: d.Runtime, TLS: cfg, Logger: logr.Discard(),
 		Topics: front.TopicResolverFunc(resolveBenchTopic)})
 	if err != nil {
-		d.close()
+		d.Close()
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -47,10 +49,10 @@ func startEndpointSide(e *realEnv) (*detourSide, error) {
 
 // resolveBenchTopic is the endpoint's topic resolution: the benchmark topic, nothing else.
 func resolveBenchTopic(_ context.Context, _, name string) (front.Target, error) {
-	if name != topic {
+	if name != scenario.Topic {
 		return front.Target{}, fmt.Errorf("%w: %s", front.ErrTopicNotFound, name)
 	}
-	return front.Target{Topic: topic}, nil
+	return front.Target{Topic: scenario.Topic}, nil
 }
 
 // selfSignedTLS is a server TLS configuration with a certificate made for this run; the SDK, like
@@ -71,7 +73,7 @@ func selfSignedTLS() (*tls.Config, error) {
 // for every later run: with its defaults, or with its own fault strategy on. A Proxy keeps what it
 // learnt of the brokers between runs as a Proxy in service would; restore heals the bad broker
 // before every run, and its isolations expire.
-func (e *realEnv) proxy(faultStrategy bool) (*rmqtest.Proxy, error) {
+func (e *Env) proxy(faultStrategy bool) (*rmqtest.Proxy, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if px := e.proxies[faultStrategy]; px != nil {

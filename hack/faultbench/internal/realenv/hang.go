@@ -1,4 +1,4 @@
-package main
+package realenv
 
 import (
 	"encoding/binary"
@@ -10,15 +10,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/detourmq/detour/hack/faultbench/internal/scenario"
 	"github.com/detourmq/detour/pkg/remoting"
 )
 
-// Shape of the hang scenario: one send request in hangEvery that reaches the bad broker is held
-// hangFor before the broker sees it, so that attempt alone hangs while the others are answered at
-// once.
+// Where the gate sits and what it reads.
 const (
-	hangEvery = 10
-	hangFor   = 5 * time.Second
 	// hangBind is the loopback address the bad broker listens on while the gate sits at its
 	// published address (127.0.0.1 and the same port) in front of it.
 	hangBind = "127.0.0.2"
@@ -27,9 +24,10 @@ const (
 )
 
 // hangGate is a remoting-aware TCP relay in front of the bad broker for the hang scenario. It passes
-// every frame on in both directions, except that while it is armed it holds every hangEvery-th send
-// request (SEND_MESSAGE, V2 or batch) for a while (hangFor in the scenario) before passing it on: remoting matches responses
-// to requests by opaque, so the requests behind a held one go on at once. Frames are relayed
+// every frame on in both directions, except that while it is armed it holds every
+// scenario.HangEvery-th send request (SEND_MESSAGE, V2 or batch) for a while (scenario.HangFor in
+// the scenario) before passing it on: remoting matches responses to requests by opaque, so the
+// requests behind a held one go on at once. Frames are relayed
 // whole, never parsed past their header.
 type hangGate struct {
 	ln       net.Listener
@@ -107,7 +105,7 @@ func (g *hangGate) untrack(cs ...net.Conn) {
 	}
 }
 
-// relayRequests passes the client's frames to the broker, holding every hangEvery-th send while
+// relayRequests passes the client's frames to the broker, holding every scenario.HangEvery-th send while
 // armed. Writes to the broker are serialised, so a held frame goes out whole between others.
 func (g *hangGate) relayRequests(client, broker net.Conn) {
 	defer g.wg.Done()
@@ -170,8 +168,8 @@ func isSend(frame []byte) bool {
 	return false
 }
 
-// close stops listening and ends every relayed connection.
-func (g *hangGate) close() {
+// Close stops listening and ends every relayed connection.
+func (g *hangGate) Close() {
 	g.mu.Lock()
 	g.closed = true
 	for c := range g.conns {
@@ -182,10 +180,10 @@ func (g *hangGate) close() {
 	g.wg.Wait()
 }
 
-// armHangGate puts the gate in front of the bad broker before the hang scenario's runs: the broker
+// ArmHangGate puts the gate in front of the bad broker before the hang scenario's runs: the broker
 // is restarted listening on hangBind (same port, same store) and the gate takes its published
 // address, unarmed, so the runs start from a healthy broker one relay away.
-func (e *realEnv) armHangGate() error {
+func (e *Env) ArmHangGate() error {
 	addr := e.bad.Addr
 	_, port, err := net.SplitHostPort(addr)
 	if err != nil {
@@ -194,7 +192,7 @@ func (e *realEnv) armHangGate() error {
 	if err := e.harness(e.bad.Stop); err != nil {
 		return err
 	}
-	g, err := startHangGate(addr, net.JoinHostPort(hangBind, port), hangEvery, hangFor)
+	g, err := startHangGate(addr, net.JoinHostPort(hangBind, port), scenario.HangEvery, scenario.HangFor)
 	if err != nil {
 		return err
 	}
@@ -204,9 +202,9 @@ func (e *realEnv) armHangGate() error {
 	return e.harness(func() { e.bad.BootWith(map[string]string{"bindAddress": hangBind}) })
 }
 
-// removeHangGate takes the gate away after the hang scenario: the broker listens on its published
+// RemoveHangGate takes the gate away after the hang scenario: the broker listens on its published
 // address again.
-func (e *realEnv) removeHangGate() error {
+func (e *Env) RemoveHangGate() error {
 	e.mu.Lock()
 	g := e.gate
 	e.gate = nil
@@ -218,6 +216,6 @@ func (e *realEnv) removeHangGate() error {
 		return err
 	}
 	e.log("hang gate: held %d of %d send requests while armed", g.held.Load(), g.sends.Load())
-	g.close()
+	g.Close()
 	return e.harness(func() { e.bad.BootWith(map[string]string{"bindAddress": ""}) })
 }

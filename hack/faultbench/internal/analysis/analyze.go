@@ -1,10 +1,12 @@
-package main
+package analysis
 
 import (
 	"math"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/detourmq/detour/hack/faultbench/internal/scenario"
 )
 
 // badLatency is the attempt latency at which a successful attempt on the bad broker counts as a
@@ -15,32 +17,32 @@ const badLatency = 500 * time.Millisecond
 // Targets from the design: every detour send succeeds, detour's p99 is within this factor of the
 // oracle's, and at most this share of sends reaches the bad broker while it is faulty.
 const (
-	targetP99Factor   = 1.3
-	targetBadSharePct = 0.1
+	TargetP99Factor   = 1.3
+	TargetBadSharePct = 0.1
 )
 
-// shareWithin reports whether a known share is at most limit.
-func shareWithin(share, limit float64) bool { return share >= 0 && share <= limit }
+// ShareWithin reports whether a known share is at most limit.
+func ShareWithin(share, limit float64) bool { return share >= 0 && share <= limit }
 
 // badShare is the share of the sends keep selects that reached the bad broker, in percent, as the
-// run's records can tell it (see badSource); unknownShare when they cannot.
-func badShare(d *runData, keep func(s *sendRec) bool) float64 {
+// run's records can tell it (see BadSource); unknownShare when they cannot.
+func badShare(d *scenario.RunData, keep func(s *scenario.SendRec) bool) float64 {
 	n, bad := 0, 0
 	for i := range d.Sends {
 		s := &d.Sends[i]
 		if keep(s) {
 			n++
-			if d.BadFrom == badFromSends && touchesBad(s) {
+			if d.BadFrom == scenario.BadFromSends && TouchesBad(s) {
 				bad++
 			}
 		}
 	}
 	switch d.BadFrom {
-	case badUnknown:
+	case scenario.BadUnknown:
 		return unknownShare
-	case badFromAttempts:
+	case scenario.BadFromAttempts:
 		for _, a := range d.Attempts {
-			if a.Broker == badBroker && keep(&sendRec{Start: a.Start}) {
+			if a.Broker == scenario.BadBroker && keep(&scenario.SendRec{Start: a.Start}) {
 				bad++
 			}
 		}
@@ -53,9 +55,9 @@ func badShare(d *runData, keep func(s *sendRec) bool) float64 {
 // is met by it.
 const unknownShare = -1
 
-// result is one scenario × strategy, as results.json holds it. Times are milliseconds; those
+// Result is one scenario × strategy, as results.json holds it. Times are milliseconds; those
 // relative to the run are offsets from the start of the measured workload.
-type result struct {
+type Result struct {
 	// Mode is "sim" (brokersim) or "real" (real RocketMQ brokers); Rep counts from 1.
 	Mode     string `json:"mode"`
 	Scenario string `json:"scenario"`
@@ -101,7 +103,7 @@ type result struct {
 	// AfterSignal breaks down the sends counted in BadShareAfterSignalPct.
 	AfterSignal afterSignal `json:"afterSignalBadSends"`
 	// Slow breaks down, for detour, the sends slower than the oracle's p99 in the same scenario.
-	Slow *slowBreakdown `json:"slowerThanOracleP99,omitempty"`
+	Slow *SlowBreakdown `json:"slowerThanOracleP99,omitempty"`
 	// BadBrokerReceived is the bad broker's own count of send requests during the run.
 	BadBrokerReceived int64 `json:"badBrokerReceived"`
 
@@ -134,14 +136,14 @@ type result struct {
 	Checks []string `json:"failedChecks"`
 }
 
-// isoChange is an isoRec in milliseconds.
+// isoChange is a scenario.IsoRec in milliseconds.
 type isoChange struct {
 	AtMs     float64 `json:"atMs"`
 	Isolated bool    `json:"isolated"`
 	Reason   string  `json:"reason,omitempty"`
 }
 
-// appliedActionM is appliedAction in milliseconds.
+// appliedActionM is scenario.AppliedAction in milliseconds.
 type appliedActionM struct {
 	Note        string  `json:"note"`
 	ScheduledMs float64 `json:"scheduledMs"`
@@ -163,9 +165,9 @@ type afterSignal struct {
 	Failed      int `json:"failed"`
 }
 
-// slowBreakdown says where a strategy's sends slower than the oracle's p99 come from: sends that
+// SlowBreakdown says where a strategy's sends slower than the oracle's p99 come from: sends that
 // touched the bad broker, sends that needed a retry, and the rest, which the fault cannot explain.
-type slowBreakdown struct {
+type SlowBreakdown struct {
 	ThresholdMs  float64 `json:"thresholdMs"`
 	Sends        int     `json:"sends"`
 	TouchedBad   int     `json:"touchedBad"`
@@ -175,16 +177,16 @@ type slowBreakdown struct {
 	OracleSlower int     `json:"oracleSendsAboveThreshold"`
 }
 
-// slowerThan counts d's sends slower than threshold and where they come from.
-func slowerThan(d *runData, threshold time.Duration) slowBreakdown {
-	b := slowBreakdown{ThresholdMs: ms(threshold)}
+// SlowerThan counts d's sends slower than threshold and where they come from.
+func SlowerThan(d *scenario.RunData, threshold time.Duration) SlowBreakdown {
+	b := SlowBreakdown{ThresholdMs: Ms(threshold)}
 	for i := range d.Sends {
 		s := &d.Sends[i]
 		if s.Latency <= threshold {
 			continue
 		}
 		b.Sends++
-		bad, retried := touchesBad(s), len(s.Tried) > 1
+		bad, retried := TouchesBad(s), len(s.Tried) > 1
 		if bad {
 			b.TouchedBad++
 		}
@@ -209,12 +211,13 @@ type targets struct {
 	BadSharePass bool    `json:"badShareWhileFaultyAtMost1Pct"`
 }
 
-func ms(d time.Duration) float64 { return math.Round(float64(d)/float64(time.Microsecond)) / 1000 }
+// Ms is d in milliseconds, rounded to the microsecond.
+func Ms(d time.Duration) float64 { return math.Round(float64(d)/float64(time.Microsecond)) / 1000 }
 
-func msp(d time.Duration) *float64 { v := ms(d); return &v }
+func msp(d time.Duration) *float64 { v := Ms(d); return &v }
 
-// percentile is the nearest-rank percentile of sorted values.
-func percentile(sorted []time.Duration, p float64) time.Duration {
+// Percentile is the nearest-rank percentile of sorted values.
+func Percentile(sorted []time.Duration, p float64) time.Duration {
 	if len(sorted) == 0 {
 		return 0
 	}
@@ -229,28 +232,49 @@ func pct(n, of int) float64 {
 	return math.Round(10000*float64(n)/float64(of)) / 100
 }
 
-func touchesBad(s *sendRec) bool { return slices.Contains(s.Tried, badBroker) }
+// TouchesBad says whether a send had an attempt on the bad broker.
+func TouchesBad(s *scenario.SendRec) bool { return slices.Contains(s.Tried, scenario.BadBroker) }
 
-// analyze computes a run's result.
-func analyze(d *runData) result {
+// Analyze computes a run's result.
+func Analyze(d *scenario.RunData) Result {
 	sc := d.Scenario
 	// The onset is when the first step of the schedule was carried out (a moment after it was
 	// due): a send that started before that could not have known.
-	onset := d.onset()
-	r := result{
+	onset := d.Onset()
+	r := Result{
 		Scenario: sc.Name, Strategy: d.Strategy,
-		Scheduled: d.Params.scheduled(), Issued: len(d.Sends), Abandoned: d.Abandoned,
-		OnsetMs: ms(onset), ElapsedMs: ms(d.Elapsed), BadBrokerReceived: d.BadSendsReceived,
+		Scheduled: d.Params.Scheduled(), Issued: len(d.Sends), Abandoned: d.Abandoned,
+		OnsetMs: Ms(onset), ElapsedMs: Ms(d.Elapsed), BadBrokerReceived: d.BadSendsReceived,
 		Checks: []string{},
 	}
 	for _, c := range d.Isos {
-		r.Isolations = append(r.Isolations, isoChange{AtMs: ms(c.At), Isolated: c.Isolated, Reason: c.Reason})
+		r.Isolations = append(r.Isolations, isoChange{AtMs: Ms(c.At), Isolated: c.Isolated, Reason: c.Reason})
 	}
 	r.CutShort = r.Issued < r.Scheduled || r.Abandoned > 0
 	for _, a := range d.Applied {
-		r.Timeline = append(r.Timeline, appliedActionM{Note: a.Note, ScheduledMs: ms(a.Scheduled), AppliedMs: ms(a.Applied)})
+		r.Timeline = append(r.Timeline, appliedActionM{Note: a.Note, ScheduledMs: Ms(a.Scheduled), AppliedMs: Ms(a.Applied)})
 	}
+	measureLatencies(&r, d)
+	signal := measureDetection(&r, d, onset)
+	measureBadShares(&r, d, onset, signal)
+	if at, ok := isolatedAt(d); ok {
+		r.IsolateMs = msp(max(0, at-signal))
+	}
+	if sc.Heal > 0 {
+		for _, a := range d.Attempts {
+			if a.Broker == scenario.BadBroker && a.OK && a.Start >= sc.Heal {
+				r.RecoverMs = msp(a.Start - sc.Heal)
+				break
+			}
+		}
+	}
+	r.Checks = append(r.Checks, fairnessChecks(&r, d)...)
+	return r
+}
 
+// measureLatencies fills r's outcome counts, latency and schedule-lag percentiles, top errors
+// and the machine's noise.
+func measureLatencies(r *Result, d *scenario.RunData) {
 	lat := make([]time.Duration, 0, len(d.Sends))
 	lag := make([]time.Duration, 0, len(d.Sends))
 	for i := range d.Sends {
@@ -270,22 +294,26 @@ func analyze(d *runData) result {
 	slices.Sort(lag)
 	r.Errors = topErrors(d.Sends, 3)
 	r.SuccessPct = pct(r.Succeeded, r.Issued)
-	r.P50Ms, r.P99Ms, r.P999Ms = ms(percentile(lat, 50)), ms(percentile(lat, 99)), ms(percentile(lat, 99.9))
+	r.P50Ms, r.P99Ms, r.P999Ms = Ms(Percentile(lat, 50)), Ms(Percentile(lat, 99)), Ms(Percentile(lat, 99.9))
 	if len(lat) > 0 {
-		r.MaxMs = ms(lat[len(lat)-1])
+		r.MaxMs = Ms(lat[len(lat)-1])
 	}
-	r.ScheduleLagP99Ms = ms(percentile(lag, 99))
+	r.ScheduleLagP99Ms = Ms(Percentile(lag, 99))
 	noise := slices.Clone(d.Noise)
 	slices.Sort(noise)
-	r.NoiseP99Ms = ms(percentile(noise, 99))
+	r.NoiseP99Ms = Ms(Percentile(noise, 99))
 	if len(noise) > 0 {
-		r.NoiseMaxMs = ms(noise[len(noise)-1])
+		r.NoiseMaxMs = Ms(noise[len(noise)-1])
 	}
+}
 
-	// First failure: the earliest end of a failed or slow attempt on the bad broker in the fault.
+// measureDetection counts the attempts on the bad broker, finds the first failure (the earliest
+// end of a failed or slow attempt on it in the fault) and returns the signal: the first failure,
+// or the onset when there was none or the scenario announces itself (terminating).
+func measureDetection(r *Result, d *scenario.RunData, onset time.Duration) time.Duration {
 	var firstFailure time.Duration = -1
 	for _, a := range d.Attempts {
-		if a.Broker != badBroker {
+		if a.Broker != scenario.BadBroker {
 			continue
 		}
 		r.BadAttempts++
@@ -297,28 +325,34 @@ func analyze(d *runData) result {
 	if firstFailure >= 0 {
 		r.FirstFailureMs = msp(firstFailure)
 		r.DetectMs = msp(firstFailure - onset)
-		if sc.Name != "terminating" {
+		if d.Scenario.Name != "terminating" {
 			signal = firstFailure
 		}
 	}
-	r.SignalMs = ms(signal)
+	r.SignalMs = Ms(signal)
+	return signal
+}
 
-	share := func(keep func(s *sendRec) bool) float64 { return badShare(d, keep) }
-	r.BadSharePct = share(func(*sendRec) bool { return true })
-	r.BadShareAfterOnsetPct = share(func(s *sendRec) bool { return s.Start >= onset })
-	r.BadShareBeforeOnsetPct = share(func(s *sendRec) bool { return s.Start < onset })
+// measureBadShares fills the shares of sends that touched the bad broker, overall and around the
+// onset and the signal, and what became of those after the signal.
+func measureBadShares(r *Result, d *scenario.RunData, onset, signal time.Duration) {
+	sc := d.Scenario
+	share := func(keep func(s *scenario.SendRec) bool) float64 { return badShare(d, keep) }
+	r.BadSharePct = share(func(*scenario.SendRec) bool { return true })
+	r.BadShareAfterOnsetPct = share(func(s *scenario.SendRec) bool { return s.Start >= onset })
+	r.BadShareBeforeOnsetPct = share(func(s *scenario.SendRec) bool { return s.Start < onset })
 	// After the signal, while the fault lasts: in the recovery scenario, traffic that returns to
 	// the healed broker is the point (recoverMs measures it), not a miss.
 	faultEnd := d.Params.Duration + d.Params.Drain
 	if sc.Heal > 0 {
 		faultEnd = sc.Heal
 	}
-	r.BadShareAfterSignalPct = share(func(s *sendRec) bool { return s.Start >= signal && s.Start < faultEnd })
+	r.BadShareAfterSignalPct = share(func(s *scenario.SendRec) bool { return s.Start >= signal && s.Start < faultEnd })
 	for i := range d.Sends {
 		s := &d.Sends[i]
-		if s.Start >= signal && s.Start < faultEnd && touchesBad(s) {
+		if s.Start >= signal && s.Start < faultEnd && TouchesBad(s) {
 			r.AfterSignal.BadSends++
-			if sc.faultyAt(s.Start) {
+			if sc.FaultyAt(s.Start) {
 				r.AfterSignal.WhileFaulty++
 			}
 			if !s.OK {
@@ -326,42 +360,25 @@ func analyze(d *runData) result {
 			}
 		}
 	}
-	r.BadShareWhileFaultyPct = share(func(s *sendRec) bool { return sc.faultyAt(s.Start) })
+	r.BadShareWhileFaultyPct = share(func(s *scenario.SendRec) bool { return sc.FaultyAt(s.Start) })
+}
 
-	if at, ok := isolatedAt(d); ok {
-		r.IsolateMs = msp(max(0, at-signal))
-	}
-	if sc.Heal > 0 {
-		for _, a := range d.Attempts {
-			if a.Broker == badBroker && a.OK && a.Start >= sc.Heal {
-				r.RecoverMs = msp(a.Start - sc.Heal)
-				break
-			}
-		}
-	}
-
-	// Fairness checks.
+// fairnessChecks lists what makes a run unfair to compare: the oracle reaching the bad broker, a
+// fault step applied late, a schedule not fully applied.
+func fairnessChecks(r *Result, d *scenario.RunData) []string {
+	var checks []string
 	if d.Strategy == "oracle" && (r.BadAttempts > 0 || d.BadSendsReceived > 0 || d.WarmupBadSends > 0 || r.BadSharePct > 0) {
-		r.Checks = append(r.Checks, "oracle reached the bad broker")
+		checks = append(checks, "oracle reached the bad broker")
 	}
 	for _, a := range d.Applied {
 		if late := a.Applied - a.Scheduled; late > d.Params.ScheduleSlack && !a.Chained {
-			r.Checks = append(r.Checks, "fault schedule step "+a.Note+" applied "+late.String()+" late")
+			checks = append(checks, "fault schedule step "+a.Note+" applied "+late.String()+" late")
 		}
 	}
-	if len(d.Applied) != len(sc.Actions) {
-		r.Checks = append(r.Checks, "fault schedule not fully applied")
+	if len(d.Applied) != len(d.Scenario.Actions) {
+		checks = append(checks, "fault schedule not fully applied")
 	}
-	return r
-}
-
-// onset returns when the schedule's first step was carried out, or when it was due if the run
-// ended before.
-func (d *runData) onset() time.Duration {
-	if len(d.Applied) > 0 {
-		return d.Applied[0].Applied
-	}
-	return d.Scenario.Onset
+	return checks
 }
 
 // isolatedAt finds when sends stopped reaching the bad broker during its fault: the start of the
@@ -369,14 +386,14 @@ func (d *runData) onset() time.Duration {
 // attempt while the others got plenty. The second condition keeps a stall (every sender stuck on
 // the bad broker, so nobody sends anywhere) from passing for isolation. No attempt on the bad
 // broker after the onset means it was isolated at the onset.
-func isolatedAt(d *runData) (time.Duration, bool) {
+func isolatedAt(d *scenario.RunData) (time.Duration, bool) {
 	sc := d.Scenario
-	onset := d.onset()
+	onset := d.Onset()
 	quiet := min(time.Second, d.Params.Duration/10)
 	need := max(10, int(float64(d.Params.Rate)*quiet.Seconds()/2))
 	var bad []int
 	for i, a := range d.Attempts {
-		if a.Broker == badBroker && a.End >= onset {
+		if a.Broker == scenario.BadBroker && a.End >= onset {
 			bad = append(bad, i)
 		}
 	}
@@ -412,8 +429,8 @@ func isolatedAt(d *runData) (time.Duration, bool) {
 	return 0, false
 }
 
-// applyTargets marks detour's results against the oracle of the same scenario.
-func applyTargets(rs []result) {
+// ApplyTargets marks detour's results against the oracle of the same scenario.
+func ApplyTargets(rs []Result) {
 	type key struct {
 		mode, scenario string
 		rep            int
@@ -430,18 +447,18 @@ func applyTargets(rs []result) {
 			continue
 		}
 		o, ok := oracle[key{r.Mode, r.Scenario, r.Rep}]
-		t := &targets{SuccessPass: r.Failed == 0 && r.Issued > 0 && !r.CutShort, BadSharePass: shareWithin(r.BadShareWhileFaultyPct, targetBadSharePct)}
+		t := &targets{SuccessPass: r.Failed == 0 && r.Issued > 0 && !r.CutShort, BadSharePass: ShareWithin(r.BadShareWhileFaultyPct, TargetBadSharePct)}
 		if ok && o > 0 {
 			t.OracleP99Ms = o
 			t.P99VsOracle = math.Round(100*r.P99Ms/o) / 100
-			t.P99Pass = r.P99Ms <= targetP99Factor*o
+			t.P99Pass = r.P99Ms <= TargetP99Factor*o
 		}
 		r.Targets = t
 	}
 }
 
 // topErrors returns the n most frequent error texts of failed sends, shortened.
-func topErrors(sends []sendRec, n int) []errCount {
+func topErrors(sends []scenario.SendRec, n int) []errCount {
 	count := map[string]int{}
 	for i := range sends {
 		if e := sends[i].Err; e != "" {

@@ -1,4 +1,4 @@
-package main
+package realenv
 
 import (
 	"context"
@@ -6,18 +6,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/detourmq/detour/hack/faultbench/internal/scenario"
 	"github.com/detourmq/detour/pkg/producer"
 )
 
-// The busy scenario's settings. A broker refuses the sends that waited in its send queue longer
-// than waitTimeMillsInSendQueue (200 ms by default) with SYSTEM_BUSY "[TIMEOUT_CLEAN_QUEUE]"; with
-// the wait lowered to 0, every send still queued when the fast-failure sweep runs (every 10 ms) is
-// refused, and the load keeps the queue from emptying.
-const (
-	busyWaitMillis  = "0"
-	restWaitMillis  = "200" // RocketMQ's default, which every other run uses
-	busyLoadSenders = 32
-)
+// restWaitMillis is waitTimeMillsInSendQueue as RocketMQ ships it, which every other run uses and
+// the busy scenario's runs put back.
+const restWaitMillis = "200"
 
 // busyLoad is the traffic that keeps the bad broker's send queue full: senders of its own that
 // send to the bad broker alone, one attempt each, and ignore the outcome.
@@ -28,11 +23,11 @@ type busyLoad struct {
 }
 
 // startBusy lowers the bad broker's send-queue wait and starts the load.
-func (e *realEnv) startBusy() error {
+func (e *Env) startBusy() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := e.bad.UpdateConfig(ctx, map[string]string{"waitTimeMillsInSendQueue": busyWaitMillis}); err != nil {
-		return fmt.Errorf("lower waitTimeMillsInSendQueue on %s: %w", badBroker, err)
+	if err := e.bad.UpdateConfig(ctx, map[string]string{"waitTimeMillsInSendQueue": scenario.BusyWaitMillis}); err != nil {
+		return fmt.Errorf("lower waitTimeMillsInSendQueue on %s: %w", scenario.BadBroker, err)
 	}
 	l, err := startBusyLoad(e.bad.Addr)
 	if err != nil {
@@ -45,7 +40,7 @@ func (e *realEnv) startBusy() error {
 }
 
 // stopBusy ends the load, if any, and gives the bad broker its send-queue wait back.
-func (e *realEnv) stopBusy(ctx context.Context) error {
+func (e *Env) stopBusy(ctx context.Context) error {
 	e.mu.Lock()
 	l := e.load
 	e.load = nil
@@ -53,16 +48,16 @@ func (e *realEnv) stopBusy(ctx context.Context) error {
 	if l == nil {
 		return nil
 	}
-	l.close()
+	l.Close()
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := e.bad.UpdateConfig(cctx, map[string]string{"waitTimeMillsInSendQueue": restWaitMillis}); err != nil {
-		return fmt.Errorf("restore waitTimeMillsInSendQueue on %s: %w", badBroker, err)
+		return fmt.Errorf("restore waitTimeMillsInSendQueue on %s: %w", scenario.BadBroker, err)
 	}
 	return nil
 }
 
-// startBusyLoad starts busyLoadSenders senders to the broker at addr.
+// startBusyLoad starts scenario.BusyLoadSenders senders to the broker at addr.
 func startBusyLoad(addr string) (*busyLoad, error) {
 	pol, err := producer.PresetPolicy("busy-load", producer.PresetDisabled)
 	if err != nil {
@@ -74,15 +69,15 @@ func startBusyLoad(addr string) (*busyLoad, error) {
 		rt.Close()
 		return nil, err
 	}
-	rt.SetBroker(producer.Broker{Name: badBroker, Addr: addr, Ready: true})
-	if err := rt.SetRoute(producer.Route{Topic: topic, Policy: pol.Name,
-		Brokers: []producer.BrokerQueues{{Broker: badBroker, WriteQueues: queues}}}); err != nil {
+	rt.SetBroker(producer.Broker{Name: scenario.BadBroker, Addr: addr, Ready: true})
+	if err := rt.SetRoute(producer.Route{Topic: scenario.Topic, Policy: pol.Name,
+		Brokers: []producer.BrokerQueues{{Broker: scenario.BadBroker, WriteQueues: scenario.Queues}}}); err != nil {
 		rt.Close()
 		return nil, err
 	}
 	l := &busyLoad{rt: rt, stop: make(chan struct{})}
 	body := make([]byte, 4096)
-	for range busyLoadSenders {
+	for range scenario.BusyLoadSenders {
 		l.wg.Add(1)
 		go func() {
 			defer l.wg.Done()
@@ -93,7 +88,7 @@ func startBusyLoad(addr string) (*busyLoad, error) {
 				default:
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-				_, _ = rt.Send(ctx, &producer.Message{Topic: topic, Body: body})
+				_, _ = rt.Send(ctx, &producer.Message{Topic: scenario.Topic, Body: body})
 				cancel()
 			}
 		}()
@@ -101,8 +96,8 @@ func startBusyLoad(addr string) (*busyLoad, error) {
 	return l, nil
 }
 
-// close stops the senders and waits for them.
-func (l *busyLoad) close() {
+// Close stops the senders and waits for them.
+func (l *busyLoad) Close() {
 	close(l.stop)
 	l.wg.Wait()
 	l.rt.Close()
