@@ -115,7 +115,7 @@ type Runtime struct {
 
 	pressureMu sync.Mutex
 	pressure   map[string]map[string]BrokerPressure // by policy, by broker: the last poll's figures
-	limits     map[string]map[string]polledBroker   // by policy, by broker: busy limits read (limits.go)
+	limits     map[string]map[string]polledBroker   // by policy, by broker: busy limits read (pressure.go)
 	// restores holds items handed to Restore for a policy not pushed yet; SetPolicy applies them.
 	restores map[string][]fault.Item
 	// peers holds other replicas' claims by policy (SetPeerClaims), applied again to a table
@@ -205,7 +205,7 @@ func New(opts Options) *Runtime {
 		interval = 100 * time.Millisecond
 	}
 	r.wg.Add(1)
-	go r.every(interval, r.expireIsolations)
+	go r.every(interval, r.sweepFaultTables)
 	r.wg.Add(1)
 	go r.checkWorker()
 	if hb := opts.HeartbeatInterval; hb >= 0 {
