@@ -241,23 +241,7 @@ func (s *Server) send(ctx context.Context, route string, msg *producer.Message, 
 	if err != nil {
 		return nil, err
 	}
-	switch {
-	case how.group != "" && !at.IsZero():
-		return nil, badRequest("a message group's message is sent at once: set a group or a delivery time, not both")
-	case how.group != "":
-		ordered, ok := s.opts.Sender.(OrderedSender)
-		if !ok {
-			return nil, errNoOrderedSends
-		}
-		return ordered.SendOrderedRoute(ctx, route, msg, how.group)
-	case !at.IsZero():
-		timed, ok := s.opts.Sender.(TimedSender)
-		if !ok {
-			return nil, errNoTimedSends
-		}
-		return timed.SendTimedRoute(ctx, route, msg, at)
-	}
-	return s.opts.Sender.SendRoute(ctx, route, msg)
+	return s.opts.Sender.SendRouteAs(ctx, route, msg, producer.Delivery{Group: how.group, At: at})
 }
 
 // resultWithBrokerNames returns res with its brokers named as RocketMQ names them, without the
@@ -328,10 +312,6 @@ func (s *Server) writeSendError(w http.ResponseWriter, r *http.Request, err erro
 	}
 	if errors.Is(err, producer.ErrTimedDeliveryUnsupported) {
 		writeError(w, http.StatusBadRequest, ErrorResponse{Code: CodeInvalidMessage, Error: err.Error()})
-		return
-	}
-	if errors.Is(err, errNoOrderedSends) || errors.Is(err, errNoTimedSends) {
-		writeError(w, http.StatusNotImplemented, ErrorResponse{Code: CodeNotImplemented, Error: err.Error()})
 		return
 	}
 	if ve, ok := errors.AsType[*producer.ValidationError](err); ok {

@@ -2,6 +2,8 @@ package producer
 
 import (
 	"context"
+	"errors"
+	"time"
 )
 
 // SendMode says how a send was issued.
@@ -87,4 +89,35 @@ func (r *Runtime) SendAsync(ctx context.Context, m *Message, cb func(*SendResult
 func (r *Runtime) SendOneway(ctx context.Context, m *Message) error {
 	_, err := r.send(ctx, topicOf(m), m, ModeOneway, r.now())
 	return err
+}
+
+// Delivery says how one message asks to be sent: to its message group's queue (Group), to be
+// delivered not before a time (At), or, with neither, plainly. The zero Delivery is a plain send.
+type Delivery struct {
+	// Group is the message group (FIFO); see SendOrderedRoute.
+	Group string
+	// At is the time before which the message is not delivered; see SendTimedRoute.
+	At time.Time
+}
+
+// ErrGroupWithDeliveryTime is the rule a Delivery with both a message group and a delivery time
+// breaks: a group's messages are stored at once, in the order they are sent.
+var ErrGroupWithDeliveryTime = errors.New("message group with a delivery time")
+
+// SendRouteAs sends m by route as d asks: SendOrderedRoute for a message group, SendTimedRoute for
+// a delivery time, SendRoute otherwise. It is the one place that tells the kinds apart, so a
+// front door hands over what a request asked for and gets the same send whichever door it came
+// through. A Delivery with both a group and a time is a *ValidationError
+// (ErrGroupWithDeliveryTime), refused before anything else is checked.
+func (r *Runtime) SendRouteAs(ctx context.Context, route string, m *Message, d Delivery) (*SendResult, error) {
+	switch {
+	case d.Group != "" && !d.At.IsZero():
+		return nil, &ValidationError{Code: CodeMessageIllegal, Rule: ErrGroupWithDeliveryTime,
+			Message: "a message group's message is sent at once: set a group or a delivery time, not both"}
+	case d.Group != "":
+		return r.SendOrderedRoute(ctx, route, m, d.Group)
+	case !d.At.IsZero():
+		return r.SendTimedRoute(ctx, route, m, d.At)
+	}
+	return r.SendRoute(ctx, route, m)
 }
