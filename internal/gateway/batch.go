@@ -13,7 +13,6 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/detourmq/detour/internal/front"
 	"github.com/detourmq/detour/pkg/producer"
 )
 
@@ -136,7 +135,7 @@ func (s *Server) serveBatch(w http.ResponseWriter, r *http.Request) {
 		s.writeSendError(w, r, withBrokerNames(err, target.Brokers))
 		return
 	}
-	writeJSON(w, http.StatusOK, batchResponse(res, target.Brokers))
+	writeJSON(w, http.StatusOK, batchResponse(withBrokerNames(res, target.Brokers)))
 }
 
 // batchItemError names the message of the batch a validation error is about.
@@ -147,15 +146,14 @@ func batchItemError(i int, err error) error {
 	return err
 }
 
-// batchResponse is the answer for a stored batch, naming brokers as RocketMQ names them, without
-// the scope the runtime names them in.
-func batchResponse(res *producer.BatchResult, scope front.Scope) *BatchResponse {
+// batchResponse is the answer for a stored batch.
+func batchResponse(res *producer.BatchResult) *BatchResponse {
 	out := &BatchResponse{
 		Topic:         res.Topic,
-		Broker:        scope.Name(res.Broker),
+		Broker:        res.Broker,
 		QueueID:       res.QueueID,
 		Attempts:      res.Attempts,
-		BrokersTried:  scope.Names(res.BrokersTried),
+		BrokersTried:  res.BrokersTried,
 		Status:        res.Status,
 		LatencyMillis: res.Latency.Milliseconds(),
 		Messages:      make([]BatchMessageResult, len(res.MsgIDs)),

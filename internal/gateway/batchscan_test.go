@@ -10,7 +10,6 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/detourmq/detour/internal/front"
 	"github.com/detourmq/detour/pkg/producer"
 )
 
@@ -142,7 +141,7 @@ func TestReadingAndAnsweringABatchAllocatePerBatchNotPerMessage(t *testing.T) {
 			if err != nil || len(msgs) != n {
 				t.Fatalf("read %d of %d: %v", len(msgs), n, err)
 			}
-			answer = batchResponse(res, front.Scope{}).appendJSON(answer[:0])
+			answer = batchResponse(res).appendJSON(answer[:0])
 		})
 	}
 	few, many := allocs(64), allocs(256)

@@ -15,7 +15,7 @@ import (
 // nopSender stores nothing and answers at once, so a benchmark measures the gateway alone.
 type nopSender struct{}
 
-func (nopSender) SendRoute(_ context.Context, _ string, m *producer.Message) (*producer.SendResult, error) {
+func (nopSender) SendRouteAs(_ context.Context, _ string, m *producer.Message, _ producer.Delivery) (*producer.SendResult, error) {
 	return &producer.SendResult{MsgID: "id", Topic: m.Topic, Broker: "b", Attempts: 1,
 		BrokersTried: []string{"b"}, Status: producer.StatusSendOK}, nil
 }

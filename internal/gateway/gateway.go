@@ -29,31 +29,12 @@ import (
 	"github.com/detourmq/detour/pkg/producer"
 )
 
-// Sender sends one message by a route (producer.Route.Key); *producer.Runtime is the Sender the
-// operator uses.
+// Sender sends one message by a route (producer.Route.Key) as the request asks (plainly, to its
+// message group's queue or for later); *producer.Runtime is the Sender the operator uses, and
+// tells the kinds apart itself (producer.Runtime.SendRouteAs).
 type Sender interface {
-	SendRoute(ctx context.Context, route string, m *producer.Message) (*producer.SendResult, error)
+	SendRouteAs(ctx context.Context, route string, m *producer.Message, how producer.Delivery) (*producer.SendResult, error)
 }
-
-// OrderedSender sends a message to its message group's queue; *producer.Runtime is one. A Sender
-// that is not an OrderedSender answers messages with a group 501.
-type OrderedSender interface {
-	SendOrderedRoute(ctx context.Context, route string, m *producer.Message, group string) (*producer.SendResult, error)
-}
-
-// TimedSender sends a message to be delivered not before a time; *producer.Runtime is one. A
-// Sender that is not a TimedSender answers messages with a delivery time 501.
-type TimedSender interface {
-	SendTimedRoute(ctx context.Context, route string, m *producer.Message, deliverAt time.Time) (*producer.SendResult, error)
-}
-
-// errNoTimedSends is the error of a delivery time sent to a gateway whose Sender is no
-// TimedSender.
-var errNoTimedSends = errors.New("this gateway sends no timed messages")
-
-// errNoOrderedSends is the error of a message group sent to a gateway whose Sender is no
-// OrderedSender.
-var errNoOrderedSends = errors.New("this gateway sends no ordered messages")
 
 // DefaultShutdownTimeout bounds how long shutdown waits for sends in flight.
 const DefaultShutdownTimeout = 30 * time.Second

@@ -425,7 +425,7 @@ type blockingSender struct {
 	release chan struct{}
 }
 
-func (b *blockingSender) SendRoute(_ context.Context, _ string, m *producer.Message) (*producer.SendResult, error) {
+func (b *blockingSender) SendRouteAs(_ context.Context, _ string, m *producer.Message, _ producer.Delivery) (*producer.SendResult, error) {
 	b.started <- struct{}{}
 	<-b.release
 	return &producer.SendResult{MsgID: "id-" + string(m.Body), Topic: m.Topic, Broker: "b", Attempts: 1,

@@ -220,7 +220,7 @@ func (s *Server) serveMessages(w http.ResponseWriter, r *http.Request) {
 		s.writeSendError(w, r, withBrokerNames(err, target.Brokers))
 		return
 	}
-	res = resultWithBrokerNames(res, target.Brokers)
+	res = withBrokerNames(res, target.Brokers)
 	writeJSON(w, http.StatusOK, &SendResponse{
 		MsgID:         res.MsgID,
 		OffsetMsgID:   res.OffsetMsgID,
@@ -241,55 +241,42 @@ func (s *Server) send(ctx context.Context, route string, msg *producer.Message, 
 	if err != nil {
 		return nil, err
 	}
-	switch {
-	case how.group != "" && !at.IsZero():
-		return nil, badRequest("a message group's message is sent at once: set a group or a delivery time, not both")
-	case how.group != "":
-		ordered, ok := s.opts.Sender.(OrderedSender)
-		if !ok {
-			return nil, errNoOrderedSends
-		}
-		return ordered.SendOrderedRoute(ctx, route, msg, how.group)
-	case !at.IsZero():
-		timed, ok := s.opts.Sender.(TimedSender)
-		if !ok {
-			return nil, errNoTimedSends
-		}
-		return timed.SendTimedRoute(ctx, route, msg, at)
-	}
-	return s.opts.Sender.SendRoute(ctx, route, msg)
+	return s.opts.Sender.SendRouteAs(ctx, route, msg, producer.Delivery{Group: how.group, At: at})
 }
 
-// resultWithBrokerNames returns res with its brokers named as RocketMQ names them, without the
-// scope the runtime names them in.
-func resultWithBrokerNames(res *producer.SendResult, scope front.Scope) *producer.SendResult {
+// withBrokerNames returns what the runtime answered (a *producer.SendResult, a
+// *producer.BatchResult or a send's error) with the brokers it names as RocketMQ names them,
+// without the scope the runtime names them in: the one place the gateway renames brokers. Other
+// values, and every value under the zero scope, come back as they are.
+func withBrokerNames[T any](v T, scope front.Scope) T {
 	if scope == (front.Scope{}) {
-		return res
+		return v
 	}
-	named := *res
-	named.Broker = scope.Name(res.Broker)
-	named.BrokersTried = scope.Names(res.BrokersTried)
-	return &named
-}
-
-// withBrokerNames returns err with the brokers a send tried named as RocketMQ names them, without
-// the scope the runtime names them in.
-func withBrokerNames(err error, scope front.Scope) error {
-	if scope == (front.Scope{}) {
-		return err
-	}
-	switch e := err.(type) {
+	var out any
+	switch e := any(v).(type) {
+	case *producer.SendResult:
+		named := *e
+		named.Broker = scope.Name(e.Broker)
+		named.BrokersTried = scope.Names(e.BrokersTried)
+		out = &named
+	case *producer.BatchResult:
+		named := *e
+		named.Broker = scope.Name(e.Broker)
+		named.BrokersTried = scope.Names(e.BrokersTried)
+		out = &named
 	case *producer.SendError:
 		named := *e
 		named.BrokersTried = scope.Names(e.BrokersTried)
-		return &named
+		out = &named
 	case *producer.OrderedSendError:
 		named := *e
 		named.Broker = scope.Name(e.Broker)
 		named.Err = withBrokerNames(e.Err, scope)
-		return &named
+		out = &named
+	default:
+		return v
 	}
-	return err
+	return out.(T)
 }
 
 // authorize answers 401, 403, 429 or 503 and returns false unless the request may send to a.
@@ -328,10 +315,6 @@ func (s *Server) writeSendError(w http.ResponseWriter, r *http.Request, err erro
 	}
 	if errors.Is(err, producer.ErrTimedDeliveryUnsupported) {
 		writeError(w, http.StatusBadRequest, ErrorResponse{Code: CodeInvalidMessage, Error: err.Error()})
-		return
-	}
-	if errors.Is(err, errNoOrderedSends) || errors.Is(err, errNoTimedSends) {
-		writeError(w, http.StatusNotImplemented, ErrorResponse{Code: CodeNotImplemented, Error: err.Error()})
 		return
 	}
 	if ve, ok := errors.AsType[*producer.ValidationError](err); ok {

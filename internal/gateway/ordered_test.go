@@ -1,15 +1,12 @@
 package gateway
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
-	"github.com/detourmq/detour/internal/front"
 	"github.com/detourmq/detour/pkg/remoting"
 )
 
@@ -54,7 +51,7 @@ func TestMessagesOfAGroupGoToOneQueueInOrder(t *testing.T) {
 }
 
 // TestAGroupWhoseBrokerFailsIsAnsweredAsNotMoved proves a failed ordered send says that its group
-// stays on its broker, and that groups the gateway cannot hash or send are refused clearly.
+// stays on its broker, and that groups the gateway cannot hash are refused clearly.
 func TestAGroupWhoseBrokerFailsIsAnsweredAsNotMoved(t *testing.T) {
 	bed := newTestBed(t, nil)
 	res, out := bed.do(t, post("/v1/namespaces/shop/topics/doomed/messages", "text/plain", []byte("m"), map[string]string{HeaderMessageGroup: "g1"}))
@@ -78,17 +75,5 @@ func TestAGroupWhoseBrokerFailsIsAnsweredAsNotMoved(t *testing.T) {
 	}
 	if n := bed.good.Stats().SendsReceived; n != 0 {
 		t.Fatalf("%d sends reached the broker", n)
-	}
-
-	srv, err := New(Options{Addr: "127.0.0.1:0", Sender: nopSender{},
-		Topics: front.NameResolverFunc(func(context.Context, string, string) (front.Target, error) { return front.Target{Topic: "Orders"}, nil })})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	rec := httptest.NewRecorder()
-	srv.Handler().ServeHTTP(rec, post(ordersPath, "text/plain", []byte("m"), map[string]string{HeaderMessageGroup: "g"}))
-	if rec.Code != http.StatusNotImplemented {
-		t.Fatalf("a group through a Sender without ordered sends: %d %s", rec.Code, rec.Body)
 	}
 }

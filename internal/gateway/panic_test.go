@@ -21,7 +21,7 @@ import (
 // and stores every other message.
 type panickingSender struct{}
 
-func (panickingSender) SendRoute(_ context.Context, _ string, m *producer.Message) (*producer.SendResult, error) {
+func (panickingSender) SendRouteAs(_ context.Context, _ string, m *producer.Message, _ producer.Delivery) (*producer.SendResult, error) {
 	if string(m.Body) == "boom" {
 		var table map[string]int
 		table["boom"]++ // a nil map write: the runtime's own panic, not a test's

@@ -108,7 +108,7 @@ func TestOnlyAMessageEveryBrokerTriedRefusedIsTheCallersMistake(t *testing.T) {
 // errSender answers every send with err.
 type errSender struct{ err error }
 
-func (s errSender) SendRoute(context.Context, string, *producer.Message) (*producer.SendResult, error) {
+func (s errSender) SendRouteAs(context.Context, string, *producer.Message, producer.Delivery) (*producer.SendResult, error) {
 	return nil, s.err
 }
 

@@ -322,17 +322,7 @@ func (s *Server) messageBody(body []byte, enc rmqpb.Encoding, budget int) ([]byt
 
 // sendOne sends one message as it asks to be sent.
 func (s *Server) sendOne(ctx context.Context, route string, o outgoing) *rmqpb.SendResultEntry {
-	rt := s.opts.Runtime
-	var res *producer.SendResult
-	var err error
-	switch {
-	case o.group != "":
-		res, err = rt.SendOrderedRoute(ctx, route, o.msg, o.group)
-	case !o.deliverAt.IsZero():
-		res, err = rt.SendTimedRoute(ctx, route, o.msg, o.deliverAt)
-	default:
-		res, err = rt.SendRoute(ctx, route, o.msg)
-	}
+	res, err := s.opts.Runtime.SendRouteAs(ctx, route, o.msg, producer.Delivery{Group: o.group, At: o.deliverAt})
 	if err != nil {
 		return &rmqpb.SendResultEntry{Status: s.sendStatus(err), MessageId: o.id}
 	}

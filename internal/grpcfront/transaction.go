@@ -73,18 +73,16 @@ func halfRef(res *producer.SendResult, uniq string) (txRef, error) {
 func (s *Server) rollbackUnsafe(target front.Target, group string, ref txRef, msgID string) {
 	ctx, cancel := context.WithTimeout(context.Background(), rollbackTimeout)
 	defer cancel()
-	h := endHeader(target, group, ref, msgID, remoting.TransactionRollback, false)
-	if err := s.opts.Runtime.EndTransaction(ctx, target.RouteKey(), ref.Broker, h); err != nil {
+	if err := s.opts.Runtime.EndTransaction(ctx, target.RouteKey(), halfMessage(target, group, ref, msgID), producer.Rollback, false); err != nil {
 		s.log.Info("Rolling back a half message stored without SEND_OK failed; the broker will check back", "broker", ref.Broker, "error", err.Error())
 	}
 }
 
-// endHeader is the END_TRANSACTION header ending ref.
-func endHeader(target front.Target, group string, ref txRef, msgID string, how int32, fromCheck bool) *remoting.EndTransactionHeader {
-	return &remoting.EndTransactionHeader{
-		Topic: target.Topic, ProducerGroup: group, TranStateTableOffset: ref.TranStateTableOffset,
-		CommitLogOffset: ref.CommitLogOffset, CommitOrRollback: how, FromTransactionCheck: fromCheck,
-		MsgID: msgID, TransactionID: ref.TransactionID,
+// halfMessage is the half message ref names, as the runtime ends it.
+func halfMessage(target front.Target, group string, ref txRef, msgID string) producer.HalfMessage {
+	return producer.HalfMessage{
+		Topic: target.Topic, Group: group, Broker: ref.Broker, TranStateTableOffset: ref.TranStateTableOffset,
+		CommitLogOffset: ref.CommitLogOffset, MsgID: msgID, TransactionID: ref.TransactionID,
 	}
 }
 
@@ -129,22 +127,23 @@ func (s *Server) EndTransaction(ctx context.Context, req *rmqpb.EndTransactionRe
 	}
 	ctx, cancel := sendContext(ctx)
 	defer cancel()
-	h := endHeader(target, transactionGroup(target), ref, req.GetMessageId(), how, req.GetSource() == rmqpb.TransactionSource_SOURCE_SERVER_CHECK)
-	if err := s.opts.Runtime.EndTransaction(ctx, target.RouteKey(), ref.Broker, h); err != nil {
+	half := halfMessage(target, transactionGroup(target), ref, req.GetMessageId())
+	fromCheck := req.GetSource() == rmqpb.TransactionSource_SOURCE_SERVER_CHECK
+	if err := s.opts.Runtime.EndTransaction(ctx, target.RouteKey(), half, how, fromCheck); err != nil {
 		return answer(s.endStatus(err, ref))
 	}
 	return answer(okStatus())
 }
 
-// commitOrRollback is the broker's end type for a resolution.
-func commitOrRollback(r rmqpb.TransactionResolution) (int32, *rmqpb.Status) {
+// commitOrRollback is the runtime's end for a resolution.
+func commitOrRollback(r rmqpb.TransactionResolution) (producer.Resolution, *rmqpb.Status) {
 	switch r {
 	case rmqpb.TransactionResolution_COMMIT:
-		return remoting.TransactionCommit, nil
+		return producer.Commit, nil
 	case rmqpb.TransactionResolution_ROLLBACK:
-		return remoting.TransactionRollback, nil
+		return producer.Rollback, nil
 	case rmqpb.TransactionResolution_TRANSACTION_RESOLUTION_UNSPECIFIED:
-		return remoting.TransactionNotType, nil
+		return producer.Unresolved, nil
 	}
 	return 0, newStatus(rmqpb.Code_BAD_REQUEST, "resolution %d is neither COMMIT nor ROLLBACK", int32(r))
 }

@@ -1,9 +1,9 @@
 package producer
 
 import (
-	"errors"
 	"fmt"
 
+	"github.com/detourmq/detour/pkg/producer/nameserver"
 	"github.com/detourmq/detour/pkg/remoting"
 )
 
@@ -22,16 +22,9 @@ const (
 // ErrAnswerRefused is wrapped by a route refresh's error (RouteStatus.Err) and by
 // DescribeCluster's when a name server answered beyond a bound (remoting.MaxNameServerBody,
 // MaxRouteBrokers, MaxClusterBrokers, MaxQueueNums, MaxRouteQueues, name and address lengths):
-// the answer was refused before anything was built from it, and the last good route stays.
-var ErrAnswerRefused = errors.New("name server's answer refused")
-
-// refusal wraps an error that went beyond a bound with ErrAnswerRefused; other errors pass.
-func refusal(err error) error {
-	if errors.Is(err, remoting.ErrOverLimit) && !errors.Is(err, ErrAnswerRefused) {
-		return fmt.Errorf("%w: %w", ErrAnswerRefused, err)
-	}
-	return err
-}
+// the answer was refused before anything was built from it, and the last good route stays. It is
+// nameserver.ErrAnswerRefused, which the name-server client wraps.
+var ErrAnswerRefused = nameserver.ErrAnswerRefused
 
 // checkBounds refuses a route whose queue counts go beyond MaxWriteQueues or MaxRouteQueues.
 func (rt Route) checkBounds() error {

@@ -68,10 +68,10 @@ func TestABrokersCheckBackReachesTheCheckerOfItsGroupAndItsEndSettlesIt(t *testi
 		tc.Message.Properties["kind"] != "orphan" || tc.Header.MsgID != res.MsgID || tc.Header.BrokerName != "broker-a" || declined != 1 {
 		t.Fatalf("check %+v of message %+v (declined %d times)", tc, tc.Message, declined)
 	}
-	err = r.EndTransaction(context.Background(), "T", tc.Broker, &remoting.EndTransactionHeader{
-		Topic: "T", ProducerGroup: "T", TranStateTableOffset: tc.Header.TranStateTableOffset,
-		CommitLogOffset: tc.Header.CommitLogOffset, CommitOrRollback: remoting.TransactionCommit,
-		FromTransactionCheck: true, MsgID: tc.Header.MsgID, TransactionID: tc.Header.TransactionID})
+	err = r.EndTransaction(context.Background(), "T", HalfMessage{
+		Topic: "T", Group: "T", Broker: tc.Broker, TranStateTableOffset: tc.Header.TranStateTableOffset,
+		CommitLogOffset: tc.Header.CommitLogOffset, MsgID: tc.Header.MsgID, TransactionID: tc.Header.TransactionID},
+		Commit, true)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,30 +6,6 @@ import (
 	"github.com/detourmq/detour/pkg/fault"
 )
 
-// SendMode says how a send was issued.
-type SendMode int
-
-// Send modes, as RocketMQ's CommunicationMode.
-const (
-	ModeSync SendMode = iota
-	ModeAsync
-	ModeOneway
-)
-
-// String returns the mode's name, as used in metric labels.
-func (m SendMode) String() string {
-	switch m {
-	case ModeSync:
-		return "sync"
-	case ModeAsync:
-		return "async"
-	case ModeOneway:
-		return "oneway"
-	default:
-		return "unknown"
-	}
-}
-
 // Metrics receives the runtime's measurements. The manager implements it with Prometheus
 // collectors; the runtime calls it on the send path, so implementations must be cheap, safe for
 // concurrent use and must not block. All string arguments come from the runtime's own state, so

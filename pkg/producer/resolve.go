@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/detourmq/detour/pkg/producer/nameserver"
 	"github.com/detourmq/detour/pkg/remoting"
 )
 
@@ -74,26 +75,6 @@ type RouteStatus struct {
 	// Err is the last refresh's error; nil when it succeeded.
 	Err error
 }
-
-// ErrTopicNotPublished is wrapped by RouteStatus.Err when the name servers answer that the topic
-// does not exist.
-var ErrTopicNotPublished = errors.New("topic not published by the name servers")
-
-// nameServerErrors are the failures of one round over a cluster's name servers, each prefixed
-// with its address; errors.Is and errors.As see every one.
-type nameServerErrors []error
-
-// Error joins the failures on one line.
-func (e nameServerErrors) Error() string {
-	parts := make([]string, len(e))
-	for i, err := range e {
-		parts[i] = err.Error()
-	}
-	return strings.Join(parts, "; ")
-}
-
-// Unwrap returns the failures.
-func (e nameServerErrors) Unwrap() []error { return e }
 
 // sameStatus reports whether two statuses tell the same, LastResolved aside.
 func sameStatus(a, b RouteStatus) bool {
@@ -362,7 +343,7 @@ func (r *Runtime) refresh(res *resolver) {
 	res.mu.Unlock()
 	defer releaseWaiters(waiting)
 
-	var errs nameServerErrors
+	var errs nameserver.Errors
 	for i := range spec.NameServers {
 		k := (start + i) % len(spec.NameServers)
 		addr := spec.NameServers[k]
@@ -417,29 +398,15 @@ func (r *Runtime) setRouteStatus(res *resolver, spec NameServerRoute, k int, st 
 // resolveFrom asks one name server for the route and turns its answer into the runtime's; an
 // answer beyond the bounds wraps ErrAnswerRefused.
 func (r *Runtime) resolveFrom(spec NameServerRoute, addr string) ([]PublishedBroker, Route, error) {
-	data, err := r.queryRoute(addr, spec.Topic)
+	data, err := r.ns.Route(context.Background(), addr, spec.Topic)
 	if err != nil {
-		return nil, Route{}, refusal(err)
+		return nil, Route{}, err
 	}
 	published, route := routeFromNameServer(spec, data)
 	if err := route.checkBounds(); err != nil {
 		return nil, Route{}, fmt.Errorf("%w: %w", ErrAnswerRefused, err)
 	}
 	return published, route, nil
-}
-
-// queryRoute sends GET_ROUTEINFO_BY_TOPIC to one name server.
-func (r *Runtime) queryRoute(addr, topic string) (*remoting.TopicRouteData, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), r.nsTimeout)
-	defer cancel()
-	resp, err := r.nsClient.Invoke(ctx, addr, remoting.NewGetRouteInfoRequest(topic))
-	if err != nil {
-		return nil, err
-	}
-	if resp.Code == remoting.TopicNotExist {
-		return nil, fmt.Errorf("%w (%s)", ErrTopicNotPublished, strings.TrimSpace(resp.Remark))
-	}
-	return remoting.ParseRouteResponse(resp)
 }
 
 // routeFromNameServer turns a name server's route into the runtime's: writable queues of brokers

@@ -11,6 +11,7 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/detourmq/detour/pkg/fault"
+	"github.com/detourmq/detour/pkg/producer/nameserver"
 	"github.com/detourmq/detour/pkg/remoting"
 	"github.com/detourmq/detour/pkg/routecache"
 )
@@ -94,10 +95,8 @@ type Runtime struct {
 	// tweakRules, when set, alters the rules of every send: the loop differential's canary, a
 	// deliberately wrong loop that the differential must tell from RocketMQ's.
 	tweakRules func(retryRules) retryRules
-	// nsClient asks name servers, with frames bounded by remoting.NameServerMaxFrameSize, each
-	// request waiting at most nsTimeout.
-	nsClient   *remoting.Client
-	nsTimeout  time.Duration
+	// ns asks name servers, each request waiting at most Options.NameServerTimeout.
+	ns         *nameserver.Client
 	clock      fault.Clock
 	log        logr.Logger
 	metrics    Metrics
@@ -115,7 +114,7 @@ type Runtime struct {
 
 	pressureMu sync.Mutex
 	pressure   map[string]map[string]BrokerPressure // by policy, by broker: the last poll's figures
-	limits     map[string]map[string]polledBroker   // by policy, by broker: busy limits read (limits.go)
+	limits     map[string]map[string]polledBroker   // by policy, by broker: busy limits read (pressure.go)
 	// restores holds items handed to Restore for a policy not pushed yet; SetPolicy applies them.
 	restores map[string][]fault.Item
 	// peers holds other replicas' claims by policy (SetPeerClaims), applied again to a table
@@ -171,11 +170,11 @@ func New(opts Options) *Runtime {
 	}
 	r.wire = r.client
 	r.client.SetCredentials(r.credentialsFor)
-	r.nsClient = remoting.NewClient(remoting.ClientOptions{MaxFrameSize: remoting.NameServerMaxFrameSize})
-	r.nsTimeout = opts.NameServerTimeout
-	if r.nsTimeout <= 0 {
-		r.nsTimeout = DefaultNameServerTimeout
+	nsTimeout := opts.NameServerTimeout
+	if nsTimeout <= 0 {
+		nsTimeout = DefaultNameServerTimeout
 	}
+	r.ns = nameserver.New(nsTimeout)
 	if r.metrics == nil {
 		r.metrics = NopMetrics{}
 	}
@@ -205,7 +204,7 @@ func New(opts Options) *Runtime {
 		interval = 100 * time.Millisecond
 	}
 	r.wg.Add(1)
-	go r.every(interval, r.expireIsolations)
+	go r.every(interval, r.sweepFaultTables)
 	r.wg.Add(1)
 	go r.checkWorker()
 	if hb := opts.HeartbeatInterval; hb >= 0 {
@@ -681,7 +680,7 @@ func (r *Runtime) Close() error {
 	r.undeclared.Close()
 	r.wg.Wait()
 	r.events.close()
-	nsErr := r.nsClient.Close()
+	nsErr := r.ns.Close()
 	if r.ownsClient {
 		return errors.Join(r.client.Close(), nsErr)
 	}

@@ -3,192 +3,32 @@ package producer
 import (
 	"context"
 	"errors"
-	"fmt"
-	"strings"
 	"time"
-
-	"github.com/detourmq/detour/pkg/remoting"
 )
 
-// Message is the message type the runtime sends.
-type Message = remoting.Message
+// SendMode says how a send was issued.
+type SendMode int
 
-// Header values RocketMQ's Java producer puts into every send.
+// Send modes, as RocketMQ's CommunicationMode.
 const (
-	defaultTopicKey       = "TBW102"
-	defaultTopicQueueNums = 4
+	ModeSync SendMode = iota
+	ModeAsync
+	ModeOneway
 )
 
-// Send statuses, as RocketMQ's SendStatus names them. All four mean the broker stored the message.
-const (
-	StatusSendOK            = "SEND_OK"
-	StatusFlushDiskTimeout  = "FLUSH_DISK_TIMEOUT"
-	StatusFlushSlaveTimeout = "FLUSH_SLAVE_TIMEOUT"
-	StatusSlaveNotAvailable = "SLAVE_NOT_AVAILABLE"
-)
-
-// SendResult describes a message the broker stored.
-type SendResult struct {
-	// MsgID is the message's UNIQ_KEY (RocketMQ's client msgId), the same on every attempt.
-	MsgID string
-	// OffsetMsgID is the broker's id of the stored message (store host and commit-log offset).
-	OffsetMsgID string
-	// Topic, Broker and QueueID name the queue that stored the message.
-	Topic   string
-	Broker  string
-	QueueID int
-	// QueueOffset is the message's logical offset in that queue.
-	QueueOffset int64
-	// TransactionID is the broker's transaction id of a half message (its UNIQ_KEY, as a 5.x
-	// broker answers), or what the broker answered for any other message.
-	TransactionID string
-	// Attempts counts the attempts made, this one included.
-	Attempts int
-	// BrokersTried lists the broker of every attempt, in order.
-	BrokersTried []string
-	// Latency is the time from the start of the send to this result.
-	Latency time.Duration
-	// Status is SEND_OK, or a "stored but" status (FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT,
-	// SLAVE_NOT_AVAILABLE) when the policy does not retry those.
-	Status string
-}
-
-// ErrNoRoute is wrapped by the error for a topic without a route or without any write queue.
-var ErrNoRoute = errors.New("no route")
-
-// NoRouteError reports a send to a topic the runtime has no queues for.
-type NoRouteError struct{ Topic string }
-
-// Error has RocketMQ's text for a topic without route info.
-func (e *NoRouteError) Error() string { return "No route info of this topic: " + e.Topic }
-
-// Is makes errors.Is(err, ErrNoRoute) true.
-func (e *NoRouteError) Is(target error) bool { return target == ErrNoRoute }
-
-// BrokerError is a broker's refusal: a response code other than success or the "stored but" codes.
-type BrokerError struct {
-	Code   int16
-	Remark string
-	Broker string
-	Addr   string
-}
-
-// Error has RocketMQ's MQBrokerException form.
-func (e *BrokerError) Error() string {
-	return fmt.Sprintf("CODE: %d  DESC: %s BROKER: %s", e.Code, e.Remark, e.Addr)
-}
-
-// MessageRefusedError is the last cause of a send that several brokers refused as
-// MESSAGE_ILLEGAL (under PresetDetour, which tries another broker after such a refusal) and none
-// stored: every refusal, in the order of the attempts. errors.As reaches each *BrokerError.
-type MessageRefusedError struct {
-	Refusals []*BrokerError
-}
-
-// Error names each refusal with its attempt and broker.
-func (e *MessageRefusedError) Error() string {
-	var b strings.Builder
-	b.WriteString("every broker tried refused the message as MESSAGE_ILLEGAL: ")
-	for i, be := range e.Refusals {
-		if i > 0 {
-			b.WriteString("; ")
-		}
-		fmt.Fprintf(&b, "attempt %d on %s: %s", i+1, be.Broker, be.Error())
+// String returns the mode's name, as used in metric labels.
+func (m SendMode) String() string {
+	switch m {
+	case ModeSync:
+		return "sync"
+	case ModeAsync:
+		return "async"
+	case ModeOneway:
+		return "oneway"
+	default:
+		return "unknown"
 	}
-	return b.String()
 }
-
-// Unwrap returns the refusals.
-func (e *MessageRefusedError) Unwrap() []error {
-	out := make([]error, len(e.Refusals))
-	for i, be := range e.Refusals {
-		out[i] = be
-	}
-	return out
-}
-
-// messageRefusal is one broker's refusal of the message itself (MESSAGE_ILLEGAL), kept until the
-// send ends: if another broker then stores the message, the refusing broker is at fault.
-type messageRefusal struct {
-	err     *BrokerError
-	latency time.Duration
-}
-
-// refusedBy reports whether broker is among the refusals.
-func refusedBy(refusals []messageRefusal, broker string) bool {
-	for _, rf := range refusals {
-		if rf.err.Broker == broker {
-			return true
-		}
-	}
-	return false
-}
-
-// BrokerNotExistError is an attempt on a broker that its route names with write queues but
-// without an address. Only RocketMQ 4.x's last-resort selection (PresetRocketMQ4) picks such a
-// broker, and then, as RocketMQ's producer does, the attempt fails before any I/O, counts as the
-// broker's fault and is retried.
-type BrokerNotExistError struct{ Broker string }
-
-// Error has RocketMQ's text.
-func (e *BrokerNotExistError) Error() string { return "The broker[" + e.Broker + "] not exist" }
-
-// ErrSendTimeout is matched (errors.Is) by a SendError whose time budget ran out.
-var ErrSendTimeout = errors.New("send timeout")
-
-// SendError is the final error of a send that no attempt completed. Its text is RocketMQ's
-// "Send [n] times, still failed, cost [x]ms, Topic: T, BrokersSent: [...]" followed by the last
-// cause, which it wraps, so errors.Is and errors.As reach remoting's transport errors, a
-// *BrokerError or the context's error.
-type SendError struct {
-	Topic string
-	// Attempts counts the attempts made; MaxAttempts is what the policy allowed.
-	Attempts, MaxAttempts int
-	// Elapsed is the time from the start of the send to the error.
-	Elapsed time.Duration
-	// BrokersTried lists the broker of every attempt, in order.
-	BrokersTried []string
-	// Timeout is set when the send's time budget (policy send timeout or context deadline) ran out.
-	Timeout bool
-	// MessageRefused is set when every attempt was refused by its broker as MESSAGE_ILLEGAL and
-	// the send ended for that (not for its budget or its caller): no broker tried would store
-	// the message, so it is the message that must change. Under PresetDetour each broker of the
-	// route is tried once at most before that is concluded, within the attempts allowed.
-	MessageRefused bool
-	// Err is the last attempt's error (or the context's error, or ErrSendTimeout when the budget
-	// ran out before any attempt).
-	Err error
-}
-
-// Error renders RocketMQ's final-error line followed by the last cause.
-func (e *SendError) Error() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "Send [%d] times, still failed, cost [%d]ms, Topic: %s, BrokersSent: [", e.Attempts, e.Elapsed.Milliseconds(), e.Topic)
-	// RocketMQ prints an array sized for every allowed attempt, unused slots as null.
-	n := max(e.MaxAttempts, len(e.BrokersTried))
-	for i := 0; i < n; i++ {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		if i < len(e.BrokersTried) {
-			b.WriteString(e.BrokersTried[i])
-		} else {
-			b.WriteString("null")
-		}
-	}
-	b.WriteString("]")
-	if e.Err != nil {
-		b.WriteString(": ")
-		b.WriteString(e.Err.Error())
-	}
-	return b.String()
-}
-
-// Unwrap returns the last cause.
-func (e *SendError) Unwrap() error { return e.Err }
-
-// Is makes errors.Is(err, ErrSendTimeout) true when the budget ran out.
-func (e *SendError) Is(target error) bool { return target == ErrSendTimeout && e.Timeout }
 
 // Send sends m synchronously: up to the policy's attempts within one time budget (the earlier of
 // the context's deadline and the policy's send timeout), retrying on transport errors and the
@@ -251,17 +91,33 @@ func (r *Runtime) SendOneway(ctx context.Context, m *Message) error {
 	return err
 }
 
-// sendStatus maps a stored-class response code to RocketMQ's SendStatus name.
-func sendStatus(code int16) (string, bool) {
-	switch code {
-	case remoting.Success:
-		return StatusSendOK, true
-	case remoting.FlushDiskTimeout:
-		return StatusFlushDiskTimeout, true
-	case remoting.FlushSlaveTimeout:
-		return StatusFlushSlaveTimeout, true
-	case remoting.SlaveNotAvailable:
-		return StatusSlaveNotAvailable, true
+// Delivery says how one message asks to be sent: to its message group's queue (Group), to be
+// delivered not before a time (At), or, with neither, plainly. The zero Delivery is a plain send.
+type Delivery struct {
+	// Group is the message group (FIFO); see SendOrderedRoute.
+	Group string
+	// At is the time before which the message is not delivered; see SendTimedRoute.
+	At time.Time
+}
+
+// ErrGroupWithDeliveryTime is the rule a Delivery with both a message group and a delivery time
+// breaks: a group's messages are stored at once, in the order they are sent.
+var ErrGroupWithDeliveryTime = errors.New("message group with a delivery time")
+
+// SendRouteAs sends m by route as d asks: SendOrderedRoute for a message group, SendTimedRoute for
+// a delivery time, SendRoute otherwise. It is the one place that tells the kinds apart, so a
+// front door hands over what a request asked for and gets the same send whichever door it came
+// through. A Delivery with both a group and a time is a *ValidationError
+// (ErrGroupWithDeliveryTime), refused before anything else is checked.
+func (r *Runtime) SendRouteAs(ctx context.Context, route string, m *Message, d Delivery) (*SendResult, error) {
+	switch {
+	case d.Group != "" && !d.At.IsZero():
+		return nil, &ValidationError{Code: CodeMessageIllegal, Rule: ErrGroupWithDeliveryTime,
+			Message: "a message group's message is sent at once: set a group or a delivery time, not both"}
+	case d.Group != "":
+		return r.SendOrderedRoute(ctx, route, m, d.Group)
+	case !d.At.IsZero():
+		return r.SendTimedRoute(ctx, route, m, d.At)
 	}
-	return "", false
+	return r.SendRoute(ctx, route, m)
 }

@@ -46,12 +46,45 @@ func (r *Runtime) SendTransactionRoute(ctx context.Context, route string, m *Mes
 // endTransactionTimeout bounds an END_TRANSACTION whose context has no deadline.
 const endTransactionTimeout = 3 * time.Second
 
-// EndTransaction sends END_TRANSACTION for h to broker, one of route's brokers (the one that
-// stored the half message), and waits for its answer: nil when the broker committed or rolled
-// back, a *BrokerError when it refused (a half message it cannot find or that h does not name).
-// An end that is neither a commit nor a rollback is sent oneway, as the broker answers none.
-// The end is never sent to any other broker: only the one holding the half message can end it.
-func (r *Runtime) EndTransaction(ctx context.Context, route, broker string, h *remoting.EndTransactionHeader) error {
+// Resolution is how a transaction ends.
+type Resolution int32
+
+// The ends of a transaction, as RocketMQ's END_TRANSACTION names them.
+const (
+	// Commit makes the half message visible to consumers.
+	Commit = Resolution(remoting.TransactionCommit)
+	// Rollback drops the half message.
+	Rollback = Resolution(remoting.TransactionRollback)
+	// Unresolved passes on that the producer does not know yet; the broker answers nothing and
+	// settles the transaction by a check-back.
+	Unresolved = Resolution(remoting.TransactionNotType)
+)
+
+// HalfMessage names a half message a broker stored, as ending it must: the broker that holds it,
+// where (its commit-log offset and its offset in the half queue, the SendResult's QueueOffset),
+// its topic and producer group, its UNIQ_KEY and the broker's transaction id.
+type HalfMessage struct {
+	Topic, Group, Broker                  string
+	CommitLogOffset, TranStateTableOffset int64
+	MsgID, TransactionID                  string
+}
+
+// EndTransaction ends the half message half, by route, with resolution how; fromCheck says the
+// end answers a broker's check-back. It sends END_TRANSACTION to half.Broker, one of route's
+// brokers (the one that stored the half message), and waits for its answer: nil when the broker
+// committed or rolled back, a *BrokerError when it refused (a half message it cannot find or
+// that half does not name). An Unresolved end is sent oneway, as the broker answers none. The
+// end is never sent to any other broker: only the one holding the half message can end it.
+func (r *Runtime) EndTransaction(ctx context.Context, route string, half HalfMessage, how Resolution, fromCheck bool) error {
+	return r.endTransaction(ctx, route, half.Broker, &remoting.EndTransactionHeader{
+		Topic: half.Topic, ProducerGroup: half.Group, TranStateTableOffset: half.TranStateTableOffset,
+		CommitLogOffset: half.CommitLogOffset, CommitOrRollback: int32(how), FromTransactionCheck: fromCheck,
+		MsgID: half.MsgID, TransactionID: half.TransactionID,
+	})
+}
+
+// endTransaction sends END_TRANSACTION for h to broker among route's brokers.
+func (r *Runtime) endTransaction(ctx context.Context, route, broker string, h *remoting.EndTransactionHeader) error {
 	if r.closed.Load() {
 		return ErrClosed
 	}

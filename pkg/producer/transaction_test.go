@@ -46,8 +46,7 @@ func TestHalfMessageCarriesItsGroupAndEndsOnlyOnItsRoute(t *testing.T) {
 		half[0].Properties[remoting.PropertyTransactionPrep] != "true" || res.TransactionID != res.MsgID {
 		t.Fatalf("half messages %+v, result %+v", half, res)
 	}
-	h := &remoting.EndTransactionHeader{ProducerGroup: "tx-group", CommitOrRollback: remoting.TransactionCommit}
-	if err := r.EndTransaction(context.Background(), "T", "elsewhere", h); err == nil {
+	if err := r.EndTransaction(context.Background(), "T", HalfMessage{Group: "tx-group", Broker: "elsewhere"}, Commit, false); err == nil {
 		t.Fatal("an end to a broker outside the route was sent")
 	}
 }

@@ -303,12 +303,3 @@ func javaBlank(s string) bool {
 	}
 	return true
 }
-
-// checkPropertiesSize refuses encoded properties of n bytes that no broker stores.
-func checkPropertiesSize(n int) error {
-	if n > MaxPropertiesSize {
-		return &ValidationError{Code: CodeMessageIllegal, Rule: ErrPropertiesTooLarge,
-			Message: fmt.Sprintf("the message properties length is %d bytes, over the broker's limit of %d", n, MaxPropertiesSize)}
-	}
-	return nil
-}

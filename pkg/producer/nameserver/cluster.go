@@ -1,4 +1,4 @@
-package producer
+package nameserver
 
 import (
 	"context"
@@ -39,33 +39,28 @@ const maxWritabilityProbes = 64
 // know and whether each takes writes. Writability comes from the route of the cluster's own topic
 // (every broker publishes a topic named after its cluster, and one named after itself, with
 // read-write perm that wipeWritePerm and brokerPermission mask); a broker published in neither is
-// reported writable. Each request waits at most Options.NameServerTimeout (3 s, as RocketMQ's
-// clients wait for a name server), and ctx bounds the whole look. An answer beyond the bounds (remoting.MaxNameServerBody,
-// MaxClusterBrokers, name and address lengths) is refused with an error wrapping ErrAnswerRefused.
-func (r *Runtime) DescribeCluster(ctx context.Context, nameServers []string) (ClusterView, error) {
+// reported writable. Each request waits at most the client's timeout (the runtime's default is
+// 3 s, as RocketMQ's clients wait for a name server), and ctx bounds the whole look. An answer
+// beyond the bounds (remoting.MaxNameServerBody, MaxClusterBrokers, name and address lengths) is
+// refused with an error wrapping ErrAnswerRefused.
+func (c *Client) DescribeCluster(ctx context.Context, nameServers []string) (ClusterView, error) {
 	var errs []error
 	for _, ns := range nameServers {
-		v, err := r.describeCluster(ctx, ns)
+		v, err := c.describeCluster(ctx, ns)
 		if err == nil {
 			return v, nil
 		}
-		errs = append(errs, fmt.Errorf("%s: %w", ns, refusal(err)))
+		errs = append(errs, fmt.Errorf("%s: %w", ns, Refused(err)))
 		if ctx.Err() != nil {
 			break
 		}
 	}
-	return ClusterView{}, fmt.Errorf("no name server answered: %w", nameServerErrors(errs))
+	return ClusterView{}, fmt.Errorf("no name server answered: %w", Errors(errs))
 }
 
-// askNameServer sends one request to a name server, waiting at most Options.NameServerTimeout.
-func (r *Runtime) askNameServer(ctx context.Context, ns string, req *remoting.Command) (*remoting.Command, error) {
-	ctx, cancel := context.WithTimeout(ctx, r.nsTimeout)
-	defer cancel()
-	return r.nsClient.Invoke(ctx, ns, req)
-}
-
-func (r *Runtime) describeCluster(ctx context.Context, ns string) (ClusterView, error) {
-	resp, err := r.askNameServer(ctx, ns, remoting.NewRequest(remoting.GetBrokerClusterInfo, nil, nil))
+// describeCluster asks one name server for its cluster and the routes that tell writability.
+func (c *Client) describeCluster(ctx context.Context, ns string) (ClusterView, error) {
+	resp, err := c.ask(ctx, ns, remoting.NewRequest(remoting.GetBrokerClusterInfo, nil, nil))
 	if err != nil {
 		return ClusterView{}, err
 	}
@@ -84,7 +79,7 @@ func (r *Runtime) describeCluster(ctx context.Context, ns string) (ClusterView, 
 			return
 		}
 		probes++
-		rresp, err := r.askNameServer(ctx, ns, remoting.NewGetRouteInfoRequest(topic))
+		rresp, err := c.ask(ctx, ns, remoting.NewGetRouteInfoRequest(topic))
 		if err != nil || rresp.Code != remoting.Success {
 			return
 		}
