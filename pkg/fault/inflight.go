@@ -62,19 +62,6 @@ func abs(x int64) int64 {
 	return x
 }
 
-// stallThreshold is how long the broker's oldest attempt in flight may go unanswered before it is
-// suspect: StallAfter, or StallFactor times its usual latency when that is longer. A broker with
-// no success measured yet has no usual latency to judge by, and gets StallFactor times StallAfter:
-// a cold broker slower than the floor is not a stalled one.
-func (t *Tolerance) stallThreshold(e *Entry) time.Duration {
-	factor := time.Duration(max(t.opts.StallFactor, 1))
-	usual := e.UsualLatency()
-	if usual == 0 {
-		return factor * t.opts.StallAfter
-	}
-	return max(t.opts.StallAfter, factor*usual)
-}
-
 // IsolateStalled holds out every available broker whose oldest attempt in flight has waited past
 // its stall threshold with no answer from it meanwhile (Options.StallAfter, StallFactor): the
 // broker is suspect before any of those attempts times out, and new attempts go to brokers that

@@ -25,19 +25,15 @@ const (
 
 // Defaults of detour's own extensions in the Detour preset.
 const (
-	// DetourPerAttemptTimeout caps every attempt but the last, a third of the send timeout.
+	// DetourPerAttemptTimeout is the attempt deadline of every attempt but the last, a third of
+	// the send timeout; with AdaptivePerAttempt it is the longest an adaptive deadline allows
+	// (fault.Entry.AttemptDeadline decides each attempt's).
 	DetourPerAttemptTimeout = 1000 * time.Millisecond
 	// DetourStallAfter is the least time a broker's oldest attempt in flight may go unanswered
 	// before the broker is held out as stalled (fault.Options.StallAfter); a broker whose usual
-	// latency is longer gets DetourStallFactor times it.
-	DetourStallAfter  = 100 * time.Millisecond
-	DetourStallFactor = 4
-	// DetourAttemptCapFloor is the least an adaptive per-attempt cap allows (see
-	// RetryPolicy.AdaptivePerAttempt): a broker answering in a millisecond still gets this long,
-	// so a pause of the kind a healthy JVM takes does not cut its attempts short and send a second
-	// copy elsewhere. DetourAttemptCapFactor times the broker's usual latency is the cap above it.
-	DetourAttemptCapFloor  = 200 * time.Millisecond
-	DetourAttemptCapFactor = 4
+	// latency is longer gets fault.StallThresholdFactor times it (see fault.AttemptDeadlineFloor
+	// for both rules side by side).
+	DetourStallAfter = 100 * time.Millisecond
 	// DetourMaxIsolatedPercent never lets every broker of a policy be isolated: when all would be,
 	// the least bad one is released and stays selectable. A lower cap would also send traffic to a
 	// dead broker while most brokers are down (two of three, say), which a cap meant to outlast
@@ -175,14 +171,17 @@ type RetryPolicy struct {
 	// SendTimeout is the budget for all attempts together (RocketMQ's sendMsgTimeout); 0 means
 	// DefaultSendTimeout. A context deadline that comes earlier wins.
 	SendTimeout time.Duration
-	// PerAttemptTimeout caps every attempt but the last (RocketMQ 5.3.3's
-	// sendMsgMaxTimeoutPerRequest), so one hung broker cannot eat the whole budget. 0 means no cap.
+	// PerAttemptTimeout is the attempt deadline of every attempt but the last (RocketMQ 5.3.3's
+	// sendMsgMaxTimeoutPerRequest), so one hung broker cannot eat the whole budget. 0 means none:
+	// every attempt may use what is left of the send timeout.
 	PerAttemptTimeout time.Duration
-	// AdaptivePerAttempt makes each broker's cap follow its own latency: DetourAttemptCapFactor
-	// times its usual latency on success (fault.Entry.UsualLatency), at least
-	// DetourAttemptCapFloor and at most PerAttemptTimeout, so a budget is not spent waiting on one
-	// sick broker while what is left could reach another. A broker with no success measured yet
-	// gets PerAttemptTimeout. Needs PerAttemptTimeout; PresetDetour sets it.
+	// AdaptivePerAttempt makes each broker's attempt deadline follow its own latency:
+	// fault.AttemptDeadlineFactor times its usual latency on success (fault.Entry.UsualLatency),
+	// at least fault.AttemptDeadlineFloor and at most PerAttemptTimeout, so a budget is not spent
+	// waiting on one sick broker while what is left could reach another; an attempt so cut is a
+	// stalled attempt, not a failed one. A broker with no success measured yet gets
+	// PerAttemptTimeout. fault.Entry.AttemptDeadline decides. Needs PerAttemptTimeout;
+	// PresetDetour sets it.
 	AdaptivePerAttempt bool
 	// RetryOnCodes are the broker response codes that are retried on another broker. nil means
 	// the preset's (RocketMQ4RetryCodes for PresetRocketMQ4, else DefaultRetryCodes); an empty
@@ -299,8 +298,8 @@ type Policy struct {
 	// GrowOnRepeat lengthens the isolation of repeated failure episodes (see fault.Options).
 	GrowOnRepeat bool
 	// StallAfter holds out a broker whose oldest attempt in flight has gone unanswered this long
-	// and DetourStallFactor times its usual latency, before any attempt times out (see
-	// fault.Options.StallAfter); 0 turns it off. PresetDetour sets DetourStallAfter.
+	// and fault.StallThresholdFactor times its usual latency, before the attempt reaches its
+	// deadline (see fault.Options.StallAfter); 0 turns it off. PresetDetour sets DetourStallAfter.
 	StallAfter time.Duration
 }
 
