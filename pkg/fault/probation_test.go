@@ -222,8 +222,8 @@ func TestWatchSlowIsolatesAsASendOfThatLatency(t *testing.T) {
 	}
 }
 
-// TestCapReleasesABrokerOnProbation proves probation is a hold the cap may release: with every
-// other broker out, the one on probation is the least bad and is selectable again.
+// TestCapReleasesABrokerOnProbation proves probation is a hold the isolation limit may release:
+// with every other broker out, the one on probation is the least bad and is selectable again.
 func TestCapReleasesABrokerOnProbation(t *testing.T) {
 	tol, clk, _ := newTol(t, detourOptions(3))
 	tol.Update("A", ms(400), TransportError)
@@ -272,7 +272,7 @@ func TestBusyRefusalIsolatesUntilItsTimerWhateverProbesSay(t *testing.T) {
 
 // TestPressureHoldsABrokerOutWithoutCountingAFailure proves Pressured holds a broker out for its
 // time (extended by later figures, ended by neither a good probe nor a success), counts no
-// failure, and is the first the cap releases when a silent broker needs the room.
+// failure, and is the first the isolation limit releases when a silent broker needs the room.
 func TestPressureHoldsABrokerOutWithoutCountingAFailure(t *testing.T) {
 	tol, clk, _ := newTol(t, detourOptions(3))
 	tol.Update("B", ms(1), Success)
@@ -301,8 +301,8 @@ func TestPressureHoldsABrokerOutWithoutCountingAFailure(t *testing.T) {
 }
 
 // TestRestoredIsolationKeepsItsProbation proves a restart does not shorten probation: a restored
-// broker isolated for silence or a stall, or a repeat offender, needs ProbationProbes good probes
-// again, and one isolated for a broker error a single one, as before the restart.
+// broker isolated for silence or a slow answer, or a repeat offender, needs ProbationProbes good
+// probes again, and one isolated for a broker error a single one, as before the restart.
 func TestRestoredIsolationKeepsItsProbation(t *testing.T) {
 	cases := []struct {
 		name   string
