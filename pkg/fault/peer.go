@@ -46,7 +46,8 @@ func (t *Tolerance) SetPeerClaims(claims map[string]PeerClaim) {
 	for name, c := range claims {
 		e := t.lookup(name)
 		if e == nil || !e.present {
-			// A claim never adds a broker: a peer cannot grow the table or move the isolation limit's count.
+			// A claim never adds a broker: a peer cannot grow the table or move the isolation
+			// limit's count.
 			continue
 		}
 		if e.hasClaim && e.claim.equal(c) {

@@ -168,8 +168,8 @@ func (t *Tolerance) grow(tab *Table, failures int) time.Duration {
 func (t *Tolerance) settle(e *Entry, now int64, was bool, since int64, ev *events) {
 	prev := e.holds
 	t.recomputeHolds(e)
-	// A pod mark is exempt from the isolation limit, so an isolation it covered starts to count when
-	// the mark goes.
+	// A pod mark is exempt from the isolation limit, so an isolation it covered starts to count
+	// when the mark goes.
 	unmarked := prev&holdPod != 0 && e.holds&holdPod == 0
 	if blocked(e, now) && (!was || unmarked) {
 		t.enforceIsolationLimit(now, ev)
@@ -380,7 +380,8 @@ func (t *Tolerance) Pressured(broker string, hold time.Duration) {
 		known := t.present
 		e := t.obtain(broker, now)
 		if t.present != known {
-			// One more broker known may leave a restored excess over the isolation limit (see Restore).
+			// One more broker known may leave a restored excess over the isolation limit (see
+			// Restore).
 			t.enforceIsolationLimit(now, &ev)
 		}
 		was := blocked(e, now)

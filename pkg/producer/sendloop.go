@@ -72,8 +72,8 @@ type sendCall struct {
 }
 
 // send is the retry loop shared by all modes: RocketMQ's sendDefaultImpl with the per-attempt
-// deadline of 5.3.3. Under RocketMQ's presets each mode keeps RocketMQ's rules (see retryRules); under
-// PresetDetour every mode retries as a sync send does.
+// deadline of 5.3.3. Under RocketMQ's presets each mode keeps RocketMQ's rules (see retryRules);
+// under PresetDetour every mode retries as a sync send does.
 func (r *Runtime) send(ctx context.Context, key string, m *Message, mode SendMode, begin time.Time) (*SendResult, error) {
 	var c sendCall
 	if err := c.open(r, ctx, key, m, mode, begin); err != nil {
@@ -171,8 +171,8 @@ func (c *sendCall) prepare(rt *route, m *Message) error {
 
 // startBudget starts the send's time budget and its record of attempts.
 func (c *sendCall) startBudget() {
-	// One context carries the whole budget; attempts under a deadline of their own derive from it. A
-	// caller's deadline that comes first already is that budget.
+	// One context carries the whole budget; attempts under a deadline of their own derive from it.
+	// A caller's deadline that comes first already is that budget.
 	c.deadline = c.begin.Add(c.pol.Retry.SendTimeout)
 	c.sendCtx = c.ctx
 	if d, ok := c.ctx.Deadline(); ok && !d.After(c.deadline) {
@@ -560,8 +560,8 @@ func (c *sendCall) cutByAdaptiveDeadline(res *attemptResult) bool {
 	return res.adaptiveDeadline && errors.Is(res.err, remoting.ErrTimeout) && c.sendCtx.Err() == nil
 }
 
-// stalledFault records an attempt cut by its adaptive deadline (fault.Tolerance.Stalled) and reports
-// it to metrics as the transport failure it was.
+// stalledFault records an attempt cut by its adaptive deadline (fault.Tolerance.Stalled) and
+// reports it to metrics as the transport failure it was.
 func (r *Runtime) stalledFault(rt *route, b *brokerSlot, latency time.Duration) {
 	rt.policy.tol.Stalled(b.name, latency)
 	r.metrics.AttemptDone(rt.policy.Name, b.name, latency, fault.TransportError)
