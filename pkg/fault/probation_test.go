@@ -48,14 +48,14 @@ func TestProbationNeedsGoodProbesInARowAfterARepeatedIsolation(t *testing.T) {
 	}
 }
 
-// TestFirstOffenderIsOnProbationAfterSilenceOrAStall proves which first isolations need
+// TestFirstOffenderIsOnProbationAfterSilenceOrASlowAnswer proves which first isolations need
 // ProbationProbes good probes in a row: a send that got no answer, a watch probe left unanswered
 // and an answer slow enough to isolate (a send's or a watch probe's) do, since a broker that
-// flaps or stalls answers a probe in its up phase; a broker error does not (the broker answered,
+// flaps or pauses answers a probe in its up phase; a broker error does not (the broker answered,
 // and one good probe readmits it as before), nor does a client-side failure however long it took
 // (it says nothing of the broker), and with a probation of one, one good probe still readmits
 // every first offender.
-func TestFirstOffenderIsOnProbationAfterSilenceOrAStall(t *testing.T) {
+func TestFirstOffenderIsOnProbationAfterSilenceOrASlowAnswer(t *testing.T) {
 	cases := []struct {
 		name      string
 		probation int
@@ -222,9 +222,9 @@ func TestWatchSlowIsolatesAsASendOfThatLatency(t *testing.T) {
 	}
 }
 
-// TestCapReleasesABrokerOnProbation proves probation is a hold the isolation limit may release:
+// TestIsolationLimitReleasesABrokerOnProbation proves probation is a hold the isolation limit may release:
 // with every other broker out, the one on probation is the least bad and is selectable again.
-func TestCapReleasesABrokerOnProbation(t *testing.T) {
+func TestIsolationLimitReleasesABrokerOnProbation(t *testing.T) {
 	tol, clk, _ := newTol(t, detourOptions(3))
 	tol.Update("A", ms(400), TransportError)
 	clk.Advance(time.Second)

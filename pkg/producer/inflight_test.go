@@ -67,7 +67,7 @@ func steady(l time.Duration, n int) []time.Duration {
 
 // TestAnUnansweredBrokerIsHeldOutBeforeItsAttemptTimesOut: under the Detour preset, a broker that
 // stops answering (a black hole) is held out as SendStalled while its first unanswered attempt is
-// still in flight, long before that attempt's cap, and every send after that goes to the broker
+// still in flight, long before that attempt's deadline, and every send after that goes to the broker
 // that answers.
 func TestAnUnansweredBrokerIsHeldOutBeforeItsAttemptTimesOut(t *testing.T) {
 	c := startCluster(t, 2, []string{"broker-a", "broker-b"}, withPreset(t, PresetDetour, func(p *Policy) {
@@ -106,19 +106,20 @@ func TestAnUnansweredBrokerIsHeldOutBeforeItsAttemptTimesOut(t *testing.T) {
 	}
 }
 
-// TestAnAttemptCutByItsAdaptiveCapIsAStallNotAFailure: under the Detour preset, an attempt to a
-// broker that answers later than a few times its usual latency is cut at its adaptive cap, the
-// send is stored by another broker, and the broker is held out as SendStalled with no failure
-// counted: a pause is not an outage. An attempt cut by the policy's own cap still is a failure.
-func TestAnAttemptCutByItsAdaptiveCapIsAStallNotAFailure(t *testing.T) {
+// TestAnAttemptCutByItsAdaptiveDeadlineIsAStallNotAFailure: under the Detour preset, an attempt
+// to a broker that answers later than a few times its usual latency is cut at its adaptive
+// deadline, the send is stored by another broker, and the broker is held out as SendStalled with
+// no failure counted: a pause is not an outage. An attempt cut at the policy's per-attempt
+// timeout still is a failure.
+func TestAnAttemptCutByItsAdaptiveDeadlineIsAStallNotAFailure(t *testing.T) {
 	cases := []struct {
 		name       string
 		adaptive   bool
 		wantReason fault.Reason
 		failures   int
 	}{
-		{name: "adaptive cap", adaptive: true, wantReason: fault.ReasonSendStalled, failures: 0},
-		{name: "the policy's cap", adaptive: false, wantReason: fault.ReasonSendFailed, failures: 1},
+		{name: "adaptive deadline", adaptive: true, wantReason: fault.ReasonSendStalled, failures: 0},
+		{name: "the policy's per-attempt timeout", adaptive: false, wantReason: fault.ReasonSendFailed, failures: 1},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
