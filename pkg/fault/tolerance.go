@@ -227,8 +227,14 @@ type Tolerance struct {
 	order   itemOrder // brokers with an item, in RocketMQ's map order, under mu
 }
 
-// Entry is a stable handle on one broker's fault item, for hot paths that check the same
-// brokers over and over. It stays valid for the life of its Tolerance.
+// Entry is where one broker's fault state lives under one policy: availability and the reason
+// it is held out, the last latency, the failure and episode counts, probation, pod and peer
+// marks, the attempts in flight and the usual latency they are judged by (the attempt deadline
+// and the stall threshold, see deadline.go). A Tolerance is one policy's table, so a broker that
+// two policies route to has two Entries, each with its own count in flight and its own latency
+// estimate. It is also a stable handle for hot paths that check the same brokers over and over:
+// it stays valid for the life of its Tolerance. What is not fault state lives with the producer
+// (its route's view of the broker, its pressure figures, its connection).
 type Entry struct {
 	t    *Tolerance
 	name string
