@@ -75,7 +75,8 @@ type IsolationReason string
 
 // Isolation reasons, as written into FaultPolicy status.
 const (
-	// IsolationSlowSend means a send succeeded but took longer than a threshold of the table.
+	// IsolationSlowSend means a slow answer: a send succeeded but took longer than a threshold of
+	// the table.
 	IsolationSlowSend IsolationReason = "SlowSend"
 	// IsolationSendFailed means a send failed in transport (timeout, refused or reset connection).
 	IsolationSendFailed IsolationReason = "SendFailed"
@@ -94,14 +95,16 @@ const (
 	// IsolationBrokerPressure means the broker's own figures (send queue, page-cache lock, put
 	// latency) crossed the policy's pressure thresholds before it refused anything.
 	IsolationBrokerPressure IsolationReason = "BrokerPressure"
-	// IsolationSlowProbe means a probe was answered, but slower than a threshold of the table,
+	// IsolationSlowProbe means a slow answer to a probe, slower than a threshold of the table,
 	// and counted as a send of that latency would.
 	IsolationSlowProbe IsolationReason = "SlowProbe"
 	// IsolationRefusesValidMessages means the broker refused a message as MESSAGE_ILLEGAL that
 	// another broker then stored (Detour preset): its store, not the message, is at fault.
 	IsolationRefusesValidMessages IsolationReason = "RefusesValidMessages"
-	// IsolationSendStalled means an attempt to the broker waited far past the broker's usual
-	// latency with no answer, before any attempt timed out (Detour preset); the broker returns
-	// with its next answer, a probe's or a send's.
+	// IsolationSendStalled means a stalled attempt, one that got no answer in time: an attempt to
+	// the broker waited far past the broker's usual latency with no answer (stallAfterMillis), or
+	// an adaptive attempt deadline cut it (adaptivePerAttempt), before the attempt failed (Detour
+	// preset); the broker returns with its next answer, a probe's or a send's. A slow answer is
+	// SlowSend.
 	IsolationSendStalled IsolationReason = "SendStalled"
 )

@@ -11,12 +11,13 @@ import (
 type FaultPreset string
 
 const (
-	// PresetDetour (the default) is RocketMQ 5.x's table and update rules with detour's
-	// extensions on: probing (an isolated broker returns after a successful probe), isolation
-	// growth on repeated failure episodes, pod health respected, never every broker isolated (99%)
-	// and every attempt but the last capped at 1000 ms. Beyond RocketMQ, a retry never goes back to
-	// the previous broker while another broker with a healthy pod exists, async sends retry broker
-	// retry codes as sync sends do, and oneway sends retry a failed write.
+	// PresetDetour (the default) is RocketMQ 5.x's table and update rules with detour's extensions
+	// on: probing (an isolated broker returns after a successful probe), isolation growth on
+	// repeated failure episodes, pod health respected, never every broker isolated (an isolation
+	// limit of 99%), an attempt deadline of 1000 ms for every attempt but the last that follows
+	// each broker's latency, and stalled attempts held out after 100 ms. Beyond RocketMQ, a retry
+	// never goes back to the previous broker while another broker with a healthy pod exists, async
+	// sends retry broker retry codes as sync sends do, and oneway sends retry a failed write.
 	PresetDetour FaultPreset = "Detour"
 	// PresetRocketMQ5 is RocketMQ 5.3.x's producer with sendLatencyFaultEnable=true, exactly:
 	// latency 50, 100, 550, 1800, 3000, 5000, 15000 ms isolates for 0, 0, 2000, 5000, 6000, 10000,
@@ -109,20 +110,22 @@ type RetryPolicy struct {
 	// +kubebuilder:validation:Maximum=600000
 	SendTimeoutMillis int32 `json:"sendTimeoutMillis,omitempty"`
 
-	// perAttemptTimeoutMillis caps every attempt but the last, so one hung broker cannot use up
-	// the whole send timeout (RocketMQ 5.3.3's sendMsgMaxTimeoutPerRequest). Unset means the
-	// preset's: 1000 for Detour, no cap for RocketMQ's presets. Set it to sendTimeoutMillis to
-	// cap nothing.
+	// perAttemptTimeoutMillis is the attempt deadline of every attempt but the last: how long one
+	// attempt may wait for an answer before the send goes on to another broker, so one hung broker
+	// cannot use up the whole send timeout (RocketMQ 5.3.3's sendMsgMaxTimeoutPerRequest). The
+	// last attempt has what is left of the send timeout. Unset means the preset's: 1000 for
+	// Detour, none for RocketMQ's presets. Set it to sendTimeoutMillis to cut no attempt short.
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=600000
 	PerAttemptTimeoutMillis *int32 `json:"perAttemptTimeoutMillis,omitempty"`
 
-	// adaptivePerAttempt makes each broker's attempt cap follow its own latency: four times its
-	// usual latency on success (the smoothed latency plus four deviations), at least 200 ms and at
-	// most perAttemptTimeoutMillis, so a send's budget is not spent waiting on one sick broker.
-	// Unset means the preset's: true for Detour, false for RocketMQ's presets (a fixed cap, as
-	// RocketMQ's). It needs a per-attempt cap.
+	// adaptivePerAttempt makes each broker's attempt deadline follow its own latency: four times
+	// its usual latency on success (the smoothed latency plus four deviations), at least 200 ms
+	// and at most perAttemptTimeoutMillis, so a send's budget is not spent waiting on one sick
+	// broker. An attempt so cut is a stalled attempt (reason SendStalled): the broker is held out
+	// until it answers, and a failure counts only if its silence goes on. Unset means the preset's: true for Detour, false for RocketMQ's presets (a fixed deadline,
+	// as RocketMQ's). It needs perAttemptTimeoutMillis.
 	// +optional
 	AdaptivePerAttempt *bool `json:"adaptivePerAttempt,omitempty"`
 
@@ -148,10 +151,10 @@ type RetryPolicy struct {
 type ProbePolicy struct {
 	// enabled turns probing on. With probing, a broker that failed is held out until a probe
 	// (GET_MAX_OFFSET) or a send succeeds, a successful probe ends its isolation at once (with
-	// isolation growth, only a first offender's; after silence, a stall or a repeated isolation,
-	// probationProbes in a row), a failed probe keeps it out, and a suspect broker (silent,
-	// refusing, slow or just readmitted) is probed again about a quarter of an interval later.
-	// Unset means the preset's: on for Detour, off for RocketMQ's presets.
+	// isolation growth, only a first offender's; after silence, a slow answer or a repeated
+	// isolation, probationProbes in a row), a failed probe keeps it out, and a suspect broker
+	// (silent, refusing, slow or just readmitted) is probed again about a quarter of an interval
+	// later. Unset means the preset's: on for Detour, off for RocketMQ's presets.
 	// +optional
 	Enabled *bool `json:"enabled,omitempty"`
 
@@ -173,7 +176,7 @@ type ProbePolicy struct {
 
 	// routedBrokers also probes, every interval, each broker the policy's Topics route to that is
 	// not isolated, so a silent broker (no connection, or no answer within a send attempt's time:
-	// the per-attempt cap, else the send timeout) is found without any traffic through detour. It
+	// the attempt deadline, else the send timeout) is found without any traffic through detour. It
 	// is judged as a failed send attempt, with reason ProbeFailed: isolated for the failure
 	// latency's time (grown on repeat) and readmitted as after a failed send; one answered slower
 	// than a threshold of rules counts as a send of that latency, with reason SlowProbe. Turn it
@@ -186,15 +189,15 @@ type ProbePolicy struct {
 	RoutedBrokers *bool `json:"routedBrokers,omitempty"`
 
 	// probationProbes is how many good probes in a row readmit a broker isolated for silence or a
-	// stall, or whose isolation repeated: a send got no answer, a watch probe went unanswered, a
-	// send or watch probe was answered slower than a threshold of rules that isolates, a probe
-	// found it failing (silent, refusing or slow) while it was isolated, or it failed again after
-	// an earlier isolation. A good probe counts only if answered faster than the first threshold
-	// of rules (50 ms in both presets) while the isolation's timer runs; a slower one readmits
-	// nothing and starts the count over (after the timer it counts, so a far broker returns).
-	// One good probe readmits a broker isolated for a broker error. Busy, pressure and refused
-	// valid messages end with their timer, and pod marks with the pod. Unset means the preset's:
-	// 3 for Detour, 1 for RocketMQ's presets.
+	// slow answer, or whose isolation repeated: a send got no answer, a watch probe went
+	// unanswered, a send or watch probe was answered slower than a threshold of rules that
+	// isolates, a probe found it failing (silent, refusing or slow) while it was isolated, or it
+	// failed again after an earlier isolation. A good probe counts only if answered faster than the
+	// first threshold of rules (50 ms in both presets) while the isolation's timer runs; a slower
+	// one readmits nothing and starts the count over (after the timer it counts, so a far broker
+	// returns). One good probe readmits a broker isolated for a broker error. Busy, pressure and
+	// refused valid messages end with their timer, and pod marks with the pod. Unset means the
+	// preset's: 3 for Detour, 1 for RocketMQ's presets.
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=100
@@ -203,13 +206,13 @@ type ProbePolicy struct {
 
 // PressurePolicy shifts new sends away from a broker whose own figures say it is about to refuse
 // them, before it does: about every probe interval each broker the policy's Topics route to is
-// asked for its runtime figures (GET_BROKER_RUNTIME_INFO), and one whose figures cross a
-// threshold is held out for two intervals with reason BrokerPressure (the name-server facade
-// hides it too), never beyond maxIsolatedPercent: a pressed broker is the first the cap lets
-// back. Unset thresholds are the preset's; 0 judges nothing of that figure. Each broker's own
-// limits (waitTimeMillsInSendQueue, osPageCacheBusyTimeOutMills, read with GET_BROKER_CONFIG)
-// tighten the head-wait and page-cache thresholds to half of them when that is sooner: never
-// later than halfway to what makes this broker refuse.
+// asked for its runtime figures (GET_BROKER_RUNTIME_INFO), and one whose figures cross a threshold
+// is held out for two intervals with reason BrokerPressure (the name-server facade hides it too),
+// never beyond maxIsolatedPercent: a pressed broker is the first the isolation limit lets back.
+// Unset thresholds are the preset's; 0 judges nothing of that figure. Each broker's own limits
+// (waitTimeMillsInSendQueue, osPageCacheBusyTimeOutMills, read with GET_BROKER_CONFIG) tighten the
+// head-wait and page-cache thresholds to half of them when that is sooner: never later than halfway
+// to what makes this broker refuse.
 type PressurePolicy struct {
 	// enabled turns the polling on. Unset means the preset's: on for Detour, off for RocketMQ's
 	// presets. Needs probing.
@@ -295,22 +298,24 @@ type FaultPolicySpec struct {
 	// +default={}
 	Pressure PressurePolicy `json:"pressure,omitzero"`
 
-	// maxIsolatedPercent is the largest share of a policy's brokers isolated at once, rounded down
-	// but at least one; while the cap holds, at least one broker stays selectable. When a new
-	// isolation would break it, the least bad isolated broker is released: one that still answers
-	// (slow, or busy) before one that a send or probe found silent, then fewer failures. Unset means the
-	// preset's: 99 for Detour (never every broker), no cap for RocketMQ's presets (every broker
-	// may be isolated, as in RocketMQ). 100 means no cap.
+	// maxIsolatedPercent is the isolation limit: the largest share of a policy's brokers isolated at
+	// once, rounded down but at least one; while it holds, at least one broker stays selectable. When
+	// a new isolation would break it, the least bad isolated broker is released: one that still
+	// answers (slow, or busy) before one that a send or probe found silent, then fewer failures. Unset
+	// means the preset's: 99 for Detour (never every broker), no limit for RocketMQ's presets (every
+	// broker may be isolated, as in RocketMQ). 100 means no limit.
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=100
 	MaxIsolatedPercent *int32 `json:"maxIsolatedPercent,omitempty"`
 
-	// stallAfterMillis holds out a broker whose oldest send attempt in flight has gone unanswered
-	// this long, and four times the broker's usual latency, before any attempt times out: new
-	// sends go to brokers that answer, and the broker returns with its next answer (reason
-	// SendStalled). 0 turns it off. Unset means the preset's: 100 for Detour, 0 for RocketMQ's
-	// presets (RocketMQ knows nothing of attempts in flight).
+	// stallAfterMillis turns on stall detection: a stalled attempt is one that got no answer in
+	// time, and a broker whose oldest send attempt in flight has gone unanswered this long, and
+	// four times the broker's usual latency, is held out while that attempt still waits, before its
+	// attempt deadline: new sends go to brokers that answer, and the broker returns with its next
+	// answer (reason SendStalled). A slow answer is not a stall: it isolates by the table. 0 turns
+	// it off. Unset means the preset's: 100 for Detour, 0 for RocketMQ's presets (RocketMQ knows
+	// nothing of attempts in flight).
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=600000
@@ -457,17 +462,18 @@ type EffectiveFaultPolicy struct {
 	// +required
 	SendTimeoutMillis int32 `json:"sendTimeoutMillis"`
 
-	// perAttemptTimeoutMillis caps every attempt but the last; unset means no cap.
+	// perAttemptTimeoutMillis is the attempt deadline of every attempt but the last; unset means
+	// none.
 	// +optional
 	PerAttemptTimeoutMillis *int32 `json:"perAttemptTimeoutMillis,omitempty"`
 
-	// adaptivePerAttempt says whether each broker's attempt cap follows its own latency, under
-	// perAttemptTimeoutMillis.
+	// adaptivePerAttempt says whether each broker's attempt deadline follows its own latency,
+	// under perAttemptTimeoutMillis.
 	// +optional
 	AdaptivePerAttempt bool `json:"adaptivePerAttempt,omitempty"`
 
 	// stallAfterMillis is how long a broker's oldest attempt in flight may go unanswered (and four
-	// times its usual latency) before it is held out; unset means never.
+	// times its usual latency) before it is held out as stalled; unset means never.
 	// +optional
 	StallAfterMillis *int32 `json:"stallAfterMillis,omitempty"`
 
@@ -487,7 +493,7 @@ type EffectiveFaultPolicy struct {
 	ProbeRoutedBrokers bool `json:"probeRoutedBrokers,omitempty"`
 
 	// probationProbes is how many good probes in a row readmit a broker isolated for silence or a
-	// stall, or whose isolation repeated (with probing; 1 otherwise).
+	// slow answer, or whose isolation repeated (with probing; 1 otherwise).
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	ProbationProbes int32 `json:"probationProbes,omitempty"`
@@ -504,7 +510,8 @@ type EffectiveFaultPolicy struct {
 	// +required
 	PodHealth PodHealthMode `json:"podHealth"`
 
-	// maxIsolatedPercent caps the share of brokers isolated at once; unset means no cap.
+	// maxIsolatedPercent is the isolation limit, the share of brokers isolated at once; unset
+	// means no limit.
 	// +optional
 	MaxIsolatedPercent *int32 `json:"maxIsolatedPercent,omitempty"`
 }
@@ -554,8 +561,9 @@ type FaultPolicyStatus struct {
 
 	// behavior names the behaviour in force: the preset, followed by +x for each extension turned
 	// on beyond it, -x for each turned off, and ~x where numbers differ from it (x: table, retry,
-	// probing, growth, podHealth, isolationCap, perAttemptCap). For example RocketMQ5,
-	// RocketMQ5+probing, Detour-growth~table. When the spec cannot be applied it is the behaviour
+	// probing, growth, podHealth, isolationCap, perAttemptCap; isolationCap is the isolation
+	// limit, perAttemptCap the per-attempt deadline). For example RocketMQ5, RocketMQ5+probing,
+	// Detour-growth~table. When the spec cannot be applied it is the behaviour
 	// still in force, that of the last valid spec or of the runtime's default policy.
 	// +optional
 	// +kubebuilder:validation:MaxLength=256
@@ -578,7 +586,7 @@ type FaultPolicyStatus struct {
 }
 
 // FaultPolicy declares how RocketMQ producers isolate slow and failing brokers: a latency
-// threshold table, retries, probes and caps. Topics reference it by name; its status lists the
+// threshold table, retries, probes and limits. Topics reference it by name; its status lists the
 // brokers isolated now.
 //
 // +kubebuilder:object:root=true

@@ -7,11 +7,11 @@ import (
 )
 
 // CapHidden chooses, from candidates (broker name to reason), the brokers a route answer hides:
-// only brokers of the route, never more than maxPercent of them (0 or 100: no cap), and never
-// all of them, so a client always has a writable broker. The cap is the fault table's own
-// (fault.CapLimit), so the facade hides what the runtime may isolate. Brokers going away are hidden first,
-// then unready ones, then the rest by name: a broker being stopped is certain to fail, a measured
-// isolation is a judgement.
+// only brokers of the route, never more than maxPercent of them (0 or 100: no limit), and never all
+// of them, so a client always has a writable broker. The limit is the fault table's isolation limit
+// (fault.IsolationLimit), so the facade hides what the runtime may isolate. Brokers going away are
+// hidden first, then unready ones, then the rest by name: a broker being stopped is certain to
+// fail, a measured isolation is a judgement.
 func CapHidden(candidates map[string]string, brokers []string, maxPercent int) map[string]string {
 	var in []string
 	for _, b := range brokers {
@@ -19,7 +19,7 @@ func CapHidden(candidates map[string]string, brokers []string, maxPercent int) m
 			in = append(in, b)
 		}
 	}
-	limit, capped := fault.CapLimit(len(brokers), maxPercent)
+	limit, capped := fault.IsolationLimit(len(brokers), maxPercent)
 	if !capped {
 		limit = max(len(brokers)-1, 0)
 	}

@@ -1,6 +1,22 @@
 // Package fault keeps per-broker fault state for a RocketMQ producer and decides which brokers
 // queue selection should avoid.
 //
+// # Words
+//
+// Four ideas, one word each, here and in the producer:
+//
+//   - a slow answer: an answer that came, slower than a threshold of the table that isolates
+//     (reasons SlowSend, SlowProbe); it goes through Update with its latency. A broker that
+//     pauses and then answers gives slow answers.
+//   - a stalled attempt: one that got no answer in time, cut by its adaptive attempt deadline
+//     (Stalled) or still waiting past the broker's stall threshold (IsolateStalled); reason
+//     SendStalled.
+//   - the attempt deadline: how long one attempt may wait before the producer gives it up and
+//     goes on to another broker (Entry.AttemptDeadline, deadline.go, with the stall threshold
+//     beside it).
+//   - the isolation limit: the most brokers of a policy unavailable at once (MaxIsolatedPercent,
+//     IsolationLimit).
+//
 // # RocketMQ's semantics
 //
 // A Tolerance holds one item per broker name: the last measured latency, the time until which the
@@ -60,47 +76,57 @@
 //   - Probing (recovery only on proof): a transport error marks the broker unreachable, and an
 //     unreachable broker stays unavailable after its isolation timer has run out, until a
 //     successful probe (ProbeResult with ok) or a successful send proves it reachable again. A
-//     successful probe also ends the timer isolation at once (with GrowOnRepeat, only for a
-//     first offender, see above; with ProbationProbes, only the last of a probation's). A failed probe keeps the broker unreachable with reason
-//     ProbeFailed. Without probing, ProbeResult only sets the reachable flag, as RocketMQ's
-//     detector does (and, unlike it, also clears the flag on failure).
+//     successful probe also ends the timer isolation at once (with GrowOnRepeat, only for a first
+//     offender, see above; with ProbationProbes, only the last of a probation's). A failed probe
+//     keeps the broker unreachable with reason ProbeFailed. Without probing, ProbeResult only sets
+//     the reachable flag, as RocketMQ's detector does (and, unlike it, also clears the flag on
+//     failure).
 //   - Probes that measure: a successful probe slower than a threshold of the table is no proof;
 //     it isolates as a send of that latency would, with reason SlowProbe. WatchSlow records the
 //     same for a broker the table does not hold out (a watched one).
-//   - ProbationProbes: a broker isolated for silence (a send without an answer, a watch probe
-//     left unanswered) or for a stall (a send or watch probe answered slower than a threshold
-//     that isolates), even a first offender, and a broker whose isolation repeated (a probe
-//     found it failing or slow while it was out, or it failed again after an earlier isolation:
-//     with GrowOnRepeat a second episode, without it a second failure in a row) is held, with
-//     probing, until that many good probes in a row; a failure in between starts the count
-//     over. A broker that flaps or stalls answers a probe in its up phase, so one good probe
-//     proves nothing of it. A good probe counts only if answered under the table's first
-//     threshold (and at least 10 ms): a probe sent during a stall is answered when the stall
-//     ends, and looks good; such an answer readmits nothing and starts the count over, while
-//     the isolation's timer runs (after it, it counts: a broker whose every answer is that slow,
-//     being far away or slow but steady, would otherwise be held for good). What
-//     does not come from silence or a stall keeps its rules: a broker error's isolation ends
-//     on one good probe (the broker answered), busy refusals, pressure and refused valid
-//     messages on their timer (probes do not pass the send queue or the store), pod marks with
-//     the pod. A value of 1 keeps one good probe of any latency under the isolating thresholds.
-//     The cap may release a broker on probation like any other hold.
-//   - MaxIsolatedPercent: at most this share of the known brokers is unavailable at once, rounded
-//     down but at least one when there are two or more brokers, and never all of them, so at
-//     least one broker stays selectable. When a new isolation would break the cap, the least bad
-//     of the newcomer and the brokers the cap may release is released: it becomes available at
-//     once (its isolation ends now), and a Change with Released set reports it. If the newcomer
-//     is the least bad, its isolation is thereby refused; its latency, reason, failure count and
-//     reachable flag are still recorded. "Least bad" orders fewer consecutive failures first (so
-//     a slow but working broker goes before a failing one), then reachable before unreachable,
-//     then lower severity (the measured latency, or for failures the larger of it and the
-//     failure latency), then the earlier end of isolation, then the name. Releasing the least
-//     bad rather than always refusing the newcomer means that a broker which dies while the cap
-//     is taken by a merely slow one is still avoided.
+//   - ProbationProbes: a broker isolated for silence (a send without an answer, a watch probe left
+//     unanswered) or for a slow answer (a send or watch probe answered slower than a threshold
+//     that isolates), even a first offender, and a broker whose isolation repeated (a probe found
+//     it failing or slow while it was out, or it failed again after an earlier isolation: with
+//     GrowOnRepeat a second episode, without it a second failure in a row) is held, with probing,
+//     until that many good probes in a row; a failure in between starts the count over. A broker
+//     that flaps or pauses answers a probe in its up phase, so one good probe proves nothing of
+//     it. A good probe counts only if answered under the table's first threshold (and at least 10
+//     ms): a probe sent during a pause is answered when the pause ends, and looks good; such an
+//     answer readmits nothing and starts the count over, while the isolation's timer runs (after
+//     it, it counts: a broker whose every answer is that slow, being far away or slow but steady,
+//     would otherwise be held for good). What does not come from silence or a slow answer keeps
+//     its rules: a broker error's isolation ends on one good probe (the broker answered), busy
+//     refusals, pressure and refused valid messages on their timer (probes do not pass the send
+//     queue or the store), pod marks with the pod. A value of 1 keeps one good probe of any
+//     latency under the isolating thresholds. The isolation limit may release a broker on
+//     probation like any other hold.
+//   - MaxIsolatedPercent, the isolation limit: at most this share of the known brokers is
+//     unavailable at once, rounded down but at least one when there are two or more brokers, and
+//     never all of them, so at least one broker stays selectable. When a new isolation would
+//     break the limit, the least bad of the newcomer and the brokers the limit may release is
+//     released: it becomes available at once (its isolation ends now), and a Change with
+//     Released set reports it. If the newcomer is the least bad, its isolation is thereby
+//     refused; its latency, reason, failure count and reachable flag are still recorded. "Least
+//     bad" orders fewer consecutive failures first (so a slow but working broker goes before a
+//     failing one), then reachable before unreachable, then lower severity (the measured
+//     latency, or for failures the larger of it and the failure latency), then the earlier end of
+//     isolation, then the name. Releasing the least bad rather than always refusing the newcomer
+//     means that a broker which dies while the limit is taken by a merely slow one is still
+//     avoided. IsolationLimit is the same count for whatever else enforces it.
 //   - RespectPodHealth: SetPodState with PodNotReady or PodTerminating makes the broker
 //     unavailable without any send (reason PodNotReady or PodTerminating); PodReady clears the
-//     mark. Pod marks count toward MaxIsolatedPercent but the cap never releases them: a pod that
-//     is going away does not come back because other brokers are slow. PodGone removes the
+//     mark. Pod marks count toward the isolation limit but the limit never releases them: a pod
+//     that is going away does not come back because other brokers are slow. PodGone removes the
 //     broker whatever the options say.
+//   - StallAfter, stall detection: the producer tells each Entry when an attempt starts and ends
+//     (AttemptStarted, AttemptEnded), and IsolateStalled, swept by the runtime on a short period,
+//     holds out a broker whose oldest attempt in flight has gone unanswered past its stall
+//     threshold (StallAfter, or StallFactor times its usual latency when longer) with reason
+//     SendStalled, while that attempt still waits. The hold is no failure: when probing the
+//     broker returns on its first answer, else it sits out the failure isolation. Stalled
+//     records an attempt the producer's adaptive attempt deadline cut: the same hold the first
+//     time, a failed attempt when the broker is held out already (a silence that goes on).
 //
 // Busy, which no RocketMQ call site has either, records a send refused because the broker is under
 // pressure (SYSTEM_BUSY, or its page cache busy): a failed attempt with reason BrokerBusy, grown
@@ -109,7 +135,7 @@
 //
 // Pressured holds a broker out for a while because its own figures say it is about to refuse
 // sends (reason BrokerPressure): no failure, no growth, not ended by a probe, and the first the
-// cap releases.
+// isolation limit releases.
 //
 // RefusedValidMessage, which no RocketMQ call site has, records a broker that refused as
 // MESSAGE_ILLEGAL a message another broker stored: a failed attempt with reason
@@ -118,8 +144,9 @@
 //
 // Under RocketMQ 5.x's rules an isolation therefore ends early in exactly two ways, both beyond
 // RocketMQ: a successful probe when probing (of a first offender, when GrowOnRepeat is on; the
-// last of a probation's), and a release by the cap. Everything else only extends it, apart from Remove, which forgets the
-// broker altogether, and Forget, which forgets what was learnt about it.
+// last of a probation's), and a release by the isolation limit. Everything else only extends
+// it, apart from Remove, which forgets the broker altogether, and Forget, which forgets what was
+// learnt about it.
 //
 // # Read path
 //
@@ -133,11 +160,11 @@
 // # Changes and time
 //
 // OnChange is called outside any lock whenever a broker becomes unavailable or available again
-// through an update, a probe, a pod mark, the cap, Remove, Restore or Configure. Leaving isolation
-// because a timer ran out happens without any call, so it is reported later: by the next call
-// that touches the broker, or by Expire, which a caller runs when NextExpiry says the earliest
-// isolation ends. Changes carry a sequence number, because callbacks from concurrent calls may
-// run in any order. Isolated always reports the state at the moment of the call.
+// through an update, a probe, a pod mark, the isolation limit, Remove, Restore or Configure.
+// Leaving isolation because a timer ran out happens without any call, so it is reported later: by
+// the next call that touches the broker, or by Expire, which a caller runs when NextExpiry says
+// the earliest isolation ends. Changes carry a sequence number, because callbacks from concurrent
+// calls may run in any order. Isolated always reports the state at the moment of the call.
 //
 // All times come from the Clock in Options; tests use a ManualClock and never sleep.
 package fault

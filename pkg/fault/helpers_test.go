@@ -68,7 +68,8 @@ func wantAvailable(t testing.TB, tol *Tolerance, want map[string]bool) {
 		if got := tol.Available(b); got != w {
 			t.Errorf("Available(%s) = %v, want %v", b, got, w)
 		}
-		// Entry would create unknown brokers and change the cap's count, so look up directly.
+		// Entry would create unknown brokers and change the isolation limit's count, so look up
+		// directly.
 		if e := tol.lookup(b); e != nil && e.Available() != w {
 			t.Errorf("Entry(%s).Available() = %v, want %v", b, !w, w)
 		}

@@ -2,10 +2,25 @@ package fault
 
 import "time"
 
+// Attempts in flight and stalled attempts. The producer tells each broker's Entry when an attempt
+// starts and ends (AttemptStarted, AttemptEnded), and feeds every success's latency to the
+// estimate behind UsualLatency (observe, from Update). From these:
+//
+//   - the broker's usual latency, which the attempt deadline and the stall threshold multiply
+//     (both in deadline.go, side by side);
+//   - IsolateStalled, which the runtime sweeps on a short period: a broker whose oldest attempt
+//     in flight has gone unanswered past its stall threshold is held out as ReasonSendStalled
+//     while that attempt still waits;
+//   - Stalled, which the producer calls when an adaptive attempt deadline cut an attempt: held
+//     out the first time, a failure when the silence goes on.
+//
+// A stalled attempt is one that got no answer in time; an answer that came, but slowly, is a
+// slow answer and goes through Update with its latency (ReasonSlowSend).
+
 // AttemptStarted records that an attempt to the broker is now in flight. With AttemptEnded it
 // keeps the count of attempts in flight and the broker's last sign of life, from which
-// IsolateStalled tells a broker that has stopped answering before any attempt times out. It
-// takes no lock.
+// IsolateStalled tells a broker that has stopped answering before any attempt reaches its
+// deadline. It takes no lock.
 func (e *Entry) AttemptStarted() {
 	if e.inflight.Add(1) == 1 {
 		e.progress.Store(e.t.tick())
@@ -62,22 +77,10 @@ func abs(x int64) int64 {
 	return x
 }
 
-// stallThreshold is how long the broker's oldest attempt in flight may go unanswered before it is
-// suspect: StallAfter, or StallFactor times its usual latency when that is longer. A broker with
-// no success measured yet has no usual latency to judge by, and gets StallFactor times StallAfter:
-// a cold broker slower than the floor is not a stalled one.
-func (t *Tolerance) stallThreshold(e *Entry) time.Duration {
-	factor := time.Duration(max(t.opts.StallFactor, 1))
-	usual := e.UsualLatency()
-	if usual == 0 {
-		return factor * t.opts.StallAfter
-	}
-	return max(t.opts.StallAfter, factor*usual)
-}
-
 // IsolateStalled holds out every available broker whose oldest attempt in flight has waited past
-// its stall threshold with no answer from it meanwhile (Options.StallAfter, StallFactor): the
-// broker is suspect before any of those attempts times out, and new attempts go to brokers that
+// its stall threshold with no answer from it meanwhile (Options.StallAfter, StallFactor; see
+// stallThreshold in deadline.go): the broker is suspect before any of those attempts reaches its
+// deadline, and new attempts go to brokers that
 // answer. The hold is no failure (nothing is counted, nothing grows): when probing, the broker is
 // marked unreachable and returns on the first answer, a probe's or an attempt's; without probing
 // it sits out the table's failure isolation. The reason is ReasonSendStalled and the latency the
@@ -104,13 +107,13 @@ func (t *Tolerance) IsolateStalled() []string {
 	return held
 }
 
-// Stalled records that an attempt to the broker was given up unanswered after wait, sooner than
-// a failure would be judged: the producer's adaptive cap, at a few times the broker's usual
-// latency, cut it. The first sign of silence only holds the broker out (see IsolateStalled); one
-// that comes while the broker is held out already is a silence that goes on, and counts as a
-// failed attempt (TransportError), so a broker that stops answering, or flaps, is isolated,
-// grown and put on probation as a failing one is. An unknown broker is left alone; nothing is
-// recorded under SemanticsDisabled.
+// Stalled records that an attempt to the broker was given up unanswered after wait, sooner than a
+// failure would be judged: the producer's adaptive attempt deadline, at a few times the broker's
+// usual latency, cut it (see Entry.AttemptDeadline). The first sign of silence only holds the
+// broker out (see IsolateStalled); one that comes while the broker is held out already is a silence
+// that goes on, and counts as a failed attempt (TransportError), so a broker that stops answering,
+// or flaps, is isolated, grown and put on probation as a failing one is. An unknown broker is left
+// alone; nothing is recorded under SemanticsDisabled.
 func (t *Tolerance) Stalled(broker string, wait time.Duration) {
 	ev := t.lock()
 	if t.opts.Semantics == SemanticsDisabled {

@@ -22,13 +22,13 @@ const peerHeld = math.MaxInt64
 
 // SetPeerClaims replaces the claims of other replicas, by broker name: a claimed broker is
 // unavailable (as if isolated here) until the claim's Until, or while it is listed when it has
-// none; a broker no longer listed is released from its claim at once. A claim does not change
-// what this table learns: its own isolations, reachable flags and failure counts stay as they
-// are, and Isolated marks brokers held only by claims with Item.Peer. Claims count toward
-// MaxIsolatedPercent like any isolation; a claim the cap released is not applied again until it
-// changes. Claims on brokers the table does not know are ignored (call again once it knows more:
-// the producer runtime does after every change of its routes and brokers). Under
-// SemanticsDisabled claims are ignored, as fault tolerance off isolates nothing.
+// none; a broker no longer listed is released from its claim at once. A claim does not change what
+// this table learns: its own isolations, reachable flags and failure counts stay as they are, and
+// Isolated marks brokers held only by claims with Item.Peer. Claims count toward MaxIsolatedPercent
+// like any isolation; a claim the isolation limit released is not applied again until it changes.
+// Claims on brokers the table does not know are ignored (call again once it knows more: the
+// producer runtime does after every change of its routes and brokers). Under SemanticsDisabled
+// claims are ignored, as fault tolerance off isolates nothing.
 func (t *Tolerance) SetPeerClaims(claims map[string]PeerClaim) {
 	ev := t.lock()
 	now := t.tick()
@@ -46,11 +46,12 @@ func (t *Tolerance) SetPeerClaims(claims map[string]PeerClaim) {
 	for name, c := range claims {
 		e := t.lookup(name)
 		if e == nil || !e.present {
-			// A claim never adds a broker: a peer cannot grow the table or move the cap's count.
+			// A claim never adds a broker: a peer cannot grow the table or move the isolation
+			// limit's count.
 			continue
 		}
 		if e.hasClaim && e.claim.equal(c) {
-			continue // unchanged: a cap release of it stands
+			continue // unchanged: a release by the isolation limit stands
 		}
 		was := blocked(e, now)
 		e.claim, e.hasClaim = c, true
@@ -64,7 +65,7 @@ func (t *Tolerance) SetPeerClaims(claims map[string]PeerClaim) {
 		t.sync(e, now, false, since, &ev)
 	}
 	if grew {
-		t.enforceCap(now, &ev)
+		t.enforceIsolationLimit(now, &ev)
 	}
 	t.unlock(&ev)
 }

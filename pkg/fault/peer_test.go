@@ -49,7 +49,7 @@ func TestPeerClaimsHoldBrokersOutUntilTheyEnd(t *testing.T) {
 			clk.Advance(10 * time.Second)
 			wantBroker(t, tol, "b", true)
 		}},
-		{"the cap releases a claim, and the same claim again does not isolate anew", Options{MaxIsolatedPercent: 50}, func(t *testing.T, tol *Tolerance, clk *ManualClock) {
+		{"the isolation limit releases a claim, and the same claim again does not isolate anew", Options{MaxIsolatedPercent: 50}, func(t *testing.T, tol *Tolerance, clk *ManualClock) {
 			tol.Entry("a")
 			tol.Entry("c")
 			tol.Update("a", 0, TransportError)

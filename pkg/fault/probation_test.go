@@ -48,14 +48,14 @@ func TestProbationNeedsGoodProbesInARowAfterARepeatedIsolation(t *testing.T) {
 	}
 }
 
-// TestFirstOffenderIsOnProbationAfterSilenceOrAStall proves which first isolations need
+// TestFirstOffenderIsOnProbationAfterSilenceOrASlowAnswer proves which first isolations need
 // ProbationProbes good probes in a row: a send that got no answer, a watch probe left unanswered
 // and an answer slow enough to isolate (a send's or a watch probe's) do, since a broker that
-// flaps or stalls answers a probe in its up phase; a broker error does not (the broker answered,
+// flaps or pauses answers a probe in its up phase; a broker error does not (the broker answered,
 // and one good probe readmits it as before), nor does a client-side failure however long it took
 // (it says nothing of the broker), and with a probation of one, one good probe still readmits
 // every first offender.
-func TestFirstOffenderIsOnProbationAfterSilenceOrAStall(t *testing.T) {
+func TestFirstOffenderIsOnProbationAfterSilenceOrASlowAnswer(t *testing.T) {
 	cases := []struct {
 		name      string
 		probation int
@@ -222,9 +222,9 @@ func TestWatchSlowIsolatesAsASendOfThatLatency(t *testing.T) {
 	}
 }
 
-// TestCapReleasesABrokerOnProbation proves probation is a hold the cap may release: with every
-// other broker out, the one on probation is the least bad and is selectable again.
-func TestCapReleasesABrokerOnProbation(t *testing.T) {
+// TestIsolationLimitReleasesABrokerOnProbation proves probation is a hold the isolation limit may release:
+// with every other broker out, the one on probation is the least bad and is selectable again.
+func TestIsolationLimitReleasesABrokerOnProbation(t *testing.T) {
 	tol, clk, _ := newTol(t, detourOptions(3))
 	tol.Update("A", ms(400), TransportError)
 	clk.Advance(time.Second)
@@ -272,7 +272,7 @@ func TestBusyRefusalIsolatesUntilItsTimerWhateverProbesSay(t *testing.T) {
 
 // TestPressureHoldsABrokerOutWithoutCountingAFailure proves Pressured holds a broker out for its
 // time (extended by later figures, ended by neither a good probe nor a success), counts no
-// failure, and is the first the cap releases when a silent broker needs the room.
+// failure, and is the first the isolation limit releases when a silent broker needs the room.
 func TestPressureHoldsABrokerOutWithoutCountingAFailure(t *testing.T) {
 	tol, clk, _ := newTol(t, detourOptions(3))
 	tol.Update("B", ms(1), Success)
@@ -301,8 +301,8 @@ func TestPressureHoldsABrokerOutWithoutCountingAFailure(t *testing.T) {
 }
 
 // TestRestoredIsolationKeepsItsProbation proves a restart does not shorten probation: a restored
-// broker isolated for silence or a stall, or a repeat offender, needs ProbationProbes good probes
-// again, and one isolated for a broker error a single one, as before the restart.
+// broker isolated for silence or a slow answer, or a repeat offender, needs ProbationProbes good
+// probes again, and one isolated for a broker error a single one, as before the restart.
 func TestRestoredIsolationKeepsItsProbation(t *testing.T) {
 	cases := []struct {
 		name   string

@@ -70,7 +70,8 @@ func TestRefusedValidMessageRecordsNothingWhenDisabled(t *testing.T) {
 }
 
 // A restored isolation for refusing valid messages keeps its reason and is as severe as any other
-// failure for the cap's "least bad" order, even from a status that carries no failure count.
+// failure for the isolation limit's "least bad" order, even from a status that carries no failure
+// count.
 func TestRestoredRefusalKeepsItsReasonAndSeverity(t *testing.T) {
 	tol, _, _ := newTol(t, Options{MaxIsolatedPercent: 50})
 	for _, b := range []string{"A", "B", "C", "D"} {

@@ -3,8 +3,8 @@ package fault
 import "time"
 
 // Semantics names the rules by which a Tolerance records the outcome of a send: those of one
-// RocketMQ release line's LatencyFaultToleranceImpl and MQFaultStrategy.updateFaultItem, or none
-// at all. The extensions in Options (probing, growth, the cap, pod health) apply on top of
+// RocketMQ release line's LatencyFaultToleranceImpl and MQFaultStrategy.updateFaultItem, or none at
+// all. The extensions in Options (probing, growth, the isolation limit, pod health) apply on top of
 // whichever is chosen.
 type Semantics int
 
@@ -52,8 +52,8 @@ const (
 // effect is what one update does to a broker's item: RocketMQ's (isolation, reachable) pair plus
 // what detour's extensions need to know about it.
 type effect struct {
-	// isolation: the isolation is computed from the table's failure latency instead of the
-	// measured one, and the attempt counts as a failure (growth, cap severity, reason).
+	// isolation: the isolation is computed from the table's failure latency instead of the measured
+	// one, and the attempt counts as a failure (growth, the isolation limit's severity, reason).
 	isolation bool
 	reach     reachEffect
 	// success: a send the broker answered; it resets the failure count (or lets it decay).

@@ -61,7 +61,8 @@ func (t *Tolerance) NextExpiry() (time.Time, bool) {
 }
 
 // restoredOnProbation reports whether a restored item goes back on probation (with probing and
-// ProbationProbes above 1): it was isolated for silence or a stall, or it is a repeat offender.
+// ProbationProbes above 1): it was isolated for silence or a slow answer, or it is a repeat
+// offender.
 func restoredOnProbation(it Item) bool {
 	switch it.Reason {
 	case ReasonSendFailed, ReasonProbeFailed, ReasonSlowSend, ReasonSlowProbe:
@@ -70,16 +71,16 @@ func restoredOnProbation(it Item) bool {
 	return it.ConsecutiveFailures >= 2
 }
 
-// Restore re-applies a snapshot, typically the isolations saved in status before a restart.
-// Items whose Until is still in the future are isolated until then (never shortening a longer
-// isolation already known); items that are unreachable keep that flag, so under probing they
-// wait for proof again, and items isolated for silence or a stall, or repeat offenders, are on
-// probation again (Options.ProbationProbes). Other items are skipped, as are items with a pod reason: pod state comes
-// from the pods themselves. Restored brokers count toward the cap like any other. A table that
-// knew no broker before the call (a policy restored after a restart, before the brokers it governs
-// are known) releases none right away, since a cap computed over the few brokers the snapshot
-// names would release isolations it must keep; its cap is enforced as soon as another broker
-// becomes known or another isolation starts.
+// Restore re-applies a snapshot, typically the isolations saved in status before a restart. Items
+// whose Until is still in the future are isolated until then (never shortening a longer isolation
+// already known); items that are unreachable keep that flag, so under probing they wait for proof
+// again, and items isolated for silence or a slow answer, or repeat offenders, are on probation
+// again (Options.ProbationProbes). Other items are skipped, as are items with a pod reason: pod
+// state comes from the pods themselves. Restored brokers count toward the isolation limit like any
+// other. A table that knew no broker before the call (a policy restored after a restart, before the
+// brokers it governs are known) releases none right away, since a limit computed over the few
+// brokers the snapshot names would release isolations it must keep; its isolation limit is enforced
+// as soon as another broker becomes known or another isolation starts.
 func (t *Tolerance) Restore(items []Item) {
 	ev := t.lock()
 	now := t.tick()
@@ -135,7 +136,7 @@ func (t *Tolerance) Restore(items []Item) {
 		t.sync(e, now, false, since, &ev)
 	}
 	if knew > 0 {
-		t.enforceCap(now, &ev)
+		t.enforceIsolationLimit(now, &ev)
 	}
 	t.unlock(&ev)
 }

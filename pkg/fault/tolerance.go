@@ -56,7 +56,10 @@ type Reason string
 
 // Reasons a broker is isolated.
 const (
-	ReasonSlowSend       Reason = "SlowSend"
+	// ReasonSlowSend: a slow answer, a send answered slower than a threshold of the table.
+	ReasonSlowSend Reason = "SlowSend"
+	// ReasonSendFailed: a send attempt failed in transport (no connection, a broken one, or no
+	// answer in its time).
 	ReasonSendFailed     Reason = "SendFailed"
 	ReasonBrokerError    Reason = "BrokerError"
 	ReasonPodNotReady    Reason = "PodNotReady"
@@ -69,14 +72,16 @@ const (
 	// latency) crossed the policy's thresholds before it refused anything; see
 	// Tolerance.Pressured.
 	ReasonBrokerPressure Reason = "BrokerPressure"
-	// ReasonSlowProbe: a probe was answered, but slower than a threshold of the table, and
+	// ReasonSlowProbe: a slow answer to a probe, slower than a threshold of the table, and
 	// counted as a send of that latency would (see Tolerance.WatchSlow and ProbeResult).
 	ReasonSlowProbe Reason = "SlowProbe"
 	// ReasonRefusesValidMessages: the broker refused a message as MESSAGE_ILLEGAL that another
 	// broker then stored (see Tolerance.RefusedValidMessage).
 	ReasonRefusesValidMessages Reason = "RefusesValidMessages"
-	// ReasonSendStalled: an attempt to the broker has waited far past its usual latency with no
-	// answer, before any attempt timed out (see Tolerance.IsolateStalled).
+	// ReasonSendStalled: a stalled attempt, one that got no answer in time: an attempt to the
+	// broker has waited past its stall threshold with no answer, before it reached its attempt
+	// deadline (see Tolerance.IsolateStalled), or an adaptive attempt deadline cut it (see
+	// Tolerance.Stalled). Not a slow answer: that is ReasonSlowSend.
 	ReasonSendStalled Reason = "SendStalled"
 )
 
@@ -131,29 +136,29 @@ type Options struct {
 	// isolation by a failure; the count is cleared only after the broker has gone the table's
 	// FailureIsolation without failing since its last episode ended.
 	GrowOnRepeat bool
-	// MaxIsolatedPercent caps the share of brokers unavailable at once. 0 or 100 (or anything
-	// outside 1..99) means no cap, as in RocketMQ.
+	// MaxIsolatedPercent is the isolation limit: the share of brokers unavailable at once. 0 or 100
+	// (or anything outside 1..99) means no limit, as in RocketMQ.
 	MaxIsolatedPercent int
 	// RespectPodHealth lets pod marks (SetPodState) make brokers unavailable.
 	RespectPodHealth bool
 	// ProbationProbes is how many good probes in a row readmit a broker on probation: one
 	// isolated for silence (a transport failure, a watch probe unanswered: see WatchFailed), for
-	// a stall (a send or watch probe answered slower than a threshold that isolates), one a probe
-	// found failing (silent, refusing or slow) while it was isolated, or a repeat offender (with
-	// GrowOnRepeat, a second or later episode; without it, a second failure in a row). Until then
-	// it stays held, whatever its timer says. With probation, a good probe proves something only
-	// if answered under the table's first threshold while its timer runs (see ProbeResult). 0 and
-	// 1 mean one good probe
-	// of any latency under the isolating thresholds, as without probation. Only applies when
-	// Probing.
+	// a slow answer (a send or watch probe answered slower than a threshold that isolates), one a
+	// probe found failing (silent, refusing or slow) while it was isolated, or a repeat offender
+	// (with GrowOnRepeat, a second or later episode; without it, a second failure in a row).
+	// Until then it stays held, whatever its timer says. With probation, a good probe proves
+	// something only if answered under the table's first threshold while its timer runs (see
+	// ProbeResult). 0 and 1 mean one good probe of any latency under the isolating thresholds, as
+	// without probation. Only applies when Probing.
 	ProbationProbes int
 	// StallAfter turns stall detection on (see IsolateStalled): a broker whose oldest attempt in
-	// flight has waited longer than StallAfter and StallFactor times its usual latency, with no
-	// answer meanwhile, is held out as ReasonSendStalled until it answers. 0 turns it off, as in
-	// RocketMQ, which knows nothing of attempts in flight.
+	// flight has waited past its stall threshold, longer than StallAfter and StallFactor times its
+	// usual latency, with no answer meanwhile, is held out as ReasonSendStalled until it answers.
+	// 0 turns it off, as in RocketMQ, which knows nothing of attempts in flight. The stall
+	// threshold sits beside the attempt deadline in deadline.go.
 	StallAfter time.Duration
 	// StallFactor multiplies a broker's usual latency (Entry.UsualLatency) into its stall
-	// threshold; below 1 means 1.
+	// threshold; below 1 means 1. The producer sets StallThresholdFactor.
 	StallFactor int
 	// OnChange is called, outside any lock, when a broker becomes unavailable or available again.
 	OnChange func(Change)
@@ -163,7 +168,7 @@ type Options struct {
 type Change struct {
 	Broker   string
 	Isolated bool
-	// Released is set when MaxIsolatedPercent ended the isolation early.
+	// Released is set when the isolation limit (MaxIsolatedPercent) ended the isolation early.
 	Released bool
 	// Seq increases with every change of one Tolerance; callbacks of concurrent calls can run
 	// out of order, and the higher Seq is the later state.
@@ -222,8 +227,14 @@ type Tolerance struct {
 	order   itemOrder // brokers with an item, in RocketMQ's map order, under mu
 }
 
-// Entry is a stable handle on one broker's fault item, for hot paths that check the same
-// brokers over and over. It stays valid for the life of its Tolerance.
+// Entry is where one broker's fault state lives under one policy: availability and the reason
+// it is held out, the last latency, the failure and episode counts, probation, pod and peer
+// marks, the attempts in flight and the usual latency they are judged by (the attempt deadline
+// and the stall threshold, see deadline.go). A Tolerance is one policy's table, so a broker that
+// two policies route to has two Entries, each with its own count in flight and its own latency
+// estimate. It is also a stable handle for hot paths that check the same brokers over and over:
+// it stays valid for the life of its Tolerance. What is not fault state lives with the producer
+// (its route's view of the broker, its pressure figures, its connection).
 type Entry struct {
 	t    *Tolerance
 	name string
@@ -259,7 +270,7 @@ type Entry struct {
 	pending  int   // good probes still needed before a broker on probation returns
 	calm     int64 // with GrowOnRepeat: tick from which the probation after the last episode runs
 	reason   Reason
-	severity time.Duration // how bad the last update was, for the cap's "least bad"
+	severity time.Duration // how bad the last update was, for the isolation limit's "least bad"
 	pod      PodState
 	member   bool // unavailable as far as changes have reported
 	present  bool // false once removed: a tombstone, kept so handles stay valid
@@ -268,8 +279,8 @@ type Entry struct {
 	ordered bool
 	hash    int32
 	// peer is the tick until which other replicas' claims hold the broker out (peerHeld: until
-	// the claim is withdrawn), 0 if none; claim is the claim it came from, kept when the cap
-	// releases the broker so that the same claim arriving again does not isolate it again.
+	// the claim is withdrawn), 0 if none; claim is the claim it came from, kept when the isolation
+	// limit releases the broker so that the same claim arriving again does not isolate it again.
 	peer     int64
 	claim    PeerClaim
 	hasClaim bool
@@ -328,17 +339,17 @@ func (t *Tolerance) Options() Options {
 	return t.opts
 }
 
-// Configure replaces the policy at run time and keeps everything learnt: isolations keep their
-// end, reachable flags and failure counts stay. Holds are recomputed under the new policy (for
-// instance, turning probing on holds brokers that are unreachable now, and ignoring pod health
-// releases pod marks), and a cap that the change could break (a new cap, or holds that changed:
-// more brokers held, or pod marks gone from isolations they covered) is enforced at once; the same options again change nothing, so re-applying a policy does not
-// release a restored isolation before the brokers the policy governs are known (see Restore).
-// opts.Clock is ignored.
+// Configure replaces the policy at run time and keeps everything learnt: isolations keep their end,
+// reachable flags and failure counts stay. Holds are recomputed under the new policy (for instance,
+// turning probing on holds brokers that are unreachable now, and ignoring pod health releases pod
+// marks), and an isolation limit that the change could break (a new limit, or holds that changed:
+// more brokers held, or pod marks gone from isolations they covered) is enforced at once; the same
+// options again change nothing, so re-applying a policy does not release a restored isolation
+// before the brokers the policy governs are known (see Restore). opts.Clock is ignored.
 func (t *Tolerance) Configure(opts Options) {
 	ev := t.lock()
 	now := t.tick()
-	prevCap := t.opts.MaxIsolatedPercent
+	prevLimit := t.opts.MaxIsolatedPercent
 	t.setOptions(opts)
 	ev.fn = opts.OnChange
 	held := false // some broker's holds changed
@@ -355,8 +366,8 @@ func (t *Tolerance) Configure(opts Options) {
 			held = held || e.holds != before
 		}
 	}
-	if held || opts.MaxIsolatedPercent != prevCap {
-		t.enforceCap(now, &ev)
+	if held || opts.MaxIsolatedPercent != prevLimit {
+		t.enforceIsolationLimit(now, &ev)
 	}
 	for _, e := range *t.entries.Load() {
 		if e.present {
@@ -425,8 +436,8 @@ func (t *Tolerance) Entry(broker string) *Entry {
 	now := t.tick()
 	e := t.obtain(broker, now)
 	t.sync(e, now, false, 0, &ev)
-	// One more broker known may leave a restored excess over the cap (see Restore).
-	t.enforceCap(now, &ev)
+	// One more broker known may leave a restored excess over the isolation limit (see Restore).
+	t.enforceIsolationLimit(now, &ev)
 	t.unlock(&ev)
 	return e
 }
@@ -493,8 +504,8 @@ func (t *Tolerance) Remove(broker string) {
 		t.order.remove(e)
 		t.reset(e)
 		t.sync(e, now, false, 0, &ev)
-		// Fewer brokers may mean a smaller cap.
-		t.enforceCap(now, &ev)
+		// Fewer brokers may mean a smaller isolation limit.
+		t.enforceIsolationLimit(now, &ev)
 	}
 	t.unlock(&ev)
 }

@@ -82,8 +82,8 @@ func (t *Tolerance) apply(broker string, latency time.Duration, ef effect) {
 		e.severity = latency
 		d = tab.IsolationFor(latency)
 		if d > 0 && ef.success {
-			// An answer slow enough to isolate is a stall that ended: the next fast probe may
-			// fall between two stalls and proves no more than after silence. (A client-side
+			// An answer slow enough to isolate is a pause that ended: the next fast probe may
+			// fall between two pauses and proves no more than after silence. (A client-side
 			// failure's latency says nothing of the broker.)
 			t.startProbation(e)
 		}
@@ -162,35 +162,35 @@ func (t *Tolerance) grow(tab *Table, failures int) time.Duration {
 	return base * factor
 }
 
-// settle publishes e after its facts changed: it recomputes holds, enforces the cap if e now
-// counts against it where it did not before, and queues changes. was is whether e was
+// settle publishes e after its facts changed: it recomputes holds, enforces the isolation limit if
+// e now counts against it where it did not before, and queues changes. was is whether e was
 // unavailable before; since is passed on to sync. Callers hold mu.
 func (t *Tolerance) settle(e *Entry, now int64, was bool, since int64, ev *events) {
 	prev := e.holds
 	t.recomputeHolds(e)
-	// A pod mark is exempt from the cap, so an isolation it covered starts to count when the
-	// mark goes.
+	// A pod mark is exempt from the isolation limit, so an isolation it covered starts to count
+	// when the mark goes.
 	unmarked := prev&holdPod != 0 && e.holds&holdPod == 0
 	if blocked(e, now) && (!was || unmarked) {
-		t.enforceCap(now, ev)
+		t.enforceIsolationLimit(now, ev)
 	}
 	t.settleGate(e, now)
 	t.sync(e, now, false, since, ev)
 }
 
-// ProbeResult records the outcome of a reachability probe of a known broker (unknown brokers
-// are ignored, so a probe that races with Remove does not bring the broker back). A successful
-// probe marks the broker reachable and, when probing, ends its isolation, unless GrowOnRepeat
-// is on and the broker is a repeat offender (two or more episodes), which sits out its timer, or
-// the broker is isolated for refusing valid messages, busy refusals or pressure (see
-// RefusedValidMessage, Busy, Pressured), or it is on probation and needs more good probes
-// (Options.ProbationProbes). A successful probe slower than a threshold of the table is no proof:
-// it isolates as a send of that latency would, with reason SlowProbe, and starts probation. With
-// probation, one at or above the table's first threshold (but under every isolating one) is no
-// proof either: it readmits nothing and starts a probation in progress over, since a probe sent
-// during a stall is answered when the stall ends. A failed one marks it unreachable with reason ProbeFailed,
-// counts as a consecutive failure (with GrowOnRepeat: as a new episode if probing and the broker
-// was not isolated by a failure already) and, when probing, starts probation over.
+// ProbeResult records the outcome of a reachability probe of a known broker (unknown brokers are
+// ignored, so a probe that races with Remove does not bring the broker back). A successful probe
+// marks the broker reachable and, when probing, ends its isolation, unless GrowOnRepeat is on and
+// the broker is a repeat offender (two or more episodes), which sits out its timer, or the broker
+// is isolated for refusing valid messages, busy refusals or pressure (see RefusedValidMessage,
+// Busy, Pressured), or it is on probation and needs more good probes (Options.ProbationProbes). A
+// successful probe slower than a threshold of the table is no proof: it isolates as a send of that
+// latency would, with reason SlowProbe, and starts probation. With probation, one at or above the
+// table's first threshold (but under every isolating one) is no proof either: it readmits nothing
+// and starts a probation in progress over, since a probe sent during a pause is answered when the
+// pause ends. A failed one marks it unreachable with reason ProbeFailed, counts as a consecutive
+// failure (with GrowOnRepeat: as a new episode if probing and the broker was not isolated by a
+// failure already) and, when probing, starts probation over.
 func (t *Tolerance) ProbeResult(broker string, ok bool, latency time.Duration) {
 	ev := t.lock()
 	if e := t.lookup(broker); e != nil && e.present {
@@ -248,8 +248,8 @@ const minProofLatency = 10 * time.Millisecond
 // unproven reports whether a good probe answer that took latency, under every isolating
 // threshold, is still too slow to prove anything: with probation, while e's isolation timer
 // runs, a probe must be answered under the table's first threshold (and at least
-// minProofLatency). A probe sent during a stall is answered when the stall ends, and one that
-// waited for the last 50-200 ms of it looks good but only shows that the broker stalls. Once the
+// minProofLatency). A probe sent during a pause is answered when the pause ends, and one that
+// waited for the last 50-200 ms of it looks good but only shows that the broker pauses. Once the
 // timer has run out such answers count again, as the table itself counts that latency as no
 // fault: a broker whose every answer takes longer than the first threshold (one far away, or
 // slow but steady) would otherwise be held out for good. Without probation every good answer
@@ -260,7 +260,7 @@ func (t *Tolerance) unproven(e *Entry, now int64, latency time.Duration) bool {
 
 // probeUnproven records a good probe answer too slow to prove anything (see unproven): the broker
 // is not readmitted, and one on probation starts it over, as after a failed probe, because the
-// answer most likely waited out a stall. Its reachable flag, timer and reason stay. Callers hold
+// answer most likely waited out a pause. Its reachable flag, timer and reason stay. Callers hold
 // mu.
 func (t *Tolerance) probeUnproven(e *Entry) {
 	if e.pending > 0 {
@@ -320,7 +320,7 @@ func (t *Tolerance) startProbation(e *Entry) {
 // WatchSlow records that a probe of a broker the table does not hold out was answered, but
 // slower than a threshold of the table: as a successful send of that latency (isolated for the
 // table's time, reachable), with reason SlowProbe, and on probation as after a slow send. It is
-// how a broker that stalls but answers in between is found by its probes, as its sends would
+// how a broker that pauses but answers in between is found by its probes, as its sends would
 // find it. A latency under every threshold changes nothing.
 func (t *Tolerance) WatchSlow(broker string, latency time.Duration) {
 	if t.table.Load().IsolationFor(latency) == 0 {
@@ -343,35 +343,36 @@ func (t *Tolerance) WatchFailed(broker string, latency time.Duration) {
 	t.apply(broker, latency, ef)
 }
 
-// RefusedValidMessage records that broker refused a message as MESSAGE_ILLEGAL that another
-// broker then stored, latency being the refused attempt's: the message was fine, so the broker is
-// at fault. It counts as a failed attempt (the failure latency's isolation, grown on repeat) with
+// RefusedValidMessage records that broker refused a message as MESSAGE_ILLEGAL that another broker
+// then stored, latency being the refused attempt's: the message was fine, so the broker is at
+// fault. It counts as a failed attempt (the failure latency's isolation, grown on repeat) with
 // reason RefusesValidMessages, and leaves the broker reachable, since it answered. A good probe
-// does not end this isolation, even for a first offender: a probe proves that a broker answers,
-// not that it stores what it refused, so only the timer readmits it (or the cap releases it).
-// Nothing is recorded under SemanticsDisabled.
+// does not end this isolation, even for a first offender: a probe proves that a broker answers, not
+// that it stores what it refused, so only the timer readmits it (or the isolation limit releases
+// it). Nothing is recorded under SemanticsDisabled.
 func (t *Tolerance) RefusedValidMessage(broker string, latency time.Duration) {
 	t.apply(broker, latency, effect{isolation: true, reach: reachSet, reason: ReasonRefusesValidMessages})
 }
 
-// Busy records that broker refused a send because it is under pressure (SYSTEM_BUSY, or the
-// page cache busy as it put the message), latency being the refused attempt's: a failed attempt
-// (the failure latency's isolation, grown on repeat) with reason BrokerBusy that leaves the broker
+// Busy records that broker refused a send because it is under pressure (SYSTEM_BUSY, or the page
+// cache busy as it put the message), latency being the refused attempt's: a failed attempt (the
+// failure latency's isolation, grown on repeat) with reason BrokerBusy that leaves the broker
 // reachable, since it answered. As for RefusedValidMessage, a good probe does not end this
 // isolation: a probe does not pass the send queue, so only the timer readmits the broker (or the
-// cap releases it, before any silent broker). Nothing is recorded under SemanticsDisabled.
+// isolation limit releases it, before any silent broker). Nothing is recorded under
+// SemanticsDisabled.
 func (t *Tolerance) Busy(broker string, latency time.Duration) {
 	t.apply(broker, latency, effect{isolation: true, reach: reachSet, reason: ReasonBrokerBusy})
 }
 
-// Pressured records that the broker's runtime figures crossed the policy's pressure thresholds:
-// it is held out of selection for hold from now (extended, never shortened), with reason
+// Pressured records that the broker's runtime figures crossed the policy's pressure thresholds: it
+// is held out of selection for hold from now (extended, never shortened), with reason
 // BrokerPressure, so new sends go elsewhere before it refuses any. It is no failure: the broker
-// stays reachable, no episode is counted, nothing grows, and it is the first the cap releases (its
-// severity is nil), so pressure alone never takes more brokers out than the cap allows. A good
-// probe does not end it; the next figures that show no pressure leave it to run out. An unknown
-// broker becomes known (pressure is polled for the brokers the routes use, which need no send to
-// be judged). Nothing is recorded under SemanticsDisabled.
+// stays reachable, no episode is counted, nothing grows, and it is the first the isolation limit
+// releases (its severity is nil), so pressure alone never takes more brokers out than the isolation
+// limit allows. A good probe does not end it; the next figures that show no pressure leave it to
+// run out. An unknown broker becomes known (pressure is polled for the brokers the routes use,
+// which need no send to be judged). Nothing is recorded under SemanticsDisabled.
 func (t *Tolerance) Pressured(broker string, hold time.Duration) {
 	ev := t.lock()
 	if t.opts.Semantics != SemanticsDisabled && hold > 0 {
@@ -379,8 +380,9 @@ func (t *Tolerance) Pressured(broker string, hold time.Duration) {
 		known := t.present
 		e := t.obtain(broker, now)
 		if t.present != known {
-			// One more broker known may leave a restored excess over the cap (see Restore).
-			t.enforceCap(now, &ev)
+			// One more broker known may leave a restored excess over the isolation limit (see
+			// Restore).
+			t.enforceIsolationLimit(now, &ev)
 		}
 		was := blocked(e, now)
 		if extend(e, now, hold) && (!was || e.reason == "" || e.reason == ReasonSlowSend || e.reason == ReasonSlowProbe) {
@@ -415,33 +417,33 @@ func (t *Tolerance) SetPodState(broker string, s PodState) {
 	e.pod = s
 	t.settle(e, now, was, 0, &ev)
 	if t.present != known {
-		// One more broker known may leave a restored excess over the cap (see Restore).
-		t.enforceCap(now, &ev)
+		// One more broker known may leave a restored excess over the isolation limit (see Restore).
+		t.enforceIsolationLimit(now, &ev)
 	}
 	t.unlock(&ev)
 }
 
-// capLimit returns how many brokers may be unavailable at once, and false if there is no cap.
-// Callers hold mu.
-func (t *Tolerance) capLimit() (int, bool) {
-	return CapLimit(t.present, t.opts.MaxIsolatedPercent)
+// isolationLimit returns how many brokers may be unavailable at once, and false if there is no
+// limit. Callers hold mu.
+func (t *Tolerance) isolationLimit() (int, bool) {
+	return IsolationLimit(t.present, t.opts.MaxIsolatedPercent)
 }
 
-// CapLimit is how many of n brokers a cap of percent lets be unavailable at once: percent of n
-// rounded down but at least one, and never all of them; false when percent sets no cap (0 or 100
-// and beyond). Whatever else enforces the cap (the name-server facade hiding brokers) counts as
-// the fault table does.
-func CapLimit(n, percent int) (int, bool) {
+// IsolationLimit is how many of n brokers an isolation limit of percent lets be unavailable at
+// once: percent of n rounded down but at least one, and never all of them; false when percent sets
+// no limit (0 or 100 and beyond). Whatever else enforces the limit (the name-server facade hiding
+// brokers) counts as the fault table does.
+func IsolationLimit(n, percent int) (int, bool) {
 	if percent <= 0 || percent >= 100 {
 		return 0, false
 	}
 	return max(min(max(n*percent/100, 1), n-1), 0), true
 }
 
-// enforceCap releases the least bad unavailable brokers until no more than the cap are
-// unavailable, or only pod-marked ones are left. Callers hold mu.
-func (t *Tolerance) enforceCap(now int64, ev *events) {
-	limit, ok := t.capLimit()
+// enforceIsolationLimit releases the least bad unavailable brokers until no more than the limit
+// allows are unavailable, or only pod-marked ones are left. Callers hold mu.
+func (t *Tolerance) enforceIsolationLimit(now int64, ev *events) {
+	limit, ok := t.isolationLimit()
 	if !ok {
 		return
 	}
@@ -473,12 +475,12 @@ func (t *Tolerance) enforceCap(now int64, ev *events) {
 	}
 }
 
-// lessBad orders brokers for release under the cap: brokers that still answer first (a broker
-// a probe found silent, or whose send got no answer, is the one certain to fail the next send:
-// a dead broker must not be readmitted because a live one answered "busy"), then fewer
-// consecutive failures (a slow but working broker before a failing one, a broker that failed
-// once before one that keeps failing), then reachable before unreachable, lower severity,
-// earlier end of isolation, and name, so the order is total.
+// lessBad orders brokers for release under the isolation limit: brokers that still answer first (a
+// broker a probe found silent, or whose send got no answer, is the one certain to fail the next
+// send: a dead broker must not be readmitted because a live one answered "busy"), then fewer
+// consecutive failures (a slow but working broker before a failing one, a broker that failed once
+// before one that keeps failing), then reachable before unreachable, lower severity, earlier end of
+// isolation, and name, so the order is total.
 func lessBad(a, b *Entry) bool {
 	if sa, sb := silence(a), silence(b); sa != sb {
 		return sa < sb

@@ -110,12 +110,12 @@ func (c *healthCollector) collectUndeclared(ch chan<- prometheus.Metric, rt *pro
 	ch <- prometheus.MustNewConstMetric(c.undeclaredDropped, prometheus.CounterValue, float64(s.Evicted), "full")
 }
 
-// collectPolicy exports one policy's broker count, cap and isolated brokers.
+// collectPolicy exports one policy's broker count, isolation limit and isolated brokers.
 func (c *healthCollector) collectPolicy(ch chan<- prometheus.Metric, rt *producer.Runtime, policy string, now time.Time) {
 	n := len(rt.Brokers(policy))
 	ch <- prometheus.MustNewConstMetric(c.brokers, prometheus.GaugeValue, float64(n), policy)
 	if p, ok := rt.Policy(policy); ok {
-		if limit, capped := fault.CapLimit(n, p.MaxIsolatedPercent); capped {
+		if limit, capped := fault.IsolationLimit(n, p.MaxIsolatedPercent); capped {
 			ch <- prometheus.MustNewConstMetric(c.capBrokers, prometheus.GaugeValue, float64(limit), policy)
 		}
 	}

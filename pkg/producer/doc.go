@@ -14,7 +14,8 @@
 //     TopicPublishInfo and through this package and require the same queue at every step.
 //   - PresetDetour, the default and the runtime's default policy, is RocketMQ 5.x's table and
 //     rules with detour's extensions on: probing, growth on repeated failures, pod health, an
-//     isolation cap and a per-attempt cap, and the selection and retry differences listed below.
+//     isolation limit, an attempt deadline that follows each broker's latency, stall detection,
+//     and the selection and retry differences listed below.
 //
 // # State
 //
@@ -61,12 +62,25 @@
 // # Sending
 //
 // Send, SendAsync and SendOneway validate the message with RocketMQ's client rules before any
-// I/O, then run one retry loop: up to the policy's attempts within one budget (the earlier of the
-// context's deadline and the policy's send timeout), every attempt but the last capped at the
-// policy's per-attempt timeout, retrying on transport errors and on the policy's retry codes,
-// with the same UNIQ_KEY on every attempt and a fault-table update after every attempt with that
-// attempt's own latency and outcome (as sendDefaultImpl classifies them: success, transport
-// error, broker error, interrupted). SEND_MESSAGE_V2 is used throughout.
+// I/O, then run one retry loop (sendloop.go): up to the policy's attempts within one budget (the
+// earlier of the context's deadline and the policy's send timeout), retrying on transport errors
+// and on the policy's retry codes, with the same UNIQ_KEY on every attempt and a fault-table
+// update after every attempt with that attempt's own latency and outcome (as sendDefaultImpl
+// classifies them: success, transport error, broker error, interrupted). SEND_MESSAGE_V2 is used
+// throughout.
+//
+// Every attempt but the last runs under its attempt deadline, which fault.Entry.AttemptDeadline
+// decides: the policy's per-attempt timeout, or with AdaptivePerAttempt (PresetDetour) four times
+// the broker's usual latency on success, at least 200 ms and at most the per-attempt timeout (a
+// broker with no success measured gets the timeout); none when the budget left is no longer. The
+// last attempt has the rest of the budget. An attempt cut by an adaptive deadline is a stalled
+// attempt, not a failed one: the broker is held out until it answers (fault.Tolerance.Stalled),
+// and only a silence that goes on counts as a failure. Each attempt is counted in flight on its
+// broker's fault entry while it waits (fault.Entry.AttemptStarted), so with StallAfter
+// (PresetDetour: 100 ms) a broker whose oldest attempt goes unanswered past its stall threshold,
+// four times its usual latency and at least StallAfter, is held out as SendStalled while that
+// attempt still waits, and new sends go elsewhere. Both rules sit side by side in the fault
+// package's deadline.go.
 //
 // Under RocketMQ's presets each mode keeps RocketMQ's rules: a oneway send makes one attempt and
 // sees only the failures RocketMQ sees (5.x: none, so a oneway send to an unreachable broker is
@@ -102,7 +116,8 @@
 // With probing on, a policy's probe loop sends GET_MAX_OFFSET to its isolated brokers at the
 // policy's interval and feeds the outcomes back (fault.Tolerance.ProbeResult): a healed broker
 // returns after a good probe (SUCCESS with a readable offset, as RocketMQ's detector decodes it),
-// a dead one stays out. A timer asks every table to expire finished
-// isolations, so "left isolation" events arrive without a send. Events delivers every change on a
-// buffered channel that never blocks a sender (see Events).
+// a dead one stays out. A timer, every 100 ms by default (Options.ExpiryInterval), asks every
+// table to expire finished isolations, so "left isolation" events arrive without a send, and to
+// hold out brokers with a stalled attempt (fault.Tolerance.IsolateStalled). Events delivers every
+// change on a buffered channel that never blocks a sender (see Events).
 package producer

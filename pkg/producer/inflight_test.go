@@ -10,13 +10,14 @@ import (
 	"github.com/detourmq/detour/pkg/fault"
 )
 
-// TestAnAttemptsCapFollowsItsBrokersLatency proves the adaptive per-attempt cap: under the Detour
-// preset an attempt to a broker is capped at DetourAttemptCapFactor times the broker's usual
-// latency, at least DetourAttemptCapFloor and at most the policy's per-attempt timeout; a broker
-// with no success measured gets the per-attempt timeout; without AdaptivePerAttempt (RocketMQ's
-// presets) the cap is the policy's, whatever the broker's latency.
-func TestAnAttemptsCapFollowsItsBrokersLatency(t *testing.T) {
-	fixedCap := func(p *Policy) { p.Retry.PerAttemptTimeout = 700 * time.Millisecond }
+// TestAnAttemptsDeadlineFollowsItsBrokersLatency proves the adaptive attempt deadline: under the
+// Detour preset an attempt to a broker is given up after fault.AttemptDeadlineFactor times the
+// broker's usual latency, at least fault.AttemptDeadlineFloor and at most the policy's
+// per-attempt timeout; a broker with no success measured gets the per-attempt timeout; without
+// AdaptivePerAttempt (RocketMQ's presets) the deadline is the policy's per-attempt timeout,
+// whatever the broker's latency.
+func TestAnAttemptsDeadlineFollowsItsBrokersLatency(t *testing.T) {
+	fixedTimeout := func(p *Policy) { p.Retry.PerAttemptTimeout = 700 * time.Millisecond }
 	cases := []struct {
 		name      string
 		preset    Preset
@@ -26,14 +27,14 @@ func TestAnAttemptsCapFollowsItsBrokersLatency(t *testing.T) {
 	}{
 		{name: "Detour, no success measured yet", preset: PresetDetour, want: DetourPerAttemptTimeout},
 		{name: "Detour, a broker answering in a millisecond gets the floor", preset: PresetDetour,
-			successes: steady(time.Millisecond, 3), want: DetourAttemptCapFloor},
+			successes: steady(time.Millisecond, 3), want: fault.AttemptDeadlineFloor},
 		{name: "Detour, a broker answering in 100 ms", preset: PresetDetour,
 			successes: steady(100*time.Millisecond, 40), want: 400 * time.Millisecond},
-		{name: "Detour, a broker slower than the cap allows keeps the cap", preset: PresetDetour,
+		{name: "Detour, a broker slower than the timeout allows keeps the timeout", preset: PresetDetour,
 			successes: steady(400*time.Millisecond, 40), want: DetourPerAttemptTimeout},
-		{name: "Detour without adaptive caps", preset: PresetDetour, edit: func(p *Policy) { p.Retry.AdaptivePerAttempt = false },
+		{name: "Detour without adaptive deadlines", preset: PresetDetour, edit: func(p *Policy) { p.Retry.AdaptivePerAttempt = false },
 			successes: steady(time.Millisecond, 3), want: DetourPerAttemptTimeout},
-		{name: "RocketMQ5 with a per-attempt cap: fixed", preset: PresetRocketMQ5, edit: fixedCap,
+		{name: "RocketMQ5 with a per-attempt timeout: fixed", preset: PresetRocketMQ5, edit: fixedTimeout,
 			successes: steady(time.Millisecond, 3), want: 700 * time.Millisecond},
 	}
 	for _, tc := range cases {
@@ -46,10 +47,10 @@ func TestAnAttemptsCapFollowsItsBrokersLatency(t *testing.T) {
 			for _, l := range tc.successes {
 				tol.Update("broker-a", l, fault.Success)
 			}
-			c := sendCall{pol: &pol}
-			got := c.attemptCap(&brokerSlot{name: "broker-a", entry: tol.Entry("broker-a")})
+			c := sendCall{pol: &pol, rules: retryRules{attempts: 3}, remaining: time.Hour}
+			got, _ := c.attemptDeadline(0, &brokerSlot{name: "broker-a", entry: tol.Entry("broker-a")})
 			if d := got - tc.want; d < -tc.want/50 || d > tc.want/50 {
-				t.Errorf("cap %v, want %v", got, tc.want)
+				t.Errorf("deadline %v, want %v", got, tc.want)
 			}
 		})
 	}
@@ -66,7 +67,7 @@ func steady(l time.Duration, n int) []time.Duration {
 
 // TestAnUnansweredBrokerIsHeldOutBeforeItsAttemptTimesOut: under the Detour preset, a broker that
 // stops answering (a black hole) is held out as SendStalled while its first unanswered attempt is
-// still in flight, long before that attempt's cap, and every send after that goes to the broker
+// still in flight, long before that attempt's deadline, and every send after that goes to the broker
 // that answers.
 func TestAnUnansweredBrokerIsHeldOutBeforeItsAttemptTimesOut(t *testing.T) {
 	c := startCluster(t, 2, []string{"broker-a", "broker-b"}, withPreset(t, PresetDetour, func(p *Policy) {
@@ -105,19 +106,20 @@ func TestAnUnansweredBrokerIsHeldOutBeforeItsAttemptTimesOut(t *testing.T) {
 	}
 }
 
-// TestAnAttemptCutByItsAdaptiveCapIsAStallNotAFailure: under the Detour preset, an attempt to a
-// broker that answers later than a few times its usual latency is cut at its adaptive cap, the
-// send is stored by another broker, and the broker is held out as SendStalled with no failure
-// counted: a pause is not an outage. An attempt cut by the policy's own cap still is a failure.
-func TestAnAttemptCutByItsAdaptiveCapIsAStallNotAFailure(t *testing.T) {
+// TestAnAttemptCutByItsAdaptiveDeadlineIsAStallNotAFailure: under the Detour preset, an attempt
+// to a broker that answers later than a few times its usual latency is cut at its adaptive
+// deadline, the send is stored by another broker, and the broker is held out as SendStalled with
+// no failure counted: a pause is not an outage. An attempt cut at the policy's per-attempt
+// timeout still is a failure.
+func TestAnAttemptCutByItsAdaptiveDeadlineIsAStallNotAFailure(t *testing.T) {
 	cases := []struct {
 		name       string
 		adaptive   bool
 		wantReason fault.Reason
 		failures   int
 	}{
-		{name: "adaptive cap", adaptive: true, wantReason: fault.ReasonSendStalled, failures: 0},
-		{name: "the policy's cap", adaptive: false, wantReason: fault.ReasonSendFailed, failures: 1},
+		{name: "adaptive deadline", adaptive: true, wantReason: fault.ReasonSendStalled, failures: 0},
+		{name: "the policy's per-attempt timeout", adaptive: false, wantReason: fault.ReasonSendFailed, failures: 1},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

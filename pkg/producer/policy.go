@@ -25,22 +25,18 @@ const (
 
 // Defaults of detour's own extensions in the Detour preset.
 const (
-	// DetourPerAttemptTimeout caps every attempt but the last, a third of the send timeout.
+	// DetourPerAttemptTimeout is the attempt deadline of every attempt but the last, a third of
+	// the send timeout; with AdaptivePerAttempt it is the longest an adaptive deadline allows
+	// (fault.Entry.AttemptDeadline decides each attempt's).
 	DetourPerAttemptTimeout = 1000 * time.Millisecond
 	// DetourStallAfter is the least time a broker's oldest attempt in flight may go unanswered
 	// before the broker is held out as stalled (fault.Options.StallAfter); a broker whose usual
-	// latency is longer gets DetourStallFactor times it.
-	DetourStallAfter  = 100 * time.Millisecond
-	DetourStallFactor = 4
-	// DetourAttemptCapFloor is the least an adaptive per-attempt cap allows (see
-	// RetryPolicy.AdaptivePerAttempt): a broker answering in a millisecond still gets this long,
-	// so a pause of the kind a healthy JVM takes does not cut its attempts short and send a second
-	// copy elsewhere. DetourAttemptCapFactor times the broker's usual latency is the cap above it.
-	DetourAttemptCapFloor  = 200 * time.Millisecond
-	DetourAttemptCapFactor = 4
+	// latency is longer gets fault.StallThresholdFactor times it (see fault.AttemptDeadlineFloor
+	// for both rules side by side).
+	DetourStallAfter = 100 * time.Millisecond
 	// DetourMaxIsolatedPercent never lets every broker of a policy be isolated: when all would be,
-	// the least bad one is released and stays selectable. A lower cap would also send traffic to a
-	// dead broker while most brokers are down (two of three, say), which a cap meant to outlast
+	// the least bad one is released and stays selectable. A lower limit would also send traffic to
+	// a dead broker while most brokers are down (two of three, say), which a limit meant to outlast
 	// the client's own trouble must not do.
 	DetourMaxIsolatedPercent = 99
 	// DetourPressure are the Detour preset's pressure thresholds: half of what makes a broker
@@ -51,16 +47,17 @@ const (
 	DetourPressureHeadWait      = 100 * time.Millisecond
 	DetourPressurePageCacheLock = 500 * time.Millisecond
 	DetourPressurePutLatency99  = 500 * time.Millisecond
-	// DetourProbationProbes is how many good probes in a row readmit a broker isolated for
-	// silence or a stall, or whose isolation repeated. After the first good probe the others come
+	// DetourProbationProbes is how many good probes in a row readmit a broker isolated for silence
+	// or a slow answer, or whose isolation repeated. After the first good probe the others come
 	// with full rounds, so they span one to three intervals (2-6 s by default), longer than the up
 	// phase of a broker that flaps every second or two, yet readmit one that recovered for good
 	// about 1.75 intervals after it answers again (3.5 s by default, at most about 7 s).
 	DetourProbationProbes = 3
 )
 
-// DefaultRetryCodes is RocketMQ 5.3.1+'s retryResponseCodes set: TOPIC_NOT_EXIST, SERVICE_NOT_AVAILABLE,
-// SYSTEM_ERROR, SYSTEM_BUSY, NO_PERMISSION, NO_BUYER_ID, NOT_IN_CURRENT_UNIT and GO_AWAY.
+// DefaultRetryCodes is RocketMQ 5.3.1+'s retryResponseCodes set: TOPIC_NOT_EXIST,
+// SERVICE_NOT_AVAILABLE, SYSTEM_ERROR, SYSTEM_BUSY, NO_PERMISSION, NO_BUYER_ID, NOT_IN_CURRENT_UNIT
+// and GO_AWAY.
 var DefaultRetryCodes = []int16{17, 14, 1, 2, 16, 204, 205, 1500}
 
 // RocketMQ4RetryCodes is RocketMQ 4.9.x's set: DefaultRetryCodes without SYSTEM_BUSY (added in
@@ -75,14 +72,16 @@ type Preset string
 const (
 	// PresetDetour (also the empty Preset) is RocketMQ 5.x's table and rules with detour's
 	// extensions on: probing (recovery only on proof), growth on repeated failure, pod health, an
-	// isolation cap of DetourMaxIsolatedPercent and a per-attempt cap of DetourPerAttemptTimeout.
-	// Its selection differs from RocketMQ 5.x's in two documented ways: a retry never returns to
-	// the previous broker while any other healthy-pod broker exists, and retries start from a
-	// random queue without disturbing the index other senders share. Async sends retry like sync
-	// ones (broker retry codes included), and oneway sends retry a failed write. A message a
-	// broker refuses as MESSAGE_ILLEGAL isolates nothing by itself and is tried on a broker that
-	// has not refused it; if one stores it, the brokers that refused it are isolated (reason
-	// RefusesValidMessages), and if every broker tried refuses it the send fails as refused.
+	// isolation limit of DetourMaxIsolatedPercent, an attempt deadline of DetourPerAttemptTimeout
+	// that follows each broker's latency (AdaptivePerAttempt) and stall detection
+	// (DetourStallAfter). Its selection differs from RocketMQ 5.x's in two documented ways: a retry
+	// never returns to the previous broker while any other healthy-pod broker exists, and retries
+	// start from a random queue without disturbing the index other senders share. Async sends retry
+	// like sync ones (broker retry codes included), and oneway sends retry a failed write. A
+	// message a broker refuses as MESSAGE_ILLEGAL isolates nothing by itself and is tried on a
+	// broker that has not refused it; if one stores it, the brokers that refused it are isolated
+	// (reason RefusesValidMessages), and if every broker tried refuses it the send fails as
+	// refused.
 	PresetDetour Preset = "Detour"
 	// PresetRocketMQ5 is RocketMQ 5.3.x's producer with sendLatencyFaultEnable=true, exactly:
 	// its table and update rules (isolation only extends, a reachable flag), its selection
@@ -175,14 +174,17 @@ type RetryPolicy struct {
 	// SendTimeout is the budget for all attempts together (RocketMQ's sendMsgTimeout); 0 means
 	// DefaultSendTimeout. A context deadline that comes earlier wins.
 	SendTimeout time.Duration
-	// PerAttemptTimeout caps every attempt but the last (RocketMQ 5.3.3's
-	// sendMsgMaxTimeoutPerRequest), so one hung broker cannot eat the whole budget. 0 means no cap.
+	// PerAttemptTimeout is the attempt deadline of every attempt but the last (RocketMQ 5.3.3's
+	// sendMsgMaxTimeoutPerRequest), so one hung broker cannot eat the whole budget. 0 means none:
+	// every attempt may use what is left of the send timeout.
 	PerAttemptTimeout time.Duration
-	// AdaptivePerAttempt makes each broker's cap follow its own latency: DetourAttemptCapFactor
-	// times its usual latency on success (fault.Entry.UsualLatency), at least
-	// DetourAttemptCapFloor and at most PerAttemptTimeout, so a budget is not spent waiting on one
-	// sick broker while what is left could reach another. A broker with no success measured yet
-	// gets PerAttemptTimeout. Needs PerAttemptTimeout; PresetDetour sets it.
+	// AdaptivePerAttempt makes each broker's attempt deadline follow its own latency:
+	// fault.AttemptDeadlineFactor times its usual latency on success (fault.Entry.UsualLatency),
+	// at least fault.AttemptDeadlineFloor and at most PerAttemptTimeout, so a budget is not spent
+	// waiting on one sick broker while what is left could reach another; an attempt so cut is a
+	// stalled attempt, not a failed one. A broker with no success measured yet gets
+	// PerAttemptTimeout. fault.Entry.AttemptDeadline decides. Needs PerAttemptTimeout;
+	// PresetDetour sets it.
 	AdaptivePerAttempt bool
 	// RetryOnCodes are the broker response codes that are retried on another broker. nil means
 	// the preset's (RocketMQ4RetryCodes for PresetRocketMQ4, else DefaultRetryCodes); an empty
@@ -203,18 +205,18 @@ type ProbePolicy struct {
 	Interval time.Duration
 	// Timeout of one probe; 0 means DefaultProbeTimeout.
 	Timeout time.Duration
-	// Routed also probes, every round, each broker the policy's routes use that the table does
-	// not hold out, so a silent broker is found without traffic through detour (what the
-	// name-server facade publishes to other clients). Such a probe waits as long as a send
-	// attempt would (the per-attempt cap, else the send timeout); one left unanswered counts as a
-	// failed attempt (fault.Tolerance.WatchFailed: reason ProbeFailed), and one answered slower
-	// than a threshold of the table as a send of that latency (fault.Tolerance.WatchSlow: reason
-	// SlowProbe). Needs Enabled.
+	// Routed also probes, every round, each broker the policy's routes use that the table does not
+	// hold out, so a silent broker is found without traffic through detour (what the name-server
+	// facade publishes to other clients). Such a probe waits as long as a send attempt would (the
+	// per-attempt timeout, else the send timeout); one left unanswered counts as a failed attempt
+	// (fault.Tolerance.WatchFailed: reason ProbeFailed), and one answered slower than a threshold
+	// of the table as a send of that latency (fault.Tolerance.WatchSlow: reason SlowProbe). Needs
+	// Enabled.
 	Routed bool
 	// ProbationProbes is how many good probes in a row readmit a broker isolated for silence or a
-	// stall, or whose isolation repeated (see fault.Options.ProbationProbes); 0 or 1 means one. A
-	// broker on probation whose answer was good waits for the next full round: probed sooner, its
-	// good probes would fit in the up phase of a broker that flaps. PresetDetour sets
+	// slow answer, or whose isolation repeated (see fault.Options.ProbationProbes); 0 or 1 means
+	// one. A broker on probation whose answer was good waits for the next full round: probed
+	// sooner, its good probes would fit in the up phase of a broker that flaps. PresetDetour sets
 	// DetourProbationProbes.
 	ProbationProbes int
 }
@@ -291,7 +293,8 @@ type Policy struct {
 	Probe ProbePolicy
 	// Pressure configures the polling of brokers' own pressure figures.
 	Pressure PressurePolicy
-	// MaxIsolatedPercent caps the share of brokers isolated at once; 0 or 100 means no cap.
+	// MaxIsolatedPercent is the isolation limit, the share of brokers isolated at once; 0 or 100
+	// means no limit.
 	MaxIsolatedPercent int
 	// RespectPodHealth keeps brokers whose pods are not ready or terminating out of selection
 	// while other brokers remain.
@@ -299,8 +302,8 @@ type Policy struct {
 	// GrowOnRepeat lengthens the isolation of repeated failure episodes (see fault.Options).
 	GrowOnRepeat bool
 	// StallAfter holds out a broker whose oldest attempt in flight has gone unanswered this long
-	// and DetourStallFactor times its usual latency, before any attempt times out (see
-	// fault.Options.StallAfter); 0 turns it off. PresetDetour sets DetourStallAfter.
+	// and fault.StallThresholdFactor times its usual latency, before the attempt reaches its
+	// deadline (see fault.Options.StallAfter); 0 turns it off. PresetDetour sets DetourStallAfter.
 	StallAfter time.Duration
 }
 
@@ -400,7 +403,10 @@ func (p *Policy) retries(code int16) bool {
 	return slices.Contains(p.Retry.RetryOnCodes, code)
 }
 
-// Names of what Policy.Behavior reports beside the preset.
+// Names of what Policy.Behavior reports beside the preset. The strings stay as users' listings
+// and alerts know them: "isolationCap" is the isolation limit, "perAttemptCap" the per-attempt
+// timeout (the attempt deadline), "adaptiveCap" the adaptive attempt deadline, "stall" stall
+// detection.
 const (
 	BehaviorTable         = "table"         // the threshold table or failure latency
 	BehaviorRetry         = "retry"         // attempts, send timeout, retry codes, not-store-OK retry
@@ -462,7 +468,8 @@ func (p Policy) Behavior() string {
 	toggled(BehaviorIsolationCap, capped(p.MaxIsolatedPercent), capped(base.MaxIsolatedPercent), p.MaxIsolatedPercent == base.MaxIsolatedPercent)
 	toggled(BehaviorPerAttemptCap, p.Retry.PerAttemptTimeout > 0, base.Retry.PerAttemptTimeout > 0, p.Retry.PerAttemptTimeout == base.Retry.PerAttemptTimeout)
 	if p.Retry.PerAttemptTimeout > 0 {
-		// Without a cap there is nothing to adapt: "-perAttemptCap" already says it.
+		// Without a per-attempt timeout there is nothing to adapt: "-perAttemptCap" already says
+		// it.
 		toggled(BehaviorAdaptiveCap, p.Retry.AdaptivePerAttempt, base.Retry.PerAttemptTimeout > 0 && base.Retry.AdaptivePerAttempt, true)
 	}
 	toggled(BehaviorStall, p.StallAfter > 0 && p.Preset != PresetDisabled, base.StallAfter > 0, p.StallAfter == base.StallAfter)

@@ -35,11 +35,11 @@ func readmissions(evs []IsolationEvent) int {
 	return n
 }
 
-// TestWatchFindsAStallingBrokerBySlowAnswers proves that a watched broker that answers, but
+// TestWatchFindsAPausingBrokerBySlowAnswers proves that a watched broker that answers, but
 // slower than the table's first threshold (700 ms against RocketMQ 5's 550 ms), is isolated by
 // its probes alone with reason SlowProbe, with no send at all. Before probes measured, only
 // silence counted and such a broker stayed in.
-func TestWatchFindsAStallingBrokerBySlowAnswers(t *testing.T) {
+func TestWatchFindsAPausingBrokerBySlowAnswers(t *testing.T) {
 	c := startCluster(t, 2, []string{"broker-a", "broker-b", "broker-c"}, withPolicy(func(p *Policy) {
 		watchPolicy(true)(p)
 		p.Probe.Interval = 300 * time.Millisecond

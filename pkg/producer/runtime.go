@@ -240,7 +240,7 @@ func (r *Runtime) faultOptions(p Policy, gen uint64) fault.Options {
 		RespectPodHealth:   p.RespectPodHealth,
 		ProbationProbes:    p.Probe.ProbationProbes,
 		StallAfter:         p.StallAfter,
-		StallFactor:        DetourStallFactor,
+		StallFactor:        fault.StallThresholdFactor,
 		OnChange:           func(c fault.Change) { r.onChange(name, gen, c) },
 	}
 }

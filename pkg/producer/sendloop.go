@@ -12,12 +12,12 @@ import (
 	"github.com/detourmq/detour/pkg/remoting"
 )
 
-// The send loop is RocketMQ's DefaultMQProducerImpl.sendDefaultImpl (with the per-attempt cap of
-// 5.3.3) as named steps:
+// The send loop is RocketMQ's DefaultMQProducerImpl.sendDefaultImpl (with the per-attempt deadline
+// of 5.3.3) as named steps:
 //
 //	prepare    once per send: the route, the budget, the request's header and body
 //	nextQueue  per attempt: the queue's selection and the budget check, in RocketMQ's order
-//	attempt    the request to the queue's broker, timed
+//	attempt    the request to the queue's broker, timed, under its deadline (attemptDeadline)
 //	classify   what came back: interrupted, transport failure, sent oneway, stored, broken, refused
 //	settle     the fault table's record of it, and whether the send goes on to another attempt
 //	finish     the result or the final error, and the send's metrics
@@ -71,9 +71,9 @@ type sendCall struct {
 	refreshed <-chan struct{}
 }
 
-// send is the retry loop shared by all modes: RocketMQ's sendDefaultImpl with the per-attempt cap
-// of 5.3.3. Under RocketMQ's presets each mode keeps RocketMQ's rules (see retryRules); under
-// PresetDetour every mode retries as a sync send does.
+// send is the retry loop shared by all modes: RocketMQ's sendDefaultImpl with the per-attempt
+// deadline of 5.3.3. Under RocketMQ's presets each mode keeps RocketMQ's rules (see retryRules);
+// under PresetDetour every mode retries as a sync send does.
 func (r *Runtime) send(ctx context.Context, key string, m *Message, mode SendMode, begin time.Time) (*SendResult, error) {
 	var c sendCall
 	if err := c.open(r, ctx, key, m, mode, begin); err != nil {
@@ -171,8 +171,8 @@ func (c *sendCall) prepare(rt *route, m *Message) error {
 
 // startBudget starts the send's time budget and its record of attempts.
 func (c *sendCall) startBudget() {
-	// One context carries the whole budget; attempts that need a tighter cap derive from it. A
-	// caller's deadline that comes first already is that budget.
+	// One context carries the whole budget; attempts under a deadline of their own derive from it.
+	// A caller's deadline that comes first already is that budget.
 	c.deadline = c.begin.Add(c.pol.Retry.SendTimeout)
 	c.sendCtx = c.ctx
 	if d, ok := c.ctx.Deadline(); ok && !d.After(c.deadline) {
@@ -317,14 +317,14 @@ type attemptResult struct {
 	sent     remoting.SendResponse
 	status   string
 	parseErr error
-	// adaptiveCap says the attempt ran under an adaptive cap shorter than the policy's
-	// per-attempt timeout (see attemptCap).
-	adaptiveCap bool
+	// adaptiveDeadline says the attempt ran under an adaptive deadline shorter than the policy's
+	// per-attempt timeout (see attemptDeadline).
+	adaptiveDeadline bool
 }
 
 // attempt sends the request of attempt i to q and times it. The latency runs from before the
-// attempt's cap does, so a capped attempt measures at least the cap, and includes building the
-// request, as RocketMQ's does.
+// attempt's deadline does, so an attempt cut at its deadline measures at least the deadline, and
+// includes building the request, as RocketMQ's does.
 func (c *sendCall) attempt(i int, q *queueEntry) attemptResult {
 	b := q.b
 	c.tried = append(c.tried, b.name)
@@ -338,9 +338,9 @@ func (c *sendCall) attempt(i int, q *queueEntry) attemptResult {
 	attemptCtx := c.sendCtx
 	var cancel context.CancelFunc
 	var res attemptResult
-	if cap := c.attemptCap(b); cap > 0 && i+1 < c.rules.attempts && c.remaining > cap {
-		attemptCtx, cancel = context.WithTimeout(c.sendCtx, cap)
-		res.adaptiveCap = cap < c.pol.Retry.PerAttemptTimeout
+	if d, cut := c.attemptDeadline(i, b); d > 0 {
+		attemptCtx, cancel = context.WithTimeout(c.sendCtx, d)
+		res.adaptiveDeadline = cut
 	}
 	c.header.QueueID = q.id
 	c.header.BrokerName = b.name
@@ -360,19 +360,12 @@ func (c *sendCall) attempt(i int, q *queueEntry) attemptResult {
 	return res
 }
 
-// attemptCap is the cap of an attempt to b that is not the send's last: the policy's per-attempt
-// timeout, or with AdaptivePerAttempt, DetourAttemptCapFactor times b's usual latency, clamped to
-// DetourAttemptCapFloor and the per-attempt timeout. 0 means no cap.
-func (c *sendCall) attemptCap(b *brokerSlot) time.Duration {
-	cap := c.pol.Retry.PerAttemptTimeout
-	if cap <= 0 || !c.pol.Retry.AdaptivePerAttempt {
-		return cap
-	}
-	usual := b.entry.UsualLatency()
-	if usual <= 0 {
-		return cap
-	}
-	return min(cap, max(DetourAttemptCapFloor, DetourAttemptCapFactor*usual))
+// attemptDeadline is how long attempt i to b may wait for an answer, 0 for the send's own budget,
+// and whether an adaptive deadline cuts it: fault.Entry.AttemptDeadline decides, from the
+// policy's per-attempt timeout and AdaptivePerAttempt.
+func (c *sendCall) attemptDeadline(i int, b *brokerSlot) (time.Duration, bool) {
+	r := &c.pol.Retry
+	return b.entry.AttemptDeadline(r.PerAttemptTimeout, r.AdaptivePerAttempt, i+1 >= c.rules.attempts, c.remaining)
 }
 
 // attemptClass is what an attempt came to.
@@ -437,7 +430,7 @@ func (c *sendCall) settle(i int, q *queueEntry, res *attemptResult, class attemp
 		c.lastErr = fmt.Errorf("%w: %w", c.ctx.Err(), res.err)
 		return false
 	case attemptTransportFailed:
-		if c.cutByAdaptiveCap(res) {
+		if c.cutByAdaptiveDeadline(res) {
 			// The broker has not answered within a few times its usual latency: a first sign
 			// (perhaps a pause of the kind a healthy broker takes) holds it out as stalled until
 			// its next answer, a silence that goes on counts as a failure (fault.Tolerance.Stalled),
@@ -561,14 +554,14 @@ func busyRefusal(code int16, remark string) bool {
 	return code == remoting.SystemBusy || (code == remoting.SystemError && strings.HasPrefix(remark, "[PC_SYNCHRONIZED]"))
 }
 
-// cutByAdaptiveCap reports whether an attempt timed out on its adaptive cap while the send's own
-// budget runs on.
-func (c *sendCall) cutByAdaptiveCap(res *attemptResult) bool {
-	return res.adaptiveCap && errors.Is(res.err, remoting.ErrTimeout) && c.sendCtx.Err() == nil
+// cutByAdaptiveDeadline reports whether an attempt timed out on its adaptive deadline while the
+// send's own budget runs on: a stalled attempt.
+func (c *sendCall) cutByAdaptiveDeadline(res *attemptResult) bool {
+	return res.adaptiveDeadline && errors.Is(res.err, remoting.ErrTimeout) && c.sendCtx.Err() == nil
 }
 
-// stalledFault records an attempt cut by its adaptive cap (fault.Tolerance.Stalled) and reports
-// it to metrics as the transport failure it was.
+// stalledFault records an attempt cut by its adaptive deadline (fault.Tolerance.Stalled) and
+// reports it to metrics as the transport failure it was.
 func (r *Runtime) stalledFault(rt *route, b *brokerSlot, latency time.Duration) {
 	rt.policy.tol.Stalled(b.name, latency)
 	r.metrics.AttemptDone(rt.policy.Name, b.name, latency, fault.TransportError)

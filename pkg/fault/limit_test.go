@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-func TestCapLimit(t *testing.T) {
+func TestIsolationLimit(t *testing.T) {
 	tests := []struct {
 		brokers, percent, want int
 		capped                 bool
@@ -34,10 +34,10 @@ func TestCapLimit(t *testing.T) {
 				tol.Entry(fmt.Sprint("B", i))
 			}
 			tol.mu.Lock()
-			got, capped := tol.capLimit()
+			got, capped := tol.isolationLimit()
 			tol.mu.Unlock()
 			if got != tc.want || capped != tc.capped {
-				t.Errorf("capLimit() = %d, %v; want %d, %v", got, capped, tc.want, tc.capped)
+				t.Errorf("isolationLimit() = %d, %v; want %d, %v", got, capped, tc.want, tc.capped)
 			}
 		})
 	}
@@ -142,7 +142,7 @@ func TestCapCountsPodMarksButNeverReleasesThem(t *testing.T) {
 	tol.Update("B", ms(1), TransportError)
 	wantAvailable(t, tol, map[string]bool{"A": false, "B": true})
 
-	// A pod mark that breaks the cap releases a latency isolation instead.
+	// A pod mark that breaks the isolation limit releases a latency isolation instead.
 	tol2, _, rec := threeBrokers(t, Options{MaxIsolatedPercent: 34, RespectPodHealth: true})
 	tol2.Update("B", ms(1), TransportError)
 	tol2.SetPodState("A", PodTerminating)
