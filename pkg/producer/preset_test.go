@@ -13,7 +13,7 @@ import (
 	"github.com/detourmq/detour/pkg/remoting"
 )
 
-// plainPolicy is the Detour preset with probing, growth, the isolation cap and the per-attempt cap
+// plainPolicy is the Detour preset with probing, growth, the isolation limit and the attempt deadline
 // off: RocketMQ 5.x's table and rules with Detour's selection and pod health. Tests of the send
 // loop and of selection use it so that each extension they do not test stays out of the way.
 func plainPolicy(name string) Policy {

@@ -69,8 +69,8 @@ func (r *Runtime) runProbe(policy string, pl *probeLoop) {
 			if len(suspects) == 0 || !start.Before(nextFull) {
 				suspects = r.probeRound(policy, pl, nil)
 				// The next round is timed from this one's start: timed from its end, it would
-				// start in step with a stalling broker, whose answer ends the round when its
-				// stall ends.
+				// start in step with a pausing broker, whose answer ends the round when its
+				// pause ends.
 				nextFull = start.Add(jittered(pl.interval))
 			} else {
 				suspects = r.probeRound(policy, pl, suspects)
@@ -84,10 +84,10 @@ func (r *Runtime) runProbe(policy string, pl *probeLoop) {
 	}
 }
 
-// jittered draws the time between two probe rounds from interval ±50 %. A broker that stalls
+// jittered draws the time between two probe rounds from interval ±50 %. A broker that pauses
 // periodically (a GC pause every second, say) would otherwise be probed at the same phase of its
 // cycle every time and, if that phase is a healthy one, never be found silent; with a spread of a
-// whole interval, a stall whose period is the interval is probed at independent phases.
+// whole interval, a pause whose period is the interval is probed at independent phases.
 func jittered(interval time.Duration) time.Duration {
 	return interval/2 + rand.N(interval+1)
 }
@@ -206,8 +206,8 @@ func judgeHeld(ps *policyState, broker string, v probeVerdict, suspects *suspect
 // and slowness as a slow send; a busy or refusing answer isolates nothing (the sends see what it
 // means for a message). Any of the three makes the broker a suspect, and so does a good answer
 // that took the table's proof latency or more (50 ms in both presets) without isolating: a probe
-// sent late in a stall is answered when the stall ends, and the follow-up, a quarter of an
-// interval later, likely lands in the next stall, where silence isolates.
+// sent late in a pause is answered when the pause ends, and the follow-up, a quarter of an
+// interval later, likely lands in the next pause, where silence isolates.
 func judgeWatched(ps *policyState, broker string, v probeVerdict, suspects *suspectSet) {
 	switch {
 	case v.silent:

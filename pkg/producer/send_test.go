@@ -167,7 +167,7 @@ func TestFinalErrorNamesAttemptsCostTopicAndBrokers(t *testing.T) {
 	}
 }
 
-func TestPerAttemptCapLetsASecondBrokerAnswerWithinTheBudget(t *testing.T) {
+func TestAttemptDeadlineLetsASecondBrokerAnswerWithinTheBudget(t *testing.T) {
 	for _, capped := range []bool{true, false} {
 		t.Run(fmt.Sprintf("capped=%v", capped), func(t *testing.T) {
 			// Two attempts: the capped first one and the last, which gets the rest of the budget.
@@ -330,7 +330,7 @@ func TestRemovedBrokerLeavesTheRoute(t *testing.T) {
 }
 
 func TestSameUniqKeyOnEveryAttempt(t *testing.T) {
-	// broker-a answers late (after the per-attempt cap) but still stores: the retry on broker-b
+	// broker-a answers late (after its attempt deadline) but still stores: the retry on broker-b
 	// carries the same UNIQ_KEY, so both copies are one message to a deduplicating consumer.
 	c := startCluster(t, 1, []string{"broker-a", "broker-b"}, withPolicy(func(p *Policy) {
 		p.Retry.Attempts = 2

@@ -35,8 +35,8 @@ func newRuntime(t testing.TB, c *rmqtest.Cluster, topic string, queues int, poli
 	return r
 }
 
-// detourPolicy is the Detour behaviour the README recommends: RocketMQ 5's table, probing, a
-// per-attempt cap of 1 s within 3 attempts in 3 s, pod health respected.
+// detourPolicy is the Detour behaviour the README recommends: RocketMQ 5's table, probing, an
+// attempt deadline of 1 s within 3 attempts in 3 s, pod health respected.
 func detourPolicy(name string) producer.Policy {
 	p := producer.DefaultPolicy(name)
 	p.Retry.PerAttemptTimeout = time.Second
