@@ -13,8 +13,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/detourmq/detour/internal/front"
 	"github.com/detourmq/detour/pkg/producer"
+	"github.com/detourmq/detour/pkg/scope"
 )
 
 // BatchPath is the route of the batch endpoint: many messages to one Topic in one request, sent
@@ -149,13 +149,13 @@ func batchItemError(i int, err error) error {
 
 // batchResponse is the answer for a stored batch, naming brokers as RocketMQ names them, without
 // the scope the runtime names them in.
-func batchResponse(res *producer.BatchResult, scope front.Scope) *BatchResponse {
+func batchResponse(res *producer.BatchResult, brokers scope.Scope) *BatchResponse {
 	out := &BatchResponse{
 		Topic:         res.Topic,
-		Broker:        scope.Name(res.Broker),
+		Broker:        brokers.Name(res.Broker),
 		QueueID:       res.QueueID,
 		Attempts:      res.Attempts,
-		BrokersTried:  scope.Names(res.BrokersTried),
+		BrokersTried:  brokers.Names(res.BrokersTried),
 		Status:        res.Status,
 		LatencyMillis: res.Latency.Milliseconds(),
 		Messages:      make([]BatchMessageResult, len(res.MsgIDs)),

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/detourmq/detour/internal/front"
 	"github.com/detourmq/detour/pkg/producer"
+	"github.com/detourmq/detour/pkg/scope"
 )
 
 // sameAsEncodingJSON returns an error unless the decoding fast gave of data (its messages or its
@@ -142,7 +142,7 @@ func TestReadingAndAnsweringABatchAllocatePerBatchNotPerMessage(t *testing.T) {
 			if err != nil || len(msgs) != n {
 				t.Fatalf("read %d of %d: %v", len(msgs), n, err)
 			}
-			answer = batchResponse(res, front.Scope{}).appendJSON(answer[:0])
+			answer = batchResponse(res, scope.Scope{}).appendJSON(answer[:0])
 		})
 	}
 	few, many := allocs(64), allocs(256)

@@ -16,6 +16,7 @@ import (
 	"github.com/detourmq/detour/internal/kubeauth"
 	"github.com/detourmq/detour/pkg/metrics"
 	"github.com/detourmq/detour/pkg/producer"
+	"github.com/detourmq/detour/pkg/scope"
 )
 
 // MessagesPath is the route of the send endpoint; {name} is the Topic resource's name. (The
@@ -262,31 +263,31 @@ func (s *Server) send(ctx context.Context, route string, msg *producer.Message, 
 
 // resultWithBrokerNames returns res with its brokers named as RocketMQ names them, without the
 // scope the runtime names them in.
-func resultWithBrokerNames(res *producer.SendResult, scope front.Scope) *producer.SendResult {
-	if scope == (front.Scope{}) {
+func resultWithBrokerNames(res *producer.SendResult, brokers scope.Scope) *producer.SendResult {
+	if brokers == (scope.Scope{}) {
 		return res
 	}
 	named := *res
-	named.Broker = scope.Name(res.Broker)
-	named.BrokersTried = scope.Names(res.BrokersTried)
+	named.Broker = brokers.Name(res.Broker)
+	named.BrokersTried = brokers.Names(res.BrokersTried)
 	return &named
 }
 
 // withBrokerNames returns err with the brokers a send tried named as RocketMQ names them, without
 // the scope the runtime names them in.
-func withBrokerNames(err error, scope front.Scope) error {
-	if scope == (front.Scope{}) {
+func withBrokerNames(err error, brokers scope.Scope) error {
+	if brokers == (scope.Scope{}) {
 		return err
 	}
 	switch e := err.(type) {
 	case *producer.SendError:
 		named := *e
-		named.BrokersTried = scope.Names(e.BrokersTried)
+		named.BrokersTried = brokers.Names(e.BrokersTried)
 		return &named
 	case *producer.OrderedSendError:
 		named := *e
-		named.Broker = scope.Name(e.Broker)
-		named.Err = withBrokerNames(e.Err, scope)
+		named.Broker = brokers.Name(e.Broker)
+		named.Err = withBrokerNames(e.Err, brokers)
 		return &named
 	}
 	return err

@@ -13,7 +13,7 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 
-	"github.com/detourmq/detour/controllers"
+	"github.com/detourmq/detour/pkg/scope"
 )
 
 // addHealthChecks makes liveness follow the runtime, and readiness the runtime, the cache and
@@ -119,7 +119,7 @@ func (op *Operator) topicsRouted() healthz.Checker {
 		var waiting []string
 		for i := range initial {
 			t := &initial[i]
-			key := controllers.RouteKey(t.Namespace, t.Name)
+			key := scope.TopicRoute(t.Namespace, t.Name)
 			_, routed := op.rt.RouteInfo(key)
 			_, asked := op.rt.RouteStatus(key)
 			if !routed && !asked {
