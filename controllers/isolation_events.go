@@ -70,6 +70,7 @@ func (p *isolationPump) eventDue(ev producer.IsolationEvent) bool {
 	if ev.Isolated {
 		direction = "isolated"
 	}
+	//docgen:not-identity a key of the Events' rate limit, never read back
 	key := types.NamespacedName{Namespace: ev.Policy, Name: ev.Broker + "/" + direction}
 	if p.eventWrites.wait(key) > 0 {
 		return false

@@ -25,7 +25,19 @@ var notProduct = []string{"internal/testsupport", "test", "hack"}
 // not read.
 func longFunctions(root string) ([]string, error) {
 	var long []string
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+	err := walkProduct(root, func(path, rel string) error {
+		found, err := longFunctionsIn(path, rel)
+		long = append(long, found...)
+		return err
+	})
+	return long, err
+}
+
+// walkProduct calls visit with every Go file of the product under root, by its path and its
+// path from root: not tests, testdata folders nor the notProduct folders. Generated files are
+// visited; visit tells them (ast.IsGenerated).
+func walkProduct(root string, visit func(path, rel string) error) error {
+	return filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -43,11 +55,8 @@ func longFunctions(root string) ([]string, error) {
 		if !strings.HasSuffix(rel, ".go") || strings.HasSuffix(rel, "_test.go") {
 			return nil
 		}
-		found, err := longFunctionsIn(path, rel)
-		long = append(long, found...)
-		return err
+		return visit(path, rel)
 	})
-	return long, err
 }
 
 // skipDir says whether the folder rel (named name) holds no product code.

@@ -88,7 +88,7 @@ func (r *Resolver) resolveUndeclared(ctx context.Context, namespace, topic strin
 	}
 	names := make([]string, len(serving))
 	for i, c := range serving {
-		names[i] = c.Namespace + "/" + c.Name
+		names[i] = client.ObjectKeyFromObject(c).String()
 	}
 	slices.Sort(names)
 	return Target{}, fmt.Errorf("%w: no Topic publishes %s, and Clusters %s all serve undeclared topics; set the client's namespace "+

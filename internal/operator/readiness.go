@@ -11,6 +11,7 @@ import (
 
 	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 
 	"github.com/detourmq/detour/pkg/scope"
@@ -123,7 +124,7 @@ func (op *Operator) topicsRouted() healthz.Checker {
 			_, routed := op.rt.RouteInfo(key)
 			_, asked := op.rt.RouteStatus(key)
 			if !routed && !asked {
-				waiting = append(waiting, t.Namespace+"/"+t.Name)
+				waiting = append(waiting, client.ObjectKeyFromObject(t).String())
 			}
 		}
 		if len(waiting) > 0 {
