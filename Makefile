@@ -74,7 +74,7 @@ manifests: ## Generate CRDs into config/crd/bases and RBAC into config/rbac, and
 	cp config/prometheus/alerts.yaml charts/detour/files/prometheus-alerts.yaml
 
 .PHONY: docs
-docs: ## Generate docs/reference (API, manager flags, Helm values, metrics); check every relative link in README.md, CHANGELOG.md, docs/ and bench/, the package map of docs/design/architecture.md and that no function (tests and generated code aside) is over 80 lines.
+docs: ## Generate docs/reference (API, manager flags, Helm values, metrics); check every relative link in README.md, CHANGELOG.md, docs/ and bench/, the package map of docs/design/architecture.md, that no function (tests and generated code aside) is over 80 lines and that no product code outside pkg/scope glues or cuts a "/" by hand.
 	$(GO) run ./hack/docgen
 
 .PHONY: lint-api
@@ -83,7 +83,7 @@ lint-api: ## Check the API types in api/ against the Kubernetes API conventions 
 		"$$kal" run --config .golangci-kal.yml ./api/...
 
 .PHONY: verify
-verify: manifests generate docs lint-api ## Fail when generated files (docs/reference among them) are out of date, a markdown link is broken, the architecture map or a function's size is wrong, api/ breaks an API convention or a go.mod is not tidy.
+verify: manifests generate docs lint-api ## Fail when generated files (docs/reference among them) are out of date, a markdown link is broken, the architecture map, a function's size or a hand-built identity is wrong, api/ breaks an API convention or a go.mod is not tidy.
 	@# go mod tidy -diff prints what tidy would change and fails without writing anything.
 	@for mod in . $$(dirname $$(git ls-files 'hack/*go.mod')); do \
 		(cd "$$mod" && $(GO) mod tidy -diff) || { echo "$$mod: go.mod or go.sum is not tidy; run 'go mod tidy' there and commit"; exit 1; }; done

@@ -21,6 +21,7 @@ import (
 
 	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
 	"github.com/detourmq/detour/pkg/producer"
+	"github.com/detourmq/detour/pkg/scope"
 )
 
 // BrokerPodReconciler pushes the state of every master broker pod that a Topic or a Cluster selects
@@ -60,8 +61,8 @@ func (r *BrokerPodReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		return ctrl.Result{}, nil
 	}
 	ids := make([]string, 0, len(scopes))
-	for _, prefix := range scopes {
-		id := prefix + b.Name
+	for _, s := range scopes {
+		id := s.Broker(b.Name).String()
 		r.Runtime.SetBroker(producer.Broker{Name: id, Addr: b.Addr, Ready: b.Ready, Terminating: b.Terminating})
 		ids = append(ids, id)
 	}
@@ -82,18 +83,18 @@ func (r *BrokerPodReconciler) forgetPod(ctx context.Context, pod types.Namespace
 	}
 }
 
-// brokerScopesOf returns the scopes (broker identity prefixes) in which a broker pod counts: its
+// brokerScopesOf returns the scopes in which a broker pod counts: its
 // namespace when a Topic's broker selector there picks it, and each Cluster of its namespace whose
 // selector picks it (a Cluster's pods add pod health to the brokers its name servers publish).
 // None means no selector picks it.
-func brokerScopesOf(ctx context.Context, c client.Reader, pod *corev1.Pod) ([]string, error) {
-	var scopes []string
+func brokerScopesOf(ctx context.Context, c client.Reader, pod *corev1.Pod) ([]scope.Scope, error) {
+	var scopes []scope.Scope
 	var topics routingv1alpha1.TopicList
 	if err := c.List(ctx, &topics, client.InNamespace(pod.Namespace)); err != nil {
 		return nil, err
 	}
 	if slices.ContainsFunc(topics.Items, func(t routingv1alpha1.Topic) bool { return selects(t.Spec.BrokerSelector, pod.Labels) }) {
-		scopes = append(scopes, BrokerPrefix(pod.Namespace))
+		scopes = append(scopes, scope.Pods(pod.Namespace))
 	}
 	var clusters routingv1alpha1.ClusterList
 	if err := c.List(ctx, &clusters, client.InNamespace(pod.Namespace)); err != nil {
@@ -101,7 +102,7 @@ func brokerScopesOf(ctx context.Context, c client.Reader, pod *corev1.Pod) ([]st
 	}
 	for i := range clusters.Items {
 		if selects(clusters.Items[i].Spec.BrokerSelector, pod.Labels) {
-			scopes = append(scopes, ClusterBrokerPrefix(pod.Namespace, clusters.Items[i].Name))
+			scopes = append(scopes, scope.Cluster(pod.Namespace, clusters.Items[i].Name))
 		}
 	}
 	return scopes, nil

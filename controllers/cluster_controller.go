@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -25,6 +24,7 @@ import (
 
 	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
 	"github.com/detourmq/detour/pkg/producer"
+	"github.com/detourmq/detour/pkg/scope"
 )
 
 // maxStatusBrokers is the most brokers a Cluster's or Topic's status lists: the schema's
@@ -62,17 +62,17 @@ func (r *ClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		if apierrors.IsNotFound(err) {
 			r.clusterWrites.forget(req.NamespacedName)
 			r.describer.forget(req.NamespacedName)
-			r.Runtime.RemoveRoute(clusterWatchKey(req.Namespace, req.Name))
+			r.Runtime.RemoveRoute(scope.Cluster(req.Namespace, req.Name).WatchRoute())
 			r.forgetUndeclared(req.NamespacedName, 0)
-			return ctrl.Result{}, r.Runtime.SetCredentials(ClusterBrokerPrefix(req.Namespace, req.Name), nil)
+			return ctrl.Result{}, r.Runtime.SetCredentials(scope.Cluster(req.Namespace, req.Name).Prefix(), nil)
 		}
 		return ctrl.Result{}, err
 	}
 	// Every replica sends, so every replica signs; and every replica keeps routes of undeclared
 	// topics, asked for with the spec they were first asked with.
 	r.forgetUndeclared(req.NamespacedName, cl.Generation)
-	scope := ClusterBrokerPrefix(cl.Namespace, cl.Name)
-	secretErr := r.syncCredentials(ctx, r.Runtime, scope, cl.Namespace, cl.Spec.CredentialsSecretRef)
+	credScope := scope.Cluster(cl.Namespace, cl.Name).Prefix()
+	secretErr := r.syncCredentials(ctx, r.Runtime, credScope, cl.Namespace, cl.Spec.CredentialsSecretRef)
 	if secretErr != nil && !errors.Is(secretErr, errSecretUnusable) {
 		return ctrl.Result{}, secretErr
 	}
@@ -101,7 +101,7 @@ func (r *ClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	computeClusterStatus(&cl, look.view, pods, look.err, missing)
 	markHidden(ctx, r.Client, r.Runtime, &cl)
 	computeUndeclaredStatus(&cl, r.Runtime)
-	rf := credentialsCondition(&cl.Status.Conditions, cl.Generation, r.Runtime, scope, "", cl.Spec.CredentialsSecretRef, secretErr)
+	rf := credentialsCondition(&cl.Status.Conditions, cl.Generation, r.Runtime, credScope, "", cl.Spec.CredentialsSecretRef, secretErr)
 	r.credentialsEvent(&cl, meta.FindStatusCondition(orig.Status.Conditions, routingv1alpha1.ConditionCredentialsAccepted),
 		meta.FindStatusCondition(cl.Status.Conditions, routingv1alpha1.ConditionCredentialsAccepted), rf)
 	result, err := r.clusterWrites.patchStatus(ctx, r.Client, &cl, orig,
@@ -244,7 +244,7 @@ func (r *ClusterReconciler) forgetUndeclared(key types.NamespacedName, generatio
 	} else if prev, seen := r.generations.Swap(key, generation); !seen || prev.(int64) == generation {
 		return
 	}
-	r.Runtime.ForgetUndeclared(ClusterBrokerPrefix(key.Namespace, key.Name))
+	r.Runtime.ForgetUndeclared(scope.Cluster(key.Namespace, key.Name).Prefix())
 }
 
 // maxRefusedMessage is the longest message of a refused topic: the schema's MaxLength.
@@ -261,15 +261,15 @@ func computeUndeclaredStatus(cl *routingv1alpha1.Cluster, rt *producer.Runtime) 
 		cl.Status.UndeclaredTopics = nil
 		return
 	}
-	prefix := ClusterBrokerPrefix(cl.Namespace, cl.Name)
-	use := rt.UndeclaredInUse(prefix, maxRefusedTopics)
+	brokers := scope.Cluster(cl.Namespace, cl.Name)
+	use := rt.UndeclaredInUse(brokers.Prefix(), maxRefusedTopics)
 	st := &routingv1alpha1.UndeclaredTopicsStatus{InUse: ptr.To(int32(use.Topics)), RefusedCount: int32(use.RefusedCount)}
 	for _, f := range use.Refused {
 		reason := routingv1alpha1.ReasonNameServersUnreachable
 		if errors.Is(f.Err, producer.ErrTopicNotPublished) {
 			reason = routingv1alpha1.ReasonTopicNotPublished
 		}
-		st.Refused = append(st.Refused, routingv1alpha1.RefusedTopic{Topic: strings.TrimPrefix(f.Key, prefix), Reason: reason,
+		st.Refused = append(st.Refused, routingv1alpha1.RefusedTopic{Topic: brokers.UndeclaredTopic(f.Key), Reason: reason,
 			Message: cutMessage(f.Err.Error(), maxRefusedMessage)})
 	}
 	cl.Status.UndeclaredTopics = st

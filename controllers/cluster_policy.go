@@ -9,6 +9,7 @@ import (
 
 	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
 	"github.com/detourmq/detour/pkg/producer"
+	"github.com/detourmq/detour/pkg/scope"
 )
 
 // clusterWatchTopic is the RocketMQ topic a Cluster's watch route names. Nothing is sent on it:
@@ -17,26 +18,22 @@ import (
 // any queue without messages).
 const clusterWatchTopic = "DETOUR_CLUSTER_WATCH"
 
-// clusterWatchKey is the route key of a Cluster's watch route; no Topic's key (namespace/name of
-// a DNS name) has a colon.
-func clusterWatchKey(namespace, name string) string { return namespace + "/cluster:" + name }
-
 // syncClusterWatch puts every master the Cluster's name servers list under the Cluster's
 // faultPolicyRef in the runtime, through a route nobody sends on, or takes that route away when
 // the Cluster names no policy. The policy's table then learns the brokers' pod health and, with
 // probe.routedBrokers, its probes watch them: a broker is isolated without a Topic or any traffic.
 func syncClusterWatch(ctx context.Context, rt *producer.Runtime, cl *routingv1alpha1.Cluster, view producer.ClusterView) {
-	key := clusterWatchKey(cl.Namespace, cl.Name)
+	key := scope.Cluster(cl.Namespace, cl.Name).WatchRoute()
 	ref := cl.Spec.FaultPolicyRef
 	if ref == nil {
 		rt.RemoveRoute(key)
 		return
 	}
-	route := producer.Route{Key: key, Topic: clusterWatchTopic, Policy: PolicyKey(cl.Namespace, ref.Name)}
-	prefix := ClusterBrokerPrefix(cl.Namespace, cl.Name)
+	route := producer.Route{Key: key, Topic: clusterWatchTopic, Policy: scope.PolicyKey(cl.Namespace, ref.Name)}
+	brokers := scope.Cluster(cl.Namespace, cl.Name)
 	for _, b := range view.Brokers {
 		if b.MasterAddr != "" {
-			route.Brokers = append(route.Brokers, producer.BrokerQueues{Broker: prefix + b.Name, Addr: b.MasterAddr, WriteQueues: 1})
+			route.Brokers = append(route.Brokers, producer.BrokerQueues{Broker: brokers.Broker(b.Name).String(), Addr: b.MasterAddr, WriteQueues: 1})
 		}
 	}
 	if err := rt.SetRoute(route); err != nil {
@@ -60,7 +57,7 @@ func markHidden(ctx context.Context, r client.Reader, rt *producer.Runtime, cl *
 	for _, b := range st.Brokers {
 		names = append(names, b.Name)
 	}
-	hidden := hiddenBrokers(ctx, r, rt, cl, PolicyKey(cl.Namespace, ref.Name), names)
+	hidden := hiddenBrokers(ctx, r, rt, cl, scope.PolicyKey(cl.Namespace, ref.Name), names)
 	for i := range st.Brokers {
 		st.Brokers[i].Hidden = routingv1alpha1.IsolationReason(hidden[st.Brokers[i].Name])
 	}

@@ -16,6 +16,7 @@ import (
 	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
 	"github.com/detourmq/detour/internal/testsupport/rmqtest"
 	"github.com/detourmq/detour/pkg/facade"
+	"github.com/detourmq/detour/pkg/scope"
 )
 
 // TestClusterPolicyHidesAFrozenBrokerWithoutTopics runs a real 5.x cluster with a Cluster that
@@ -64,7 +65,7 @@ func TestClusterPolicyHidesAFrozenBrokerWithoutTopics(t *testing.T) {
 		return nil
 	})
 	eventuallyWithin(t, realTimeout, "every broker the Cluster lists under its policy", func() error {
-		if info, ok := rt.RouteInfo(clusterWatchKey(ns, "prod")); !ok || len(info.Brokers) != 3 || info.Policy != PolicyKey(ns, "whole") {
+		if info, ok := rt.RouteInfo(scope.Cluster(ns, "prod").WatchRoute()); !ok || len(info.Brokers) != 3 || info.Policy != scope.PolicyKey(ns, "whole") {
 			return fmt.Errorf("watch route %+v", info)
 		}
 		return nil
@@ -131,7 +132,7 @@ func TestClusterPolicyHidesAFrozenBrokerWithoutTopics(t *testing.T) {
 		if h, known := view.Hide(topic, names); known {
 			return fmt.Errorf("still governed, hidden %v", h)
 		}
-		if _, ok := rt.RouteInfo(clusterWatchKey(ns, "prod")); ok {
+		if _, ok := rt.RouteInfo(scope.Cluster(ns, "prod").WatchRoute()); ok {
 			return fmt.Errorf("the watch route stays")
 		}
 		return nil

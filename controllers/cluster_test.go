@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
+	"github.com/detourmq/detour/internal/front"
 	"github.com/detourmq/detour/internal/testsupport/rmqtest"
 	"github.com/detourmq/detour/pkg/producer"
 )
@@ -33,7 +34,7 @@ func routeBrokerNames(rt *producer.Runtime, topic *routingv1alpha1.Topic) []stri
 	info, _ := rt.RouteInfo(routeOf(topic))
 	var out []string
 	for _, b := range info.Brokers {
-		name, _ := brokerNameIn(TopicBrokerPrefix(topic), b.Name)
+		name, _ := front.TopicScope(topic).Local(b.Name)
 		out = append(out, name+"@"+b.Addr)
 	}
 	return out
@@ -58,7 +59,7 @@ func expectRoute(t *testing.T, rt *producer.Runtime, topic *routingv1alpha1.Topi
 		if err != nil {
 			t.Fatalf("send to %s: %v", topic.Name, err)
 		}
-		if !slices.ContainsFunc(brokers, func(b *rmqtest.Broker) bool { return TopicBrokerPrefix(topic)+b.Name == res.Broker }) {
+		if !slices.ContainsFunc(brokers, func(b *rmqtest.Broker) bool { return front.TopicScope(topic).Broker(b.Name).String() == res.Broker }) {
 			t.Fatalf("send to %s stored on %s, outside the route %v", topic.Name, res.Broker, want)
 		}
 	}
@@ -185,7 +186,7 @@ func TestClusterTopicsRouteAsTheRealNameServerPublishes(t *testing.T) {
 			eventuallyWithin(t, realTimeout, "broker-b's pod health reaches the route", func() error {
 				info, _ := rt.RouteInfo(routeOf(topic))
 				for _, rb := range info.Brokers {
-					if rb.Name == TopicBrokerPrefix(topic)+b.Name && !rb.PodOK {
+					if rb.Name == front.TopicScope(topic).Broker(b.Name).String() && !rb.PodOK {
 						return nil
 					}
 				}

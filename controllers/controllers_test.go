@@ -20,6 +20,7 @@ import (
 	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
 	"github.com/detourmq/detour/pkg/brokersim"
 	"github.com/detourmq/detour/pkg/producer"
+	"github.com/detourmq/detour/pkg/scope"
 )
 
 // slowPolicy isolates a broker for 5 s once a send took 300 ms, and probes isolated brokers so a
@@ -46,7 +47,7 @@ func sendUntilBroker(t *testing.T, rt *producer.Runtime, topic *routingv1alpha1.
 		if err != nil {
 			t.Fatalf("send %d: %v", i, err)
 		}
-		if res.Broker == brokerID(topic.Namespace, broker) {
+		if res.Broker == scope.Pods(topic.Namespace).Broker(broker).String() {
 			return res
 		}
 	}
@@ -134,7 +135,7 @@ func TestSlowBrokerIsIsolatedAndReportedThenRecovers(t *testing.T) {
 		if err != nil {
 			t.Fatalf("send while isolated: %v", err)
 		}
-		if res.Broker == brokerID(ns, slow.Name()) {
+		if res.Broker == scope.Pods(ns).Broker(slow.Name()).String() {
 			t.Fatalf("send %d reached the isolated broker", i)
 		}
 	}
@@ -220,7 +221,7 @@ func expectSendsAvoid(t *testing.T, rt *producer.Runtime, topic *routingv1alpha1
 			t.Errorf("send %d took %d attempts (%v)", i, res.Attempts, res.BrokersTried)
 		}
 		for _, b := range avoid {
-			if res.Broker == brokerID(topic.Namespace, b) {
+			if res.Broker == scope.Pods(topic.Namespace).Broker(b).String() {
 				t.Fatalf("send %d reached %s", i, b)
 			}
 		}
@@ -238,7 +239,7 @@ func TestChangedPolicyTakesEffectForTheNextSend(t *testing.T) {
 		Retry:            routingv1alpha1.RetryPolicy{AdaptivePerAttempt: ptr.To(false)},
 		StallAfterMillis: ptr.To(int32(0)),
 	})
-	key := PolicyKey(ns, "tunable")
+	key := scope.PolicyKey(ns, "tunable")
 
 	slow := c.brokers[2]
 	slow.SetFault(brokersim.Fault{Delay: 250 * time.Millisecond})
@@ -259,7 +260,7 @@ func TestChangedPolicyTakesEffectForTheNextSend(t *testing.T) {
 	})
 	t.Logf("FaultPolicy change -> in force in %v", time.Since(changedAt).Round(time.Millisecond))
 	sendUntilBroker(t, rt, topic, slow.Name())
-	if iso := rt.Isolated(key); len(iso) != 1 || iso[0].Broker != brokerID(ns, slow.Name()) {
+	if iso := rt.Isolated(key); len(iso) != 1 || iso[0].Broker != scope.Pods(ns).Broker(slow.Name()).String() {
 		t.Fatalf("isolated = %+v, want %s", iso, slow.Name())
 	}
 	eventually(t, "status follows", func() error {
@@ -301,7 +302,7 @@ func TestRestartedManagerHonoursIsolationsFromStatus(t *testing.T) {
 	slow.SetFault(brokersim.Fault{})
 
 	second := startManager(t)
-	if iso := second.Isolated(PolicyKey(ns, "sticky")); len(iso) != 1 || iso[0].Broker != brokerID(ns, slow.Name()) {
+	if iso := second.Isolated(scope.PolicyKey(ns, "sticky")); len(iso) != 1 || iso[0].Broker != scope.Pods(ns).Broker(slow.Name()).String() {
 		t.Fatalf("the new runtime starts with isolations %+v, want %s", iso, slow.Name())
 	}
 	routedTo(t, second, topic, 3)
@@ -344,7 +345,7 @@ func TestMissingPolicyAndDeletionsReachTheRuntime(t *testing.T) {
 	fp := createPolicy(t, ns, "absent", routingv1alpha1.FaultPolicySpec{})
 	topicReady(t, topic, 2)
 	eventually(t, "the route uses the new policy", func() error {
-		if info, _ := rt.RouteInfo(routeOf(topic)); info.Policy != PolicyKey(ns, "absent") {
+		if info, _ := rt.RouteInfo(routeOf(topic)); info.Policy != scope.PolicyKey(ns, "absent") {
 			return fmt.Errorf("policy = %q", info.Policy)
 		}
 		return nil
@@ -367,7 +368,7 @@ func TestMissingPolicyAndDeletionsReachTheRuntime(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "the policy leaves the runtime", func() error {
-		if _, ok := rt.Policy(PolicyKey(ns, "absent")); ok {
+		if _, ok := rt.Policy(scope.PolicyKey(ns, "absent")); ok {
 			return errors.New("still known")
 		}
 		return nil
@@ -387,7 +388,7 @@ func TestDeletingAPolicyInUseWaitsForItsTopicsAndKeepsWhatItLearnt(t *testing.T)
 		StallAfterMillis: ptr.To(int32(0)),
 	})
 	ctx := context.Background()
-	key := PolicyKey(ns, "held")
+	key := scope.PolicyKey(ns, "held")
 	slow := c.brokers[1]
 	slow.SetFault(brokersim.Fault{Delay: 400 * time.Millisecond})
 	sendUntilBroker(t, rt, topic, slow.Name())
@@ -433,7 +434,7 @@ func TestDeletingAPolicyInUseWaitsForItsTopicsAndKeepsWhatItLearnt(t *testing.T)
 		}
 		return findEvent(ns, "held", EventDeletionWaits, "orders")
 	})
-	if iso := rt.Isolated(key); len(iso) != 1 || iso[0].Broker != brokerID(ns, slow.Name()) {
+	if iso := rt.Isolated(key); len(iso) != 1 || iso[0].Broker != scope.Pods(ns).Broker(slow.Name()).String() {
 		t.Fatalf("isolations while the deletion waits: %+v, want %s kept", iso, slow.Name())
 	}
 	if info, _ := rt.RouteInfo(routeOf(topic)); info.Policy != key {

@@ -20,6 +20,7 @@ import (
 	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
 	"github.com/detourmq/detour/pkg/producer"
 	"github.com/detourmq/detour/pkg/remoting"
+	"github.com/detourmq/detour/pkg/scope"
 )
 
 // Keys of a credentials Secret.
@@ -159,7 +160,7 @@ func (r *TopicReconciler) syncNamespaceCredentials(ctx context.Context, namespac
 	if err != nil {
 		return nil, err
 	}
-	return ref, r.syncCredentials(ctx, r.Runtime, BrokerPrefix(namespace), namespace, ref)
+	return ref, r.syncCredentials(ctx, r.Runtime, scope.Pods(namespace).Prefix(), namespace, ref)
 }
 
 // credentialsCondition sets (or, for an object without credentials that no broker refused,

@@ -15,6 +15,7 @@ import (
 
 	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
 	"github.com/detourmq/detour/pkg/brokersim"
+	"github.com/detourmq/detour/pkg/scope"
 )
 
 // createCredentials creates a credentials Secret.
@@ -95,7 +96,7 @@ func TestSelectorTopicCredentialsFromASecret(t *testing.T) {
 		t.Fatal("a send signed with the wrong secret was stored")
 	}
 	for _, it := range rt.Isolated("") {
-		if strings.HasPrefix(it.Broker, BrokerPrefix(ns)) {
+		if strings.HasPrefix(it.Broker, scope.Pods(ns).Prefix()) {
 			t.Errorf("broker %s isolated (%s) for refusing detour's credentials", it.Broker, it.Reason)
 		}
 	}

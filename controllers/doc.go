@@ -25,7 +25,7 @@
 // publish read-only, FacadeEvents (facade_events.go) records when it does, and ClusterFacades
 // (cluster_facade.go, cluster_facade_service.go) serve one facade per Cluster that asks.
 //
-// Identity: tenancy.go names brokers and routes by namespace (and Cluster), so two tenants'
-// brokers of one name never meet in the runtime. The collectors live in pkg/metrics; the
+// Identity: brokers, routes and policies are named by pkg/scope, by namespace (and Cluster), so
+// two tenants' brokers of one name never meet in the runtime. The collectors live in pkg/metrics; the
 // RBAC the manager needs is generated from the markers next to the code that needs it.
 package controllers

@@ -31,6 +31,7 @@ type FacadeEvents struct {
 // Record is a facade.Options.OnChange.
 func (e *FacadeEvents) Record(c facade.Change) {
 	e.once.Do(func() { e.limit = newWriteLimiter(time.Second) })
+	//docgen:not-identity a key of the Events' rate limit, never read back
 	key := types.NamespacedName{Namespace: c.Topic, Name: c.Broker + "/" + strconv.FormatBool(c.Hidden)}
 	if e.limit.wait(key) > 0 {
 		return

@@ -20,6 +20,7 @@ import (
 	"github.com/detourmq/detour/pkg/facade"
 	"github.com/detourmq/detour/pkg/fault"
 	"github.com/detourmq/detour/pkg/producer"
+	"github.com/detourmq/detour/pkg/scope"
 )
 
 // javaPoll is the route poll interval of the Java producers here (RocketMQ's default is 30 s).
@@ -174,7 +175,7 @@ func TestNameServerFacadeSteersUnmodifiedJavaProducers(t *testing.T) {
 		// Let b work off what queued while it was paused, and detour see it recover (a good
 		// probe), before the next run.
 		eventuallyWithin(t, realTimeout, b.Name+" back in service", func() error {
-			if slices.ContainsFunc(rt.Isolated(PolicyKey(ns, "steer")), func(it fault.Item) bool { return it.Broker == ClusterBrokerPrefix(ns, "prod")+b.Name }) {
+			if slices.ContainsFunc(rt.Isolated(scope.PolicyKey(ns, "steer")), func(it fault.Item) bool { return it.Broker == scope.Cluster(ns, "prod").Broker(b.Name).String() }) {
 				return fmt.Errorf("still isolated")
 			}
 			for range 5 {

@@ -12,6 +12,7 @@ import (
 	"github.com/detourmq/detour/internal/front"
 	"github.com/detourmq/detour/pkg/facade"
 	"github.com/detourmq/detour/pkg/producer"
+	"github.com/detourmq/detour/pkg/scope"
 )
 
 // viewTimeout bounds the cache reads behind one route answer.
@@ -94,7 +95,7 @@ func governingPolicy(ctx context.Context, r client.Reader, cl *routingv1alpha1.C
 		return topicPolicyKey(t), true
 	}
 	if ref := cl.Spec.FaultPolicyRef; ref != nil {
-		return PolicyKey(cl.Namespace, ref.Name), true
+		return scope.PolicyKey(cl.Namespace, ref.Name), true
 	}
 	return "", false
 }
@@ -134,7 +135,7 @@ func hiddenBrokers(ctx context.Context, r client.Reader, rt *producer.Runtime, c
 		}
 	}
 	for _, it := range rt.Isolated(policyKey) {
-		name, ours := front.ClusterScope(cl.Namespace, cl.Name).Local(it.Broker)
+		name, ours := scope.Cluster(cl.Namespace, cl.Name).Local(it.Broker)
 		if _, ok := candidates[name]; ours && !ok {
 			candidates[name] = string(it.Reason)
 		}

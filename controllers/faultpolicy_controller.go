@@ -25,6 +25,7 @@ import (
 	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
 	"github.com/detourmq/detour/pkg/fault"
 	"github.com/detourmq/detour/pkg/producer"
+	"github.com/detourmq/detour/pkg/scope"
 )
 
 // maxSeenBy is the most replicas an isolated broker's seenBy names: the schema's bound.
@@ -45,7 +46,7 @@ var _ reconcile.Reconciler = (*FaultPolicyReconciler)(nil)
 
 // Reconcile gets the FaultPolicy, translates and pushes it, then writes status once.
 func (r *FaultPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	key := PolicyKey(req.Namespace, req.Name)
+	key := scope.PolicyKey(req.Namespace, req.Name)
 	var fp routingv1alpha1.FaultPolicy
 	if err := r.Get(ctx, req.NamespacedName, &fp); err != nil {
 		if !apierrors.IsNotFound(err) {
@@ -171,7 +172,7 @@ func topicNames(topics []routingv1alpha1.Topic) string {
 // pushPolicy translates a FaultPolicy and hands it to the runtime; clusterWide says a Cluster's
 // faultPolicyRef names it, which makes watching the routed brokers its default.
 func pushPolicy(rt *producer.Runtime, fp *routingv1alpha1.FaultPolicy, clusterWide bool) error {
-	p, err := runtimePolicy(PolicyKey(fp.Namespace, fp.Name), &fp.Spec, clusterWide)
+	p, err := runtimePolicy(scope.PolicyKey(fp.Namespace, fp.Name), &fp.Spec, clusterWide)
 	if err != nil {
 		return err
 	}
@@ -198,14 +199,14 @@ func (r *FaultPolicyReconciler) computeStatus(fp *routingv1alpha1.FaultPolicy, k
 		// Pod marks reach every policy's table; a policy reports them only for brokers it governs.
 		// Isolations learnt from sends (or restored) are always its own.
 		podMark := it.Reason == fault.ReasonPodNotReady || it.Reason == fault.ReasonPodTerminating
-		cluster, name, mine := splitBrokerID(fp.Namespace, it.Broker)
-		if !mine || (podMark && !governed[it.Broker]) {
+		b, ok := scope.ParseBrokerID(it.Broker)
+		if !ok || b.Scope.Namespace != fp.Namespace || (podMark && !governed[it.Broker]) {
 			continue
 		}
 		isolated++
 		if len(st.IsolatedBrokers) < maxStatusBrokers {
-			ib := r.isolatedBroker(name, it, now)
-			ib.Cluster = cluster
+			ib := r.isolatedBroker(b.Name, it, now)
+			ib.Cluster = b.Scope.Cluster
 			if ib.HeldUntilProven && ib.Until != nil && (heldTimer.IsZero() || ib.Until.Time.Before(heldTimer)) {
 				heldTimer = ib.Until.Time
 			}
@@ -273,10 +274,10 @@ func inUseCondition(fp *routingv1alpha1.FaultPolicy, users policyUsers) metav1.C
 func (r *FaultPolicyReconciler) governedBrokers(users policyUsers, key string) map[string]bool {
 	routes := make([]string, 0, len(users.topics)+len(users.clusters))
 	for _, t := range users.topics {
-		routes = append(routes, RouteKey(t.Namespace, t.Name))
+		routes = append(routes, scope.TopicRoute(t.Namespace, t.Name))
 	}
 	for _, c := range users.clusters {
-		routes = append(routes, clusterWatchKey(c.Namespace, c.Name))
+		routes = append(routes, scope.Cluster(c.Namespace, c.Name).WatchRoute())
 	}
 	brokers := map[string]bool{}
 	for _, route := range routes {

@@ -26,6 +26,7 @@ import (
 	"github.com/detourmq/detour/pkg/fault"
 	"github.com/detourmq/detour/pkg/metrics"
 	"github.com/detourmq/detour/pkg/producer"
+	"github.com/detourmq/detour/pkg/scope"
 )
 
 // The fleet: every replica publishes what it learnt itself in a ReplicaView of its own and
@@ -243,7 +244,7 @@ func (p *fleetPublisher) wrote(view *routingv1alpha1.ReplicaView) {
 // first MaxReplicaIsolations of them; isolated counts them all.
 func ownIsolations(rt *producer.Runtime) (isolated int32, list []routingv1alpha1.ReplicaIsolation) {
 	for _, key := range rt.PolicyNames() {
-		ns, _, ok := splitPolicyKey(key)
+		ns, _, ok := scope.ParsePolicyKey(key)
 		if !ok {
 			continue
 		}
@@ -251,13 +252,13 @@ func ownIsolations(rt *producer.Runtime) (isolated int32, list []routingv1alpha1
 			if it.Reason == fault.ReasonPodNotReady || it.Reason == fault.ReasonPodTerminating {
 				continue
 			}
-			cluster, name, ok := splitBrokerID(ns, it.Broker)
-			if !ok {
+			b, ok := scope.ParseBrokerID(it.Broker)
+			if !ok || b.Scope.Namespace != ns {
 				continue
 			}
 			isolated++
 			ri := routingv1alpha1.ReplicaIsolation{
-				FaultPolicy: key, BrokerName: name, Cluster: cluster, Reason: routingv1alpha1.IsolationReason(it.Reason),
+				FaultPolicy: key, BrokerName: b.Name, Cluster: b.Scope.Cluster, Reason: routingv1alpha1.IsolationReason(it.Reason),
 				LatencyMillis: it.Latency.Milliseconds(), Since: metav1.NewTime(it.Since.Truncate(time.Second)),
 			}
 			// An unreachable broker waits for proof here whatever its timer says, so the claim
@@ -345,7 +346,7 @@ func (m *FleetMerger) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Resul
 		}
 		changed = changed[:0]
 		for i := range all.Items {
-			changed = append(changed, PolicyKey(all.Items[i].Namespace, all.Items[i].Name))
+			changed = append(changed, scope.PolicyKey(all.Items[i].Namespace, all.Items[i].Name))
 		}
 	}
 	m.resyncPolicies(ctx, changed)
@@ -385,7 +386,7 @@ func (m *FleetMerger) resyncPolicies(ctx context.Context, policies []string) {
 		return
 	}
 	for _, key := range policies {
-		ns, name, ok := splitPolicyKey(key)
+		ns, name, ok := scope.ParsePolicyKey(key)
 		if !ok {
 			continue
 		}
@@ -434,7 +435,7 @@ func mergeViews(views []routingv1alpha1.ReplicaView, self string, now time.Time)
 			next = exp
 		}
 		for _, ri := range v.Spec.Isolations {
-			ns, _, ok := splitPolicyKey(ri.FaultPolicy)
+			ns, _, ok := scope.ParsePolicyKey(ri.FaultPolicy)
 			if !ok {
 				continue
 			}
@@ -445,10 +446,7 @@ func mergeViews(views []routingv1alpha1.ReplicaView, self string, now time.Time)
 				}
 				c.Until = ri.Until.Time
 			}
-			id := BrokerPrefix(ns) + ri.BrokerName
-			if ri.Cluster != "" {
-				id = ClusterBrokerPrefix(ns, ri.Cluster) + ri.BrokerName
-			}
+			id := scope.Scope{Namespace: ns, Cluster: ri.Cluster}.Broker(ri.BrokerName).String()
 			if claims[ri.FaultPolicy] == nil {
 				claims[ri.FaultPolicy] = map[string]fault.PeerClaim{}
 				seen[ri.FaultPolicy] = map[string][]string{}

@@ -26,6 +26,7 @@ import (
 	"github.com/detourmq/detour/pkg/brokersim"
 	"github.com/detourmq/detour/pkg/metrics"
 	"github.com/detourmq/detour/pkg/producer"
+	"github.com/detourmq/detour/pkg/scope"
 )
 
 // startManager runs a manager with the controllers and a fresh runtime until the test ends, as
@@ -262,7 +263,9 @@ func send(rt *producer.Runtime, topic *routingv1alpha1.Topic) (*producer.SendRes
 }
 
 // routeOf is the runtime's key of a Topic's route.
-func routeOf(topic *routingv1alpha1.Topic) string { return RouteKey(topic.Namespace, topic.Name) }
+func routeOf(topic *routingv1alpha1.Topic) string {
+	return scope.TopicRoute(topic.Namespace, topic.Name)
+}
 
 // routedTo waits until the runtime routes topic to want brokers.
 func routedTo(t *testing.T, rt *producer.Runtime, topic *routingv1alpha1.Topic, want int) {

@@ -12,6 +12,7 @@ import (
 
 	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
 	"github.com/detourmq/detour/pkg/producer"
+	"github.com/detourmq/detour/pkg/scope"
 )
 
 // isolationPump turns the runtime's isolation events into Events on the FaultPolicy and into
@@ -43,7 +44,7 @@ func (p *isolationPump) Start(ctx context.Context) error {
 }
 
 func (p *isolationPump) handle(ctx context.Context, ev producer.IsolationEvent) {
-	ns, name, ok := splitPolicyKey(ev.Policy)
+	ns, name, ok := scope.ParsePolicyKey(ev.Policy)
 	if !ok {
 		return // the default policy has no resource to report on
 	}
@@ -69,6 +70,7 @@ func (p *isolationPump) eventDue(ev producer.IsolationEvent) bool {
 	if ev.Isolated {
 		direction = "isolated"
 	}
+	//docgen:not-identity a key of the Events' rate limit, never read back
 	key := types.NamespacedName{Namespace: ev.Policy, Name: ev.Broker + "/" + direction}
 	if p.eventWrites.wait(key) > 0 {
 		return false
@@ -84,10 +86,10 @@ func (p *isolationPump) recordEvent(ctx context.Context, stub *routingv1alpha1.F
 	}
 	it := ev.Item
 	broker := ev.Broker
-	if cluster, name, ok := splitBrokerID(fp.Namespace, ev.Broker); ok {
-		broker = name
-		if cluster != "" {
-			broker = name + " (Cluster " + cluster + ")"
+	if b, ok := scope.ParseBrokerID(ev.Broker); ok && b.Scope.Namespace == fp.Namespace {
+		broker = b.Name
+		if b.Scope.Cluster != "" {
+			broker = b.Name + " (Cluster " + b.Scope.Cluster + ")"
 		}
 	}
 	if ev.Isolated {

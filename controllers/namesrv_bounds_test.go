@@ -18,6 +18,7 @@ import (
 	"github.com/detourmq/detour/pkg/metrics"
 	"github.com/detourmq/detour/pkg/producer"
 	"github.com/detourmq/detour/pkg/remoting"
+	"github.com/detourmq/detour/pkg/scope"
 )
 
 // createCluster creates a Cluster on the given name servers, refreshed every second.
@@ -262,13 +263,13 @@ func TestFaultPolicyStatusOfMoreIsolationsThanTheBoundIsCutAndAccepted(t *testin
 	ns := newNamespace(t)
 	fp := createPolicy(t, ns, "wide", routingv1alpha1.FaultPolicySpec{Preset: routingv1alpha1.PresetRocketMQ5})
 	deleteAfter(t, fp)
-	key := PolicyKey(ns, fp.Name)
+	key := scope.PolicyKey(ns, fp.Name)
 	if err := pushPolicy(rt, fp, false); err != nil {
 		t.Fatal(err)
 	}
 	var items []fault.Item
 	for i := range 1100 {
-		items = append(items, fault.Item{Broker: ClusterBrokerPrefix(ns, "prod") + fmt.Sprintf("broker-%04d", i),
+		items = append(items, fault.Item{Broker: scope.Cluster(ns, "prod").Broker(fmt.Sprintf("broker-%04d", i)).String(),
 			Reason: fault.ReasonSendFailed, Since: time.Now(), Until: time.Now().Add(time.Hour)})
 	}
 	rt.Restore(key, items)

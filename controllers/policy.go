@@ -3,26 +3,14 @@ package controllers
 import (
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"k8s.io/utils/ptr"
 
 	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
-	"github.com/detourmq/detour/internal/front"
 	"github.com/detourmq/detour/pkg/fault"
 	"github.com/detourmq/detour/pkg/producer"
 )
-
-// PolicyKey is the runtime's name for a FaultPolicy: "<namespace>/<name>". FaultPolicies are
-// namespaced, the runtime's policies are not.
-func PolicyKey(namespace, name string) string { return front.PolicyKey(namespace, name) }
-
-// splitPolicyKey reverses PolicyKey; ok is false for the runtime's default policy ("").
-func splitPolicyKey(key string) (namespace, name string, ok bool) {
-	namespace, name, ok = strings.Cut(key, "/")
-	return namespace, name, ok && namespace != "" && name != ""
-}
 
 // runtimePolicy translates a FaultPolicy spec into the runtime's policy named key: the preset's
 // policy, with every field the spec sets overriding it. The schema has already refused what it

@@ -18,6 +18,7 @@ import (
 	"github.com/detourmq/detour/pkg/fault"
 	"github.com/detourmq/detour/pkg/metrics"
 	"github.com/detourmq/detour/pkg/producer"
+	"github.com/detourmq/detour/pkg/scope"
 )
 
 // TestFaultPolicyStatusOfBrokersSharingANameIsAccepted proves the API server accepts a policy's
@@ -40,15 +41,15 @@ func TestFaultPolicyStatusOfBrokersSharingANameIsAccepted(t *testing.T) {
 			ns := newNamespace(t)
 			fp := createPolicy(t, ns, "whole", routingv1alpha1.FaultPolicySpec{})
 			deleteAfter(t, fp)
-			key := PolicyKey(ns, fp.Name)
+			key := scope.PolicyKey(ns, fp.Name)
 			if err := pushPolicy(rt, fp, true); err != nil {
 				t.Fatal(err)
 			}
 			var items []fault.Item
 			for _, cl := range tc.clusters {
-				id := brokerID(ns, "broker-a")
+				id := scope.Pods(ns).Broker("broker-a").String()
 				if cl != "" {
-					id = ClusterBrokerPrefix(ns, cl) + "broker-a"
+					id = scope.Cluster(ns, cl).Broker("broker-a").String()
 				}
 				items = append(items, fault.Item{Broker: id, Reason: fault.ReasonSendFailed, Reachable: true,
 					Since: time.Now(), Until: time.Now().Add(time.Hour)})
@@ -144,7 +145,7 @@ func TestWholeClusterPolicyStatusListsEveryClustersSilentBrokers(t *testing.T) {
 	createPolicy(t, ns, "whole", wholeClusterPolicy())
 	one := startNamedCluster(t, ns, "one", "whole", "broker-a")
 	two := startNamedCluster(t, ns, "two", "whole", "broker-a")
-	key := PolicyKey(ns, "whole")
+	key := scope.PolicyKey(ns, "whole")
 	eventuallyWithin(t, managerTimeout, "the policy in force for both Clusters' brokers, watching them", func() error {
 		fp := getPolicy(t, ns, "whole")
 		p, _ := rt.Policy(key)

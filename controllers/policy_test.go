@@ -9,6 +9,7 @@ import (
 
 	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
 	"github.com/detourmq/detour/pkg/producer"
+	"github.com/detourmq/detour/pkg/scope"
 )
 
 // TestRuntimePolicyTranslatesTheSpec proves every FaultPolicy field reaches the runtime with its
@@ -140,11 +141,11 @@ func TestRuntimePolicyCustomRules(t *testing.T) {
 // TestPolicyKeyRoundTrip proves keys split back into namespace and name, and the default policy
 // is not mistaken for a resource.
 func TestPolicyKeyRoundTrip(t *testing.T) {
-	ns, name, ok := splitPolicyKey(PolicyKey("team-a", "strict"))
+	ns, name, ok := scope.ParsePolicyKey(scope.PolicyKey("team-a", "strict"))
 	if !ok || ns != "team-a" || name != "strict" {
 		t.Errorf("split = %q, %q, %v", ns, name, ok)
 	}
-	if _, _, ok := splitPolicyKey(""); ok {
+	if _, _, ok := scope.ParsePolicyKey(""); ok {
 		t.Error("the default policy split as a resource")
 	}
 }

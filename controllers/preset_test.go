@@ -11,6 +11,7 @@ import (
 
 	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
 	"github.com/detourmq/detour/pkg/producer"
+	"github.com/detourmq/detour/pkg/scope"
 )
 
 // TestKubectlShowsTheBehaviourEachPolicyRuns proves that a policy applied with kubectl runs its
@@ -85,8 +86,8 @@ spec:
 	})
 	for name, preset := range map[string]producer.Preset{"rmq5": producer.PresetRocketMQ5, "rmq4": producer.PresetRocketMQ4,
 		"disabled": producer.PresetDisabled, "empty": producer.PresetDetour} {
-		got, ok := rt.Policy(PolicyKey(ns, name))
-		wantPolicy, err := producer.PresetPolicy(PolicyKey(ns, name), preset)
+		got, ok := rt.Policy(scope.PolicyKey(ns, name))
+		wantPolicy, err := producer.PresetPolicy(scope.PolicyKey(ns, name), preset)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
+	"github.com/detourmq/detour/internal/front"
 	"github.com/detourmq/detour/internal/testsupport/rmqtest"
 	"github.com/detourmq/detour/pkg/producer"
 )
@@ -62,7 +63,7 @@ func TestTopicCreatesTopicOnRealBrokers(t *testing.T) {
 				if res.QueueID < 0 || res.QueueID >= 6 {
 					t.Errorf("send %d went to queue %d of %s, beyond the 6 write queues", i, res.QueueID, res.Broker)
 				}
-				name, _ := brokerNameIn(TopicBrokerPrefix(orders), res.Broker)
+				name, _ := front.TopicScope(orders).Local(res.Broker)
 				sent[name]++
 			}
 			t.Logf("sends per broker: %v", sent)

@@ -12,6 +12,7 @@ import (
 	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
 	"github.com/detourmq/detour/pkg/fault"
 	"github.com/detourmq/detour/pkg/producer"
+	"github.com/detourmq/detour/pkg/scope"
 )
 
 // isolationRestorer restores isolations from FaultPolicy status, retrying until the API server
@@ -68,13 +69,13 @@ func restoreIsolations(ctx context.Context, c client.Reader, namespace string, r
 	clusterWide := map[string]bool{}
 	for _, cl := range clusters.Items {
 		if ref := cl.Spec.FaultPolicyRef; ref != nil {
-			clusterWide[PolicyKey(cl.Namespace, ref.Name)] = true
+			clusterWide[scope.PolicyKey(cl.Namespace, ref.Name)] = true
 		}
 	}
 	log := ctrl.LoggerFrom(ctx)
 	for i := range list.Items {
 		fp := &list.Items[i]
-		key := PolicyKey(fp.Namespace, fp.Name)
+		key := scope.PolicyKey(fp.Namespace, fp.Name)
 		rt.Restore(key, faultItems(fp.Namespace, fp.Status.IsolatedBrokers))
 		if err := pushPolicy(rt, fp, clusterWide[key]); err != nil {
 			log.Error(err, "FaultPolicy not restored", "faultPolicy", klog.KObj(fp))
@@ -94,14 +95,11 @@ func faultItems(namespace string, isolated []routingv1alpha1.IsolatedBroker) []f
 	items := make([]fault.Item, 0, len(isolated))
 	for _, ib := range isolated {
 		it := fault.Item{
-			Broker:    BrokerPrefix(namespace) + ib.BrokerName,
+			Broker:    scope.Scope{Namespace: namespace, Cluster: ib.Cluster}.Broker(ib.BrokerName).String(),
 			Reason:    fault.Reason(ib.Reason),
 			Latency:   time.Duration(ib.LatencyMillis) * time.Millisecond,
 			Since:     ib.Since.Time,
 			Reachable: ib.Reachable,
-		}
-		if ib.Cluster != "" {
-			it.Broker = ClusterBrokerPrefix(namespace, ib.Cluster) + ib.BrokerName
 		}
 		if ib.Until != nil {
 			it.Until = ib.Until.Time

@@ -12,6 +12,7 @@ import (
 
 	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
 	"github.com/detourmq/detour/pkg/brokersim"
+	"github.com/detourmq/detour/pkg/scope"
 )
 
 // TestNamespacesCannotSteerEachOthersTraffic proves tenants apart, with the two collisions a
@@ -76,11 +77,11 @@ func TestNamespacesCannotSteerEachOthersTraffic(t *testing.T) {
 		}
 	}
 	victimBrokers := map[string]string{
-		brokerID(victimNS, victim.brokers[0].Name()): victim.brokers[0].Addr(),
-		brokerID(victimNS, victim.brokers[1].Name()): victim.brokers[1].Addr(),
+		scope.Pods(victimNS).Broker(victim.brokers[0].Name()).String(): victim.brokers[0].Addr(),
+		scope.Pods(victimNS).Broker(victim.brokers[1].Name()).String(): victim.brokers[1].Addr(),
 	}
 	expectOnlyOn(mine, victimBrokers)
-	expectOnlyOn(theirs, map[string]string{brokerID(otherNS, victim.brokers[0].Name()): impostor.Addr()})
+	expectOnlyOn(theirs, map[string]string{scope.Pods(otherNS).Broker(victim.brokers[0].Name()).String(): impostor.Addr()})
 	before := impostor.Stats().MessagesStored
 	expectOnlyOn(mine, victimBrokers)
 	if n := impostor.Stats().MessagesStored; n != before {
@@ -138,10 +139,10 @@ func TestBrokersOfTwoClustersInOneNamespaceStayApart(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	one, two := ClusterBrokerPrefix(ns, "one")+broker, ClusterBrokerPrefix(ns, "two")+broker
+	one, two := scope.Cluster(ns, "one").Broker(broker).String(), scope.Cluster(ns, "two").Broker(broker).String()
 	known := func(id string) bool { return slices.Contains(rt.Brokers(""), id) }
 	eventually(t, "cluster one's broker-a known by its pod", func() error {
-		if !known(one) || known(two) || known(brokerID(ns, broker)) {
+		if !known(one) || known(two) || known(scope.Pods(ns).Broker(broker).String()) {
 			return fmt.Errorf("runtime brokers %v", rt.Brokers(""))
 		}
 		return nil

@@ -20,7 +20,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
+	"github.com/detourmq/detour/internal/front"
 	"github.com/detourmq/detour/pkg/producer"
+	"github.com/detourmq/detour/pkg/scope"
 )
 
 // reconcileOnCluster routes a Topic that references a Cluster: when asked, it creates the topic
@@ -46,7 +48,7 @@ func (r *TopicReconciler) reconcileOnCluster(ctx context.Context, topic *routing
 		return ctrl.Result{}, err
 	}
 	// The Cluster reconciler sets the credentials too; a Topic's creation may come first.
-	if err := r.syncCredentials(ctx, r.Runtime, ClusterBrokerPrefix(cl.Namespace, cl.Name), cl.Namespace,
+	if err := r.syncCredentials(ctx, r.Runtime, scope.Cluster(cl.Namespace, cl.Name).Prefix(), cl.Namespace,
 		cl.Spec.CredentialsSecretRef); err != nil && !errors.Is(err, errSecretUnusable) {
 		return ctrl.Result{}, err
 	}
@@ -58,8 +60,8 @@ func (r *TopicReconciler) reconcileOnCluster(ctx context.Context, topic *routing
 	if ptr.Deref(topic.Spec.Create, false) && r.leading() {
 		createErr = r.createOnCluster(ctx, topic, &cl)
 	}
-	spec := producer.NameServerRoute{Key: RouteKey(topic.Namespace, topic.Name), Topic: topic.Spec.TopicName,
-		BrokerPrefix: ClusterBrokerPrefix(topic.Namespace, cl.Name), NameServers: cl.Spec.NameServers, Policy: policyKey, Refresh: refreshInterval(&cl),
+	spec := producer.NameServerRoute{Key: scope.TopicRoute(topic.Namespace, topic.Name), Topic: topic.Spec.TopicName,
+		Brokers: scope.Cluster(topic.Namespace, cl.Name), NameServers: cl.Spec.NameServers, Policy: policyKey, Refresh: refreshInterval(&cl),
 		Async: true, OnChange: func() { r.routeAnswered(key) }}
 	if err := r.Runtime.SetNameServerRoute(spec); err != nil {
 		return ctrl.Result{}, fmt.Errorf("the runtime refused the route: %w", err)
@@ -149,7 +151,7 @@ func (r *TopicReconciler) createOnCluster(ctx context.Context, topic *routingv1a
 	}
 	view := look.view
 	published := map[string]producer.PublishedBroker{}
-	if st, ok := r.Runtime.RouteStatus(RouteKey(topic.Namespace, topic.Name)); ok {
+	if st, ok := r.Runtime.RouteStatus(scope.TopicRoute(topic.Namespace, topic.Name)); ok {
 		for _, b := range st.Brokers {
 			published[b.Name] = b
 		}
@@ -173,7 +175,7 @@ func (r *TopicReconciler) createOnCluster(ctx context.Context, topic *routingv1a
 			read, write = max(read, p.ReadQueues), max(write, p.WriteQueues)
 		}
 		cctx, cancel := context.WithTimeout(ctx, topicCreateTimeout)
-		err := r.Runtime.CreateTopicIn(cctx, ClusterBrokerPrefix(cl.Namespace, cl.Name), b.MasterAddr, topic.Spec.TopicName, read, write, int(topic.Spec.Perm), topicOptions(topic)...)
+		err := r.Runtime.CreateTopicIn(cctx, scope.Cluster(cl.Namespace, cl.Name).Prefix(), b.MasterAddr, topic.Spec.TopicName, read, write, int(topic.Spec.Perm), topicOptions(topic)...)
 		cancel()
 		if err != nil {
 			errs = append(errs, fmt.Errorf("broker %s (%s): %w", b.Name, b.MasterAddr, err))
@@ -191,7 +193,7 @@ func (r *TopicReconciler) createOnCluster(ctx context.Context, topic *routingv1a
 	if created {
 		// The broker registers the new topic with the name servers at once; ask for the route now
 		// rather than at the next refresh.
-		r.Runtime.RefreshRoute(RouteKey(topic.Namespace, topic.Name))
+		r.Runtime.RefreshRoute(scope.TopicRoute(topic.Namespace, topic.Name))
 	}
 	return errors.Join(errs...)
 }
@@ -204,8 +206,8 @@ func (r *TopicReconciler) writeClusterTopicStatus(ctx context.Context, topic *ro
 		return ctrl.Result{}, nil
 	}
 	orig := topic.DeepCopy()
-	computeClusterTopicStatus(topic, st, r.routeBrokers(topic), r.isolatedIn(TopicBrokerPrefix(topic), topicPolicyKey(topic)), policyFound, createErr, override)
-	rf := credentialsCondition(&topic.Status.Conditions, topic.Generation, r.Runtime, TopicBrokerPrefix(topic), topic.Spec.TopicName, credsRef, nil)
+	computeClusterTopicStatus(topic, st, r.routeBrokers(topic), r.isolatedIn(front.TopicScope(topic), topicPolicyKey(topic)), policyFound, createErr, override)
+	rf := credentialsCondition(&topic.Status.Conditions, topic.Generation, r.Runtime, front.TopicScope(topic).Prefix(), topic.Spec.TopicName, credsRef, nil)
 	r.credentialsEvent(topic, meta.FindStatusCondition(orig.Status.Conditions, routingv1alpha1.ConditionCredentialsAccepted),
 		meta.FindStatusCondition(topic.Status.Conditions, routingv1alpha1.ConditionCredentialsAccepted), rf)
 	return r.topicWrites.patchStatus(ctx, r.Client, topic, orig,
@@ -215,9 +217,9 @@ func (r *TopicReconciler) writeClusterTopicStatus(ctx context.Context, topic *ro
 // routeBrokers returns the brokers of a Topic's compiled route, by RocketMQ broker name.
 func (r *TopicReconciler) routeBrokers(topic *routingv1alpha1.Topic) map[string]producer.RouteBroker {
 	out := map[string]producer.RouteBroker{}
-	if info, ok := r.Runtime.RouteInfo(RouteKey(topic.Namespace, topic.Name)); ok {
+	if info, ok := r.Runtime.RouteInfo(scope.TopicRoute(topic.Namespace, topic.Name)); ok {
 		for _, b := range info.Brokers {
-			if name, ok := brokerNameIn(TopicBrokerPrefix(topic), b.Name); ok {
+			if name, ok := front.TopicScope(topic).Local(b.Name); ok {
 				out[name] = b
 			}
 		}
@@ -229,17 +231,16 @@ func (r *TopicReconciler) routeBrokers(topic *routingv1alpha1.Topic) map[string]
 // policy) without a reference.
 func topicPolicyKey(topic *routingv1alpha1.Topic) string {
 	if ref := topic.Spec.FaultPolicyRef; ref != nil {
-		return PolicyKey(topic.Namespace, ref.Name)
+		return scope.PolicyKey(topic.Namespace, ref.Name)
 	}
 	return ""
 }
 
-// isolatedIn returns the brokers of a scope (a broker identity prefix) that a policy isolates
-// now, by RocketMQ broker name.
-func (r *TopicReconciler) isolatedIn(prefix, policyKey string) map[string]bool {
+// isolatedIn returns the brokers of a scope that a policy isolates now, by RocketMQ broker name.
+func (r *TopicReconciler) isolatedIn(brokers scope.Scope, policyKey string) map[string]bool {
 	out := map[string]bool{}
 	for _, it := range r.Runtime.Isolated(policyKey) {
-		if name, ok := brokerNameIn(prefix, it.Broker); ok {
+		if name, ok := brokers.Local(it.Broker); ok {
 			out[name] = true
 		}
 	}

@@ -26,8 +26,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
+	"github.com/detourmq/detour/internal/front"
 	"github.com/detourmq/detour/pkg/producer"
 	"github.com/detourmq/detour/pkg/remoting"
+	"github.com/detourmq/detour/pkg/scope"
 )
 
 // topicCreateTimeout bounds one UPDATE_AND_CREATE_TOPIC request.
@@ -108,7 +110,7 @@ func (r *TopicReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 
 	orig := topic.DeepCopy()
 	r.computeStatus(&topic, brokers, policyKey, policyFound, errors.Join(routeErr, createErr))
-	rf := credentialsCondition(&topic.Status.Conditions, topic.Generation, r.Runtime, BrokerPrefix(topic.Namespace),
+	rf := credentialsCondition(&topic.Status.Conditions, topic.Generation, r.Runtime, scope.Pods(topic.Namespace).Prefix(),
 		topic.Spec.TopicName, credsRef, secretErr)
 	r.credentialsEvent(&topic, meta.FindStatusCondition(orig.Status.Conditions, routingv1alpha1.ConditionCredentialsAccepted),
 		meta.FindStatusCondition(topic.Status.Conditions, routingv1alpha1.ConditionCredentialsAccepted), rf)
@@ -179,7 +181,7 @@ func (r *TopicReconciler) policyOf(ctx context.Context, topic *routingv1alpha1.T
 		}
 		return "", false, err
 	}
-	key = PolicyKey(topic.Namespace, ref.Name)
+	key = scope.PolicyKey(topic.Namespace, ref.Name)
 	// The FaultPolicy controller may not have pushed the policy yet; a route must never be
 	// governed by the defaults while its policy exists, so push it here too (it is idempotent).
 	if _, known := r.Runtime.Policy(key); !known {
@@ -200,9 +202,9 @@ func (r *TopicReconciler) pushRoute(topic *routingv1alpha1.Topic, brokers []sele
 	if !writable(topic.Spec.Perm) {
 		writeQueues = 0
 	}
-	route := producer.Route{Key: RouteKey(topic.Namespace, topic.Name), Topic: topic.Spec.TopicName, Policy: policyKey}
+	route := producer.Route{Key: scope.TopicRoute(topic.Namespace, topic.Name), Topic: topic.Spec.TopicName, Policy: policyKey}
 	for _, b := range brokers {
-		route.Brokers = append(route.Brokers, producer.BrokerQueues{Broker: brokerID(topic.Namespace, b.Name), WriteQueues: writeQueues})
+		route.Brokers = append(route.Brokers, producer.BrokerQueues{Broker: scope.Pods(topic.Namespace).Broker(b.Name).String(), WriteQueues: writeQueues})
 	}
 	if err := r.Runtime.SetRoute(route); err != nil {
 		return fmt.Errorf("the runtime refused the route: %w", err)
@@ -222,7 +224,7 @@ func (r *TopicReconciler) removeRoute(ctx context.Context, key types.NamespacedN
 	delete(r.asked, key)
 	r.mu.Unlock()
 	r.topicWrites.forget(key)
-	if route := RouteKey(key.Namespace, key.Name); r.Runtime.RemoveRoute(route) {
+	if route := scope.TopicRoute(key.Namespace, key.Name); r.Runtime.RemoveRoute(route) {
 		ctrl.LoggerFrom(ctx).Info("Route removed from the runtime", "route", route)
 	}
 }
@@ -244,7 +246,7 @@ func (r *TopicReconciler) createOnBrokers(ctx context.Context, topic *routingv1a
 			continue
 		}
 		cctx, cancel := context.WithTimeout(ctx, topicCreateTimeout)
-		err := r.Runtime.CreateTopicIn(cctx, BrokerPrefix(topic.Namespace), b.Addr, topic.Spec.TopicName,
+		err := r.Runtime.CreateTopicIn(cctx, scope.Pods(topic.Namespace).Prefix(), b.Addr, topic.Spec.TopicName,
 			int(topic.Spec.ReadQueueNums), int(topic.Spec.WriteQueueNums), int(topic.Spec.Perm), topicOptions(topic)...)
 		cancel()
 		if err != nil {
@@ -263,7 +265,7 @@ func (r *TopicReconciler) createOnBrokers(ctx context.Context, topic *routingv1a
 
 // computeStatus fills the Topic's status from the brokers found and the policy's isolations.
 func (r *TopicReconciler) computeStatus(topic *routingv1alpha1.Topic, brokers []selectedBroker, policyKey string, policyFound bool, err error) {
-	isolated := r.isolatedIn(TopicBrokerPrefix(topic), policyKey)
+	isolated := r.isolatedIn(front.TopicScope(topic), policyKey)
 	writeQueues := topic.Spec.WriteQueueNums
 	if !writable(topic.Spec.Perm) {
 		writeQueues = 0

@@ -175,7 +175,7 @@ func parseFault(f brokersim.Fault, spec string) (brokersim.Fault, error) {
 			f.IllegalMessages = true
 		case "flap":
 			times, mode, _ := strings.Cut(arg, ":")
-			up, down, ok := strings.Cut(times, "/")
+			up, down, ok := strings.Cut(times, "/") //docgen:not-identity the flap fault's up/down durations
 			var err1, err2 error
 			f.FlapUp, err1 = parseDuration(up)
 			f.FlapDown, err2 = parseDuration(down)

@@ -13,10 +13,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
-	"github.com/detourmq/detour/controllers"
 	"github.com/detourmq/detour/internal/demo"
 	"github.com/detourmq/detour/internal/front"
 	"github.com/detourmq/detour/internal/operator"
+	"github.com/detourmq/detour/pkg/scope"
 )
 
 // runLocal is the demo: the demo environment, the operator in this process, traffic and the
@@ -116,7 +116,7 @@ func demoTopic(ctx context.Context, env *demo.Env) (*routingv1alpha1.Topic, stri
 	t := &topics.Items[i]
 	policy := ""
 	if t.Spec.FaultPolicyRef != nil {
-		policy = controllers.PolicyKey(t.Namespace, t.Spec.FaultPolicyRef.Name)
+		policy = scope.PolicyKey(t.Namespace, t.Spec.FaultPolicyRef.Name)
 	}
 	return t, policy, nil
 }

@@ -21,7 +21,19 @@ const maxFuncLines = 80
 // ... DO NOT EDIT." form) and testdata, vendor, bin and hidden folders are not read.
 func longFunctions(root string) ([]string, error) {
 	var long []string
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+	err := walkGoFiles(root, func(path, rel string) error {
+		found, err := longFunctionsIn(path, rel)
+		long = append(long, found...)
+		return err
+	})
+	return long, err
+}
+
+// walkGoFiles calls visit with every Go file of the tree under root, by its path and its path
+// from root: not tests nor testdata, vendor, bin and hidden folders. Generated files are visited;
+// visit tells them (ast.IsGenerated).
+func walkGoFiles(root string, visit func(path, rel string) error) error {
+	return filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -39,11 +51,8 @@ func longFunctions(root string) ([]string, error) {
 		if !strings.HasSuffix(rel, ".go") || strings.HasSuffix(rel, "_test.go") {
 			return nil
 		}
-		found, err := longFunctionsIn(path, rel)
-		long = append(long, found...)
-		return err
+		return visit(path, rel)
 	})
-	return long, err
 }
 
 // skipDir says whether the folder rel (named name) holds no code of the tree's own to check.

@@ -2,9 +2,10 @@
 // api/v1alpha1, the manager's flags, the Helm chart's values and every detour_* metric) and then
 // checks the rules the tree's pages and code state: every relative link in README.md, CHANGELOG.md,
 // docs/ and bench/ points at a file that exists; docs/design/architecture.md names every package
-// of `go list ./...` once, on a floor no import of it climbs above; and no function (tests and
-// generated code aside) is longer than 80 lines. `make docs` runs it from the repository's root;
-// `make verify` fails when its pages are stale or a check fails.
+// of `go list ./...` once, on a floor no import of it climbs above; no function (tests and
+// generated code aside) is longer than 80 lines; and no product code outside pkg/scope builds or
+// cuts the runtime's identities by hand (identity.go). `make docs` runs it from the repository's
+// root; `make verify` fails when its pages are stale or a check fails.
 package main
 
 import (
@@ -54,8 +55,9 @@ func run(root string) error {
 }
 
 // checkTree runs the checks of the tree's written rules: every relative link resolves, the
-// architecture page maps every package once with no import running up a floor, and no function
-// (tests and generated code aside) is longer than maxFuncLines.
+// architecture page maps every package once with no import running up a floor, no function
+// (tests and generated code aside) is longer than maxFuncLines, and no product code glues or cuts
+// an identity's "/".
 func checkTree(root string) error {
 	checks := []struct {
 		what string
@@ -64,6 +66,7 @@ func checkTree(root string) error {
 		{"links to files that do not exist", brokenLinks},
 		{"the package map of " + architecturePage + " and the packages disagree", architectureProblems},
 		{fmt.Sprintf("functions longer than %d lines (split them into named steps)", maxFuncLines), longFunctions},
+		{"identities built or cut by hand outside " + identityPackage, handBuiltIdentities},
 	}
 	var b bytes.Buffer
 	for _, c := range checks {

@@ -15,6 +15,7 @@ import (
 	"github.com/detourmq/detour/pkg/brokersim"
 	"github.com/detourmq/detour/pkg/fault"
 	"github.com/detourmq/detour/pkg/producer"
+	"github.com/detourmq/detour/pkg/scope"
 )
 
 // Runtime is what the driver needs from the producer runtime.
@@ -284,7 +285,7 @@ type window struct {
 type stats struct {
 	mu        sync.Mutex
 	victim    string
-	scope     front.Scope // of the runtime's broker names; brokers are counted by their RocketMQ names
+	scope     scope.Scope // of the runtime's broker names; brokers are counted by their RocketMQ names
 	phase     int
 	win       window
 	phases    []phaseStats

@@ -43,7 +43,7 @@ func TopicsNamed(ctx context.Context, r client.Reader, namespace, topic string) 
 	}
 	if len(list.Items) > 1 {
 		slices.SortFunc(list.Items, func(a, b routingv1alpha1.Topic) int {
-			return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
+			return strings.Compare(client.ObjectKeyFromObject(&a).String(), client.ObjectKeyFromObject(&b).String())
 		})
 	}
 	return list.Items, nil
@@ -136,7 +136,7 @@ func (r *Resolver) resolveTopic(ctx context.Context, namespace, topic string) (T
 	}
 	names := make([]string, len(found))
 	for i := range found {
-		names[i] = found[i].Namespace + "/" + found[i].Name
+		names[i] = client.ObjectKeyFromObject(&found[i]).String()
 	}
 	return Target{}, fmt.Errorf("%w: Topics %s all publish %s; set the client's namespace to the Kubernetes namespace of the one meant",
 		ErrTopicNotFound, strings.Join(names, ", "), topic)

@@ -16,6 +16,7 @@ import (
 
 	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
 	"github.com/detourmq/detour/internal/testsupport/poll"
+	"github.com/detourmq/detour/pkg/scope"
 )
 
 // TestResolverAnswersEveryDoorsRequestFromTheCache proves the one resolver against a real
@@ -44,15 +45,15 @@ func TestResolverAnswersEveryDoorsRequestFromTheCache(t *testing.T) {
 		notFound string // a part of the error when the request must not be found
 	}{
 		{"a topic on a Cluster, with the Cluster's Proxy", func() (Target, error) { return all.ResolveTopic(ctx, ns, orders) },
-			Target{Topic: orders, Route: ns + "/orders", Brokers: ClusterScope(ns, "prod"), Upstream: proxy}, ""},
+			Target{Topic: orders, Route: ns + "/orders", Brokers: scope.Cluster(ns, "prod"), Upstream: proxy}, ""},
 		{"a topic on broker pods, with no Proxy", func() (Target, error) { return all.ResolveTopic(ctx, ns, pods) },
-			Target{Topic: pods, Route: ns + "/pods", Brokers: PodScope(ns)}, ""},
+			Target{Topic: pods, Route: ns + "/pods", Brokers: scope.Pods(ns)}, ""},
 		{"a topic whose Cluster does not exist yet, with no Proxy", func() (Target, error) { return all.ResolveTopic(ctx, ns, lost) },
-			Target{Topic: lost, Route: ns + "/lost", Brokers: ClusterScope(ns, "gone")}, ""},
+			Target{Topic: lost, Route: ns + "/lost", Brokers: scope.Cluster(ns, "gone")}, ""},
 		{"a topic one Topic declares, for a client naming no namespace", func() (Target, error) { return all.ResolveTopic(ctx, "", orders) },
-			Target{Topic: orders, Route: ns + "/orders", Brokers: ClusterScope(ns, "prod"), Upstream: proxy}, ""},
+			Target{Topic: orders, Route: ns + "/orders", Brokers: scope.Cluster(ns, "prod"), Upstream: proxy}, ""},
 		{"a topic two namespaces declare, for a client naming one", func() (Target, error) { return all.ResolveTopic(ctx, other, shared) },
-			Target{Topic: shared, Route: other + "/shared", Brokers: PodScope(other)}, ""},
+			Target{Topic: shared, Route: other + "/shared", Brokers: scope.Pods(other)}, ""},
 		{"a topic two namespaces declare, for a client naming none", func() (Target, error) { return all.ResolveTopic(ctx, "", shared) },
 			Target{}, "Topics " + ns + "/shared, " + other + "/shared all publish"},
 		{"a topic declared in another namespace than the client's", func() (Target, error) { return all.ResolveTopic(ctx, other, orders) },
@@ -61,12 +62,12 @@ func TestResolverAnswersEveryDoorsRequestFromTheCache(t *testing.T) {
 			Target{}, "no Topic publishes Refunds"},
 		{"a topic two namespaces declare, for a client naming none, where one namespace is served", func() (Target, error) {
 			return served.ResolveTopic(ctx, "", shared)
-		}, Target{Topic: shared, Route: ns + "/shared", Brokers: PodScope(ns)}, ""},
+		}, Target{Topic: shared, Route: ns + "/shared", Brokers: scope.Pods(ns)}, ""},
 		{"a topic of a namespace not served", func() (Target, error) { return served.ResolveTopic(ctx, other, shared) },
 			Target{}, "namespace " + other + " is not served here"},
 		{"a Topic by its Kubernetes name, with no Proxy as the gateway forwards nothing", func() (Target, error) {
 			return all.ResolveName(ctx, ns, "orders")
-		}, Target{Topic: orders, Route: ns + "/orders", Brokers: ClusterScope(ns, "prod")}, ""},
+		}, Target{Topic: orders, Route: ns + "/orders", Brokers: scope.Cluster(ns, "prod")}, ""},
 		{"a Topic by a Kubernetes name nothing has", func() (Target, error) { return all.ResolveName(ctx, ns, "missing") },
 			Target{}, "no Topic " + ns + "/missing"},
 		{"a Topic by its Kubernetes name in a namespace not served", func() (Target, error) { return served.ResolveName(ctx, other, "shared") },

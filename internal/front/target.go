@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/detourmq/detour/pkg/producer"
+	"github.com/detourmq/detour/pkg/scope"
 )
 
 // ErrTopicNotFound is returned (or wrapped) by a resolver for a topic that no served Topic
@@ -23,7 +24,7 @@ type Target struct {
 	Route string
 	// Brokers is the scope the runtime names the route's brokers in; doors answer with the
 	// brokers' RocketMQ names (Brokers.Name), as RocketMQ does.
-	Brokers Scope
+	Brokers scope.Scope
 	// Upstream, when set, is the RocketMQ Proxy that consumers' calls on the topic are forwarded
 	// to; nil when the Topic's Cluster declares none (or the door forwards nothing).
 	Upstream *Upstream

@@ -13,6 +13,7 @@ import (
 
 	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
 	"github.com/detourmq/detour/pkg/producer"
+	"github.com/detourmq/detour/pkg/scope"
 )
 
 // A topic no Topic resource declares is served by a Cluster whose spec.undeclaredTopics is
@@ -40,22 +41,6 @@ type RouteUser interface {
 	UseRoute(ctx context.Context, spec producer.NameServerRoute) error
 }
 
-// UndeclaredRouteKey is the runtime's key of the route of topic, undeclared, served by the
-// Cluster named cluster in namespace: the Cluster scope's prefix, then the topic. It has one "/"
-// part more than any Topic's RouteKey, so the two never meet.
-func UndeclaredRouteKey(namespace, cluster, topic string) string {
-	return ClusterScope(namespace, cluster).Prefix() + topic
-}
-
-// PolicyKey is the runtime's key of the FaultPolicy namespace/name.
-func PolicyKey(namespace, name string) string { return namespace + "/" + name }
-
-// UndeclaredMetricsTopic is the topic label the sends to a Cluster's undeclared topics are counted
-// under: one per Cluster, so that clients naming topics grow no series.
-func UndeclaredMetricsTopic(namespace, cluster string) string {
-	return ClusterScope(namespace, cluster).Prefix() + "*"
-}
-
 // servesUndeclared reports whether a Cluster serves the topics no Topic declares.
 func servesUndeclared(c *routingv1alpha1.Cluster) bool {
 	return c.Spec.UndeclaredTopics == routingv1alpha1.UndeclaredTopicsServe && c.Spec.FaultPolicyRef != nil
@@ -64,15 +49,15 @@ func servesUndeclared(c *routingv1alpha1.Cluster) bool {
 // UndeclaredTarget is the Target of topic, undeclared, on Cluster c, with the route the runtime
 // must keep for it.
 func UndeclaredTarget(c *routingv1alpha1.Cluster, topic string) Target {
-	scope := ClusterScope(c.Namespace, c.Name)
+	brokers := scope.Cluster(c.Namespace, c.Name)
 	refresh := producer.DefaultRouteRefresh
 	if s := c.Spec.RouteRefreshSeconds; s > 0 {
 		refresh = time.Duration(s) * time.Second
 	}
-	spec := &producer.NameServerRoute{Key: UndeclaredRouteKey(c.Namespace, c.Name, topic), Topic: topic,
-		BrokerPrefix: scope.Prefix(), NameServers: c.Spec.NameServers, Policy: PolicyKey(c.Namespace, c.Spec.FaultPolicyRef.Name),
-		Refresh: refresh, MetricsTopic: UndeclaredMetricsTopic(c.Namespace, c.Name)}
-	return Target{Topic: topic, Route: spec.Key, Brokers: scope, Upstream: ClusterProxy(c.Spec.Proxy), Undeclared: spec}
+	spec := &producer.NameServerRoute{Key: brokers.UndeclaredRoute(topic), Topic: topic,
+		Brokers: brokers, NameServers: c.Spec.NameServers, Policy: scope.PolicyKey(c.Namespace, c.Spec.FaultPolicyRef.Name),
+		Refresh: refresh, MetricsTopic: brokers.UndeclaredMetricsTopic()}
+	return Target{Topic: topic, Route: spec.Key, Brokers: brokers, Upstream: ClusterProxy(c.Spec.Proxy), Undeclared: spec}
 }
 
 // resolveUndeclared is the Target of a topic no Topic in namespace ("" every namespace served)
@@ -103,7 +88,7 @@ func (r *Resolver) resolveUndeclared(ctx context.Context, namespace, topic strin
 	}
 	names := make([]string, len(serving))
 	for i, c := range serving {
-		names[i] = c.Namespace + "/" + c.Name
+		names[i] = client.ObjectKeyFromObject(c).String()
 	}
 	slices.Sort(names)
 	return Target{}, fmt.Errorf("%w: no Topic publishes %s, and Clusters %s all serve undeclared topics; set the client's namespace "+

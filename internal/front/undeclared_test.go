@@ -12,6 +12,7 @@ import (
 	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
 	"github.com/detourmq/detour/pkg/brokersim"
 	"github.com/detourmq/detour/pkg/producer"
+	"github.com/detourmq/detour/pkg/scope"
 )
 
 // startNameServer is a brokersim broker holding topics behind a brokersim name server; it
@@ -80,9 +81,9 @@ func TestUndeclaredTopicResolvesToTheClusterThatServesIt(t *testing.T) {
 		{"several serving Clusters and no default", func() (Target, error) { return r.ResolveTopic(ctx, two, undeclared) },
 			"", "Clusters " + two + "/a, " + two + "/b all serve undeclared topics"},
 		{"several serving Clusters, one the default", func() (Target, error) { return withDefault.ResolveTopic(ctx, two, undeclared) },
-			UndeclaredRouteKey(two, "b", undeclared), ""},
+			scope.Cluster(two, "b").UndeclaredRoute(undeclared), ""},
 		{"no namespace named, the default among every serving Cluster", func() (Target, error) { return withDefault.ResolveTopic(ctx, "", undeclared) },
-			UndeclaredRouteKey(two, "b", undeclared), ""},
+			scope.Cluster(two, "b").UndeclaredRoute(undeclared), ""},
 		{"no namespace named, several serving Clusters", func() (Target, error) { return r.ResolveTopic(ctx, "", undeclared) },
 			"", "all serve undeclared topics"},
 		{"a namespace whose Cluster serves declared topics only", func() (Target, error) { return r.ResolveTopic(ctx, refusing, undeclared) },
@@ -115,7 +116,7 @@ func TestUndeclaredTopicResolvesToTheClusterThatServesIt(t *testing.T) {
 			}
 		})
 	}
-	if onProd.Upstream == nil || onProd.Upstream.Addr != "proxy.shop:8081" || onProd.Brokers != ClusterScope(ns, "prod") ||
+	if onProd.Upstream == nil || onProd.Upstream.Addr != "proxy.shop:8081" || onProd.Brokers != scope.Cluster(ns, "prod") ||
 		onProd.Undeclared.Policy != ns+"/default" || onProd.Undeclared.MetricsTopic != ns+"/prod/*" {
 		t.Fatalf("an undeclared topic's target %+v (route %+v) lacks its Cluster's Proxy, scope, policy or metrics label", onProd, onProd.Undeclared)
 	}

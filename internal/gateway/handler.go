@@ -16,6 +16,7 @@ import (
 	"github.com/detourmq/detour/internal/kubeauth"
 	"github.com/detourmq/detour/pkg/metrics"
 	"github.com/detourmq/detour/pkg/producer"
+	"github.com/detourmq/detour/pkg/scope"
 )
 
 // MessagesPath is the route of the send endpoint; {name} is the Topic resource's name. (The
@@ -248,30 +249,30 @@ func (s *Server) send(ctx context.Context, route string, msg *producer.Message, 
 // *producer.BatchResult or a send's error) with the brokers it names as RocketMQ names them,
 // without the scope the runtime names them in: the one place the gateway renames brokers. Other
 // values, and every value under the zero scope, come back as they are.
-func withBrokerNames[T any](v T, scope front.Scope) T {
-	if scope == (front.Scope{}) {
+func withBrokerNames[T any](v T, brokers scope.Scope) T {
+	if brokers == (scope.Scope{}) {
 		return v
 	}
 	var out any
 	switch e := any(v).(type) {
 	case *producer.SendResult:
 		named := *e
-		named.Broker = scope.Name(e.Broker)
-		named.BrokersTried = scope.Names(e.BrokersTried)
+		named.Broker = brokers.Name(e.Broker)
+		named.BrokersTried = brokers.Names(e.BrokersTried)
 		out = &named
 	case *producer.BatchResult:
 		named := *e
-		named.Broker = scope.Name(e.Broker)
-		named.BrokersTried = scope.Names(e.BrokersTried)
+		named.Broker = brokers.Name(e.Broker)
+		named.BrokersTried = brokers.Names(e.BrokersTried)
 		out = &named
 	case *producer.SendError:
 		named := *e
-		named.BrokersTried = scope.Names(e.BrokersTried)
+		named.BrokersTried = brokers.Names(e.BrokersTried)
 		out = &named
 	case *producer.OrderedSendError:
 		named := *e
-		named.Broker = scope.Name(e.Broker)
-		named.Err = withBrokerNames(e.Err, scope)
+		named.Broker = brokers.Name(e.Broker)
+		named.Err = withBrokerNames(e.Err, brokers)
 		out = &named
 	default:
 		return v

@@ -115,6 +115,7 @@ func parseAuthorization(v string) (signedCall, error) {
 		seen[name] = true
 		switch name {
 		case credentialItem:
+			//docgen:not-identity a signature's Credential=AccessKey/date/region/service
 			out.accessKey, _, _ = strings.Cut(value, "/")
 		case signedHeadersItem:
 			if !strings.EqualFold(value, dateTimeHeader) {

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/detourmq/detour/internal/front"
+	"github.com/detourmq/detour/pkg/scope"
 )
 
 // TestACheckBackGoesOnlyToAStreamOfItsBrokersScope proves that a broker's check-back of a half
@@ -13,8 +14,8 @@ import (
 func TestACheckBackGoesOnlyToAStreamOfItsBrokersScope(t *testing.T) {
 	pods, prod := &producerStream{}, &producerStream{}
 	o := &orphanRegistry{byTopic: map[string][]registered{"Orders": {
-		{pods, front.Target{Topic: "Orders", Route: "shop/orders", Brokers: front.PodScope("shop")}},
-		{prod, front.Target{Topic: "Orders", Route: "shop/prod-orders", Brokers: front.ClusterScope("shop", "prod")}},
+		{pods, front.Target{Topic: "Orders", Route: "shop/orders", Brokers: scope.Pods("shop")}},
+		{prod, front.Target{Topic: "Orders", Route: "shop/prod-orders", Brokers: scope.Cluster("shop", "prod")}},
 	}}}
 	for _, tc := range []struct {
 		name   string

@@ -14,6 +14,7 @@ import (
 	"github.com/detourmq/detour/internal/front"
 	"github.com/detourmq/detour/pkg/producer"
 	"github.com/detourmq/detour/pkg/rmqpb"
+	"github.com/detourmq/detour/pkg/scope"
 )
 
 // acceptedTypes are the message types detour sends, listed on every queue of a MIXED topic and
@@ -57,7 +58,7 @@ func (s *Server) QueryRoute(ctx context.Context, req *rmqpb.QueryRouteRequest) (
 
 // routeQueues is a route's queues as the protocol writes them.
 // types are the message types every queue takes.
-func routeQueues(topic *rmqpb.Resource, info producer.RouteInfo, scope front.Scope, ep *rmqpb.Endpoints, types []rmqpb.MessageType) []*rmqpb.MessageQueue {
+func routeQueues(topic *rmqpb.Resource, info producer.RouteInfo, names scope.Scope, ep *rmqpb.Endpoints, types []rmqpb.MessageType) []*rmqpb.MessageQueue {
 	writable := make(map[string]bool, len(info.Brokers))
 	anyWritable := false
 	for _, b := range info.Brokers {
@@ -70,7 +71,7 @@ func routeQueues(topic *rmqpb.Resource, info producer.RouteInfo, scope front.Sco
 	for _, q := range info.Queues {
 		b := brokers[q.Broker]
 		if b == nil {
-			b = &rmqpb.Broker{Name: scope.Name(q.Broker), Id: 0, Endpoints: ep}
+			b = &rmqpb.Broker{Name: names.Name(q.Broker), Id: 0, Endpoints: ep}
 			brokers[q.Broker] = b
 		}
 		perm := rmqpb.Permission_READ_WRITE

@@ -20,6 +20,7 @@ import (
 	"github.com/detourmq/detour/pkg/brokersim"
 	"github.com/detourmq/detour/pkg/producer"
 	"github.com/detourmq/detour/pkg/rmqpb"
+	"github.com/detourmq/detour/pkg/scope"
 )
 
 // testBed is the endpoint in front of a real runtime and brokersim brokers: topic Orders on
@@ -70,7 +71,7 @@ func newTestBed(t testing.TB, mutate func(*Options)) *testBed {
 				panic("resolver bug")
 			}
 			if _, ok := routes[topic]; ok {
-				return front.Target{Topic: topic, Route: "shop/" + strings.ToLower(topic), Brokers: front.PodScope("shop")}, nil
+				return front.Target{Topic: topic, Route: "shop/" + strings.ToLower(topic), Brokers: scope.Pods("shop")}, nil
 			}
 			return front.Target{}, fmt.Errorf("%w: no Topic publishes %s", front.ErrTopicNotFound, topic)
 		}),

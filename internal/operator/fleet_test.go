@@ -16,12 +16,12 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
-	"github.com/detourmq/detour/controllers"
 	"github.com/detourmq/detour/internal/demo"
 	"github.com/detourmq/detour/pkg/brokersim"
 	"github.com/detourmq/detour/pkg/fault"
 	"github.com/detourmq/detour/pkg/producer"
 	"github.com/detourmq/detour/pkg/remoting"
+	"github.com/detourmq/detour/pkg/scope"
 )
 
 // fleetCluster is two brokersim brokers behind a brokersim name server, a Cluster "prod" over
@@ -75,11 +75,11 @@ func startFleetCluster(t *testing.T) *fleetCluster {
 	return &fleetCluster{ns: ns, topic: topic, healthy: healthy, sick: sick}
 }
 
-func (c *fleetCluster) policy() string { return controllers.PolicyKey(c.ns, "shared") }
+func (c *fleetCluster) policy() string { return scope.PolicyKey(c.ns, "shared") }
 
 // sickID is the runtime's identity of the sick broker.
 func (c *fleetCluster) sickID() string {
-	return controllers.ClusterBrokerPrefix(c.ns, "prod") + c.sick.Name()
+	return scope.Cluster(c.ns, "prod").Broker(c.sick.Name()).String()
 }
 
 // startReplica starts a leader-electing replica named name with a facade on the Cluster; it
@@ -321,7 +321,7 @@ func TestReplicaViewWritesStayBoundedUnderAnIsolationStorm(t *testing.T) {
 		return nil
 	})
 
-	policy := controllers.PolicyKey(ns, "storm")
+	policy := scope.PolicyKey(ns, "storm")
 	isolations := func() float64 { return counterSum(t, "detour_isolations_total", "policy", policy) }
 	// The storm runs at least 6 s and until it has entered more isolations than the writes the
 	// bound allows in that time, so the bound is actually in play however slow the machine is.
@@ -338,7 +338,7 @@ func TestReplicaViewWritesStayBoundedUnderAnIsolationStorm(t *testing.T) {
 				default:
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-				_, _ = op.rt.SendRoute(ctx, controllers.RouteKey(ns, "storm"), &producer.Message{Topic: "Storm", Body: []byte("m")})
+				_, _ = op.rt.SendRoute(ctx, scope.TopicRoute(ns, "storm"), &producer.Message{Topic: "Storm", Body: []byte("m")})
 				cancel()
 			}
 		})

@@ -130,6 +130,8 @@ func topicList(v string) []string {
 }
 
 // parseSecretRef reads a namespace/name reference.
+//
+//docgen:not-identity a Secret's namespace/name as a flag gives it
 func parseSecretRef(ref string) (types.NamespacedName, error) {
 	ns, name, ok := strings.Cut(ref, "/")
 	if !ok || ns == "" || name == "" || strings.Contains(name, "/") {

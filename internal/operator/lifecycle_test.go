@@ -18,8 +18,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
-	"github.com/detourmq/detour/controllers"
 	"github.com/detourmq/detour/pkg/brokersim"
+	"github.com/detourmq/detour/pkg/scope"
 )
 
 func isElected(op *runningOperator) bool { return op.lead.Leading() }
@@ -370,7 +370,7 @@ func TestReadyMeansRoutable(t *testing.T) {
 		time.Sleep(5 * time.Millisecond) // the poll interval; readiness is the synchronisation
 	}
 	for i := range n {
-		if _, ok := op.rt.RouteInfo(controllers.RouteKey(ns, fmt.Sprintf("t%d", i))); !ok {
+		if _, ok := op.rt.RouteInfo(scope.TopicRoute(ns, fmt.Sprintf("t%d", i))); !ok {
 			t.Errorf("ready, but Topic t%d has no route", i)
 		}
 	}

@@ -380,6 +380,7 @@ func (op *Operator) addFacade(o *Options, set *metrics.Set, log logr.Logger) err
 		return nil
 	}
 	view := &controllers.FacadeView{Reader: op.mgr.GetClient(), Runtime: op.rt}
+	//docgen:not-identity the Cluster's namespace/name as --namesrv-facade-cluster gives it
 	if ns, name, ok := strings.Cut(o.facadeCluster, "/"); ok {
 		view.Cluster = types.NamespacedName{Namespace: ns, Name: name}
 	}

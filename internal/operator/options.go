@@ -168,6 +168,8 @@ func (o *Options) Validate() error {
 }
 
 // parseClusterFlag reads a flag naming a Cluster as namespace/name; "" is no Cluster.
+//
+//docgen:not-identity a Kubernetes object's namespace/name as a flag gives it
 func parseClusterFlag(flag, c string) (client.ObjectKey, error) {
 	if c == "" {
 		return client.ObjectKey{}, nil

@@ -11,9 +11,10 @@ import (
 
 	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 
-	"github.com/detourmq/detour/controllers"
+	"github.com/detourmq/detour/pkg/scope"
 )
 
 // addHealthChecks makes liveness follow the runtime, and readiness the runtime, the cache and
@@ -119,11 +120,11 @@ func (op *Operator) topicsRouted() healthz.Checker {
 		var waiting []string
 		for i := range initial {
 			t := &initial[i]
-			key := controllers.RouteKey(t.Namespace, t.Name)
+			key := scope.TopicRoute(t.Namespace, t.Name)
 			_, routed := op.rt.RouteInfo(key)
 			_, asked := op.rt.RouteStatus(key)
 			if !routed && !asked {
-				waiting = append(waiting, t.Namespace+"/"+t.Name)
+				waiting = append(waiting, client.ObjectKeyFromObject(t).String())
 			}
 		}
 		if len(waiting) > 0 {

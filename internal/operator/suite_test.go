@@ -28,11 +28,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
-	"github.com/detourmq/detour/controllers"
 	"github.com/detourmq/detour/internal/demo"
 	detourscheme "github.com/detourmq/detour/internal/scheme"
 	"github.com/detourmq/detour/internal/testsupport/poll"
 	"github.com/detourmq/detour/pkg/brokersim"
+	"github.com/detourmq/detour/pkg/scope"
 )
 
 // How long tests wait for observable state, and how often they look.
@@ -289,7 +289,7 @@ func (r *runningOperator) waitForRoute(t *testing.T, topic string, n int) {
 		if i < 0 {
 			return fmt.Errorf("no Topic declares %s", topic)
 		}
-		info, ok := r.rt.RouteInfo(controllers.RouteKey(topics.Items[i].Namespace, topics.Items[i].Name))
+		info, ok := r.rt.RouteInfo(scope.TopicRoute(topics.Items[i].Namespace, topics.Items[i].Name))
 		if !ok {
 			return fmt.Errorf("no route")
 		}

@@ -2,10 +2,10 @@ package producer
 
 import (
 	"slices"
-	"strings"
 	"sync"
 
 	"github.com/detourmq/detour/pkg/remoting"
+	"github.com/detourmq/detour/pkg/scope"
 )
 
 // A broker that holds a half message past its check time, with no end, asks a producer of the
@@ -247,7 +247,7 @@ func (r *Runtime) brokerAt(addr, bname string) (string, bool) {
 	}
 	slices.Sort(found)
 	for _, name := range found {
-		if bname != "" && (name == bname || strings.HasSuffix(name, "/"+bname)) {
+		if _, rocketmq := scope.SplitBrokerID(name); bname != "" && (name == bname || rocketmq == bname) {
 			return name, true
 		}
 	}

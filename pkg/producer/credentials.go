@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/detourmq/detour/pkg/remoting"
+	"github.com/detourmq/detour/pkg/scope"
 )
 
 // Credentials and their refusals.
@@ -79,7 +80,8 @@ var ErrBadCredentials = errors.New("bad credentials")
 // CredentialScope returns the scope a broker identity's credentials are set for: the identity up
 // to and including its last "/".
 func CredentialScope(broker string) string {
-	return broker[:strings.LastIndexByte(broker, '/')+1]
+	prefix, _ := scope.SplitBrokerID(broker)
+	return prefix
 }
 
 // SetCredentials signs every later request to the brokers of scope (see CredentialScope) with c;

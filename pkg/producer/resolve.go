@@ -11,6 +11,7 @@ import (
 
 	"github.com/detourmq/detour/pkg/producer/nameserver"
 	"github.com/detourmq/detour/pkg/remoting"
+	"github.com/detourmq/detour/pkg/scope"
 )
 
 // Route refresh bounds. RocketMQ clients poll their name servers every 30 s
@@ -30,10 +31,10 @@ type NameServerRoute struct {
 	// Key identifies the route as Route.Key does; "" means Topic.
 	Key   string
 	Topic string
-	// BrokerPrefix is put before the broker names the name servers publish to make the runtime's
-	// broker identities (e.g. "namespace/"), so that brokers of different clusters or tenants
-	// that share a name stay apart; "" uses the names as published.
-	BrokerPrefix string
+	// Brokers is the scope the runtime names the route's brokers in: a broker the name servers
+	// publish is Brokers.Broker(its name), so that brokers of different clusters or tenants that
+	// share a name stay apart; the zero Scope uses the names as published.
+	Brokers scope.Scope
 	// NameServers are host:port addresses of one cluster's name servers.
 	NameServers []string
 	// Policy names the fault policy; "" means the default policy.
@@ -139,7 +140,7 @@ func (r *Runtime) SetNameServerRoute(spec NameServerRoute) error {
 	if ok {
 		res.mu.Lock()
 		changed := !slices.Equal(res.spec.NameServers, spec.NameServers) || res.spec.Policy != spec.Policy ||
-			res.spec.Refresh != spec.Refresh || res.spec.Topic != spec.Topic || res.spec.BrokerPrefix != spec.BrokerPrefix
+			res.spec.Refresh != spec.Refresh || res.spec.Topic != spec.Topic || res.spec.Brokers != spec.Brokers
 		res.spec = spec
 		if res.next >= len(spec.NameServers) {
 			res.next = 0
@@ -429,7 +430,7 @@ func routeFromNameServer(spec NameServerRoute, data *remoting.TopicRouteData) ([
 			WriteQueues: int(q.WriteQueueNums), Perm: int(q.Perm)}
 		pb.Routed = q.Perm&remoting.PermWrite != 0 && pb.MasterAddr != "" && q.WriteQueueNums > 0
 		if pb.Routed {
-			route.Brokers = append(route.Brokers, BrokerQueues{Broker: spec.BrokerPrefix + q.BrokerName, WriteQueues: pb.WriteQueues, Addr: pb.MasterAddr})
+			route.Brokers = append(route.Brokers, BrokerQueues{Broker: spec.Brokers.Broker(q.BrokerName).String(), WriteQueues: pb.WriteQueues, Addr: pb.MasterAddr})
 		}
 		published = append(published, pb)
 	}

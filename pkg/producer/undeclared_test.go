@@ -10,12 +10,13 @@ import (
 	"time"
 
 	"github.com/detourmq/detour/internal/testsupport/poll"
+	"github.com/detourmq/detour/pkg/scope"
 )
 
 // undeclaredSpec is the route of an undeclared topic of the cluster c, keyed as the operator
 // keys them (one "/" part more than a declared Topic's key).
 func undeclaredSpec(c *nsCluster, topic string) NameServerRoute {
-	return NameServerRoute{Key: "shop/prod/" + topic, Topic: topic, BrokerPrefix: "shop/prod/",
+	return NameServerRoute{Key: scope.Cluster("shop", "prod").UndeclaredRoute(topic), Topic: topic, Brokers: scope.Cluster("shop", "prod"),
 		NameServers: []string{c.ns.Addr()}, MetricsTopic: "shop/prod/*"}
 }
 

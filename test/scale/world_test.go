@@ -28,6 +28,7 @@ import (
 	"github.com/detourmq/detour/pkg/producer"
 	"github.com/detourmq/detour/pkg/remoting"
 	"github.com/detourmq/detour/pkg/rmqpb"
+	"github.com/detourmq/detour/pkg/scope"
 )
 
 // clusterName is the one Cluster of every namespace of a world.
@@ -164,7 +165,7 @@ func routedRuntime(tb testing.TB, topics []routingv1alpha1.Topic, addr string) *
 			known[id] = true
 			rt.SetBroker(producer.Broker{Name: id, Addr: addr, Ready: true})
 		}
-		err := rt.SetRoute(producer.Route{Key: front.RouteKey(t.Namespace, t.Name), Topic: t.Spec.TopicName,
+		err := rt.SetRoute(producer.Route{Key: scope.TopicRoute(t.Namespace, t.Name), Topic: t.Spec.TopicName,
 			Brokers: []producer.BrokerQueues{{Broker: id, WriteQueues: 4}}})
 		if err != nil {
 			tb.Fatal(err)

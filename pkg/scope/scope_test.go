@@ -1,4 +1,4 @@
-package front
+package scope
 
 import (
 	"slices"
@@ -15,8 +15,8 @@ func TestBrokerIdentitiesKeepTheFormsTheRuntimeAndStatusKey(t *testing.T) {
 		prefix string
 		want   string
 	}{
-		{"a broker found by its pod", PodScope("shop").Broker("broker-a"), "shop/", "shop/broker-a"},
-		{"a broker a Cluster publishes", ClusterScope("shop", "prod").Broker("broker-a"), "shop/prod/", "shop/prod/broker-a"},
+		{"a broker found by its pod", Pods("shop").Broker("broker-a"), "shop/", "shop/broker-a"},
+		{"a broker a Cluster publishes", Cluster("shop", "prod").Broker("broker-a"), "shop/prod/", "shop/prod/broker-a"},
 		{"a broker in no scope", Scope{}.Broker("broker-a"), "", "broker-a"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -50,7 +50,7 @@ func TestParseBrokerIDRefusesWhatNoScopeWrites(t *testing.T) {
 // broker as one of its own: not another namespace's, and not a Cluster's within the same
 // namespace (the narrower scope), which a plain prefix cut would have taken.
 func TestAScopeNamesOnlyItsOwnBrokers(t *testing.T) {
-	pods, prod := PodScope("shop"), ClusterScope("shop", "prod")
+	pods, prod := Pods("shop"), Cluster("shop", "prod")
 	for _, tc := range []struct {
 		name     string
 		scope    Scope
@@ -79,5 +79,49 @@ func TestAScopeNamesOnlyItsOwnBrokers(t *testing.T) {
 	}
 	if got := pods.Names([]string{"shop/broker-a", "bank/broker-b"}); !slices.Equal(got, []string{"broker-a", "bank/broker-b"}) {
 		t.Errorf("Names = %v", got)
+	}
+}
+
+// TestSplitBrokerIDCutsAtTheLastSlash proves the cut the runtime keys credentials by: for every
+// identity a Scope writes it agrees with ParseBrokerID, and it takes what no Scope writes as it
+// always has.
+func TestSplitBrokerIDCutsAtTheLastSlash(t *testing.T) {
+	for _, tc := range []struct{ id, prefix, name string }{
+		{"broker-a", "", "broker-a"},
+		{"shop/broker-a", "shop/", "broker-a"},
+		{"shop/prod/broker-a", "shop/prod/", "broker-a"},
+		{"a/b/c/broker-a", "a/b/c/", "broker-a"},
+		{"shop/", "shop/", ""},
+		{"", "", ""},
+	} {
+		prefix, name := SplitBrokerID(tc.id)
+		if prefix != tc.prefix || name != tc.name {
+			t.Errorf("SplitBrokerID(%q) = %q, %q; want %q, %q", tc.id, prefix, name, tc.prefix, tc.name)
+		}
+		if b, ok := ParseBrokerID(tc.id); ok && (b.Scope.Prefix() != prefix || b.Name != name) {
+			t.Errorf("SplitBrokerID(%q) = %q, %q disagrees with ParseBrokerID's %+v", tc.id, prefix, name, b)
+		}
+	}
+}
+
+// TestRouteAndPolicyKeysKeepTheirForms proves the keys of routes and policies byte for byte, as
+// the identities above: they are keys in the runtime and in status.
+func TestRouteAndPolicyKeysKeepTheirForms(t *testing.T) {
+	for _, tc := range []struct{ name, got, want string }{
+		{"a Topic's route", TopicRoute("shop", "orders"), "shop/orders"},
+		{"an undeclared topic's route", Cluster("shop", "prod").UndeclaredRoute("Orders"), "shop/prod/Orders"},
+		{"an undeclared topic's metrics label", Cluster("shop", "prod").UndeclaredMetricsTopic(), "shop/prod/*"},
+		{"a FaultPolicy", PolicyKey("shop", "steer"), "shop/steer"},
+		{"a Cluster's watch route", Cluster("shop", "prod").WatchRoute(), "shop/cluster:prod"},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, tc.got, tc.want)
+		}
+	}
+	for key, want := range map[string][2]string{"shop/steer": {"shop", "steer"}, "": {}, "steer": {}, "/steer": {}, "shop/": {}} {
+		ns, name, ok := ParsePolicyKey(key)
+		if ok != (want[0] != "") || (ok && (ns != want[0] || name != want[1])) {
+			t.Errorf("ParsePolicyKey(%q) = %q, %q, %v; want %q", key, ns, name, ok, want)
+		}
 	}
 }
