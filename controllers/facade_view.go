@@ -20,7 +20,7 @@ const viewTimeout = 2 * time.Second
 
 // FacadeView tells the name-server facade what detour knows about one Cluster: its name servers,
 // and for each topic a Topic on that Cluster declares, the brokers its FaultPolicy isolates and
-// those whose pods are not ready or are terminating, never more than the policy's isolation cap.
+// those whose pods are not ready or are terminating, never more than the policy's isolation limit.
 // It reads the manager's cache and the runtime, so every replica can serve it.
 type FacadeView struct {
 	// Reader is the manager's cache (its client): Topics are found through its spec.topicName
@@ -118,7 +118,7 @@ func (v *FacadeView) Hide(topic string, brokers []string) (map[string]string, bo
 
 // hiddenBrokers is what the facade publishes read-only of brokers on cl under policyKey, with the
 // reason: the brokers whose pods are not Ready or are terminating (when the policy respects pod
-// health) and those the policy isolates, never more than its isolation cap.
+// health) and those the policy isolates, never more than its isolation limit.
 func hiddenBrokers(ctx context.Context, r client.Reader, rt *producer.Runtime, cl *routingv1alpha1.Cluster, policyKey string, brokers []string) map[string]string {
 	pol, _ := rt.Policy(policyKey)
 	candidates := map[string]string{}
