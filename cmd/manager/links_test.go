@@ -53,8 +53,9 @@ func TestForbiddenLinksFindsTestSupport(t *testing.T) {
 	for _, tc := range []struct {
 		root, want string
 	}{
-		// The fault benchmark starts real RocketMQ through rmqtest.
-		{"../../hack/faultbench", module + "/hack/faultbench -> " + module + "/internal/testsupport/rmqtest"},
+		// The fault benchmark starts real RocketMQ through rmqtest, in its real-cluster room.
+		{"../../hack/faultbench", module + "/hack/faultbench -> " + module + "/hack/faultbench/internal/realenv -> " +
+			module + "/internal/testsupport/rmqtest"},
 		// A test tier's own package is under test/.
 		{"../../test/compat", module + "/test/compat"},
 		// The demo command links the demo and the simulated brokers.
