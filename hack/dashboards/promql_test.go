@@ -260,3 +260,24 @@ func TestCheckReportsWhatTheManagerDoesNotServe(t *testing.T) {
 		}
 	}
 }
+
+// TestEveryPanelIsDescribedInTheMonitoringTask proves docs/tasks/monitoring.md names every
+// dashboard's panels, so the page that says what each panel answers keeps up with the dashboards.
+func TestEveryPanelIsDescribedInTheMonitoringTask(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(root, "docs", "tasks", "monitoring.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range boards() {
+		if !strings.Contains(string(data), "### "+b.title+"\n") {
+			t.Errorf("docs/tasks/monitoring.md has no section \"### %s\"", b.title)
+		}
+		for _, r := range b.rows {
+			for _, p := range r.panels {
+				if !strings.Contains(string(data), "| "+r.title+" | "+p.title+" | ") {
+					t.Errorf("docs/tasks/monitoring.md has no row for panel %q of %s (row %s)", p.title, b.title, r.title)
+				}
+			}
+		}
+	}
+}
