@@ -1,10 +1,10 @@
 module github.com/detourmq/detour/hack/dashboards
 
-go 1.26.7
+go 1.26.0
 
 require (
 	github.com/grafana/grafana-foundation-sdk/go v0.0.22
-	github.com/prometheus/prometheus v0.316.0
+	github.com/prometheus/prometheus v0.315.1
 	go.yaml.in/yaml/v3 v3.0.6
 )
 
