@@ -138,7 +138,7 @@ func undeclaredRow() row {
 	}}
 }
 
-// fleetRow: the replicas, which one leads, and whether they agree on what they share.
+// fleetRow: the replicas, which one leads, and what they share through their ReplicaViews.
 func fleetRow() row {
 	return row{title: "Fleet", panels: []panel{
 		{kind: kindStat, title: "Replicas and leaders", width: 6,
@@ -147,12 +147,17 @@ func fleetRow() row {
 				{`count(detour_leader{` + ns + `})`, "replicas"},
 				{`sum(detour_leader{` + ns + `})`, "leaders"},
 			}},
-		{title: "Isolated brokers by replica", unit: "short", width: 9,
-			description: "Every replica applies the same FaultPolicies to its own senders: replicas that disagree long about how many brokers are out see brokers differently (one replica cut off from a broker, say).",
+		{title: "Replicas each replica counts", unit: "short", width: 6,
+			description: "Live replicas each replica counts through their ReplicaViews, itself included. A replica that counts fewer than the others cannot read or renew the views, and shares no isolations.",
 			queries: []query{
-				{`sum by (pod) (detour_isolated_brokers{` + ns + `})`, "{{pod}}"},
+				{`max by (pod) (detour_fleet_replicas{` + ns + `})`, "{{pod}}"},
 			}},
-		{title: "Route refreshes failing", unit: "short", width: 9,
+		{title: "Isolations shared by other replicas", unit: "short", width: 6,
+			description: "Brokers each replica isolates because other live replicas publish them as isolated, by policy: a broker one replica finds failing is held out on every replica.",
+			queries: []query{
+				{`max by (pod, policy) (detour_fleet_peer_isolations{` + ns + `})`, "{{pod}} {{policy}}"},
+			}},
+		{title: "Route refreshes failing", unit: "short", width: 6,
 			description: "Routes each replica could not refresh from any name server of the topic's cluster (it keeps sending by the last route it has).",
 			queries: []query{
 				{`sum by (pod) (detour_route_refresh_failing{` + ns + `})`, "{{pod}}"},
