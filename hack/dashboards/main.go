@@ -103,7 +103,7 @@ func (p panel) builder(id uint32) cog.Builder[dashboard.Panel] {
 	switch p.kind {
 	case kindStat:
 		return stat.NewPanelBuilder().Title(p.title).Description(p.description).Unit(p.unit).
-			Datasource(datasource).Targets(targets).Height(6).Span(width).Id(id)
+			Datasource(datasource).Targets(targets).Height(8).Span(width).Id(id)
 	case kindTable:
 		return table.NewPanelBuilder().Title(p.title).Description(p.description).Unit(p.unit).
 			Datasource(datasource).Targets(targets).Height(8).Span(width).Id(id)
