@@ -36,7 +36,7 @@ TEST_TIMEOUT ?= 40m
 # GENERATED are the files `make manifests generate` writes; `make verify` checks them.
 GENERATED = config/crd/bases config/rbac/role.yaml api/v1alpha1/zz_generated.deepcopy.go \
 	charts/detour/crds charts/detour/files/manager-role.yaml charts/detour/files/prometheus-alerts.yaml pkg/rmqpb \
-	docs/reference
+	docs/reference config/grafana charts/detour/files/dashboards
 FUZZ_TIME ?= 10s
 
 .PHONY: all
@@ -64,7 +64,7 @@ generate: ## Generate deepcopy code for the API types and the RocketMQ gRPC prot
 			--go-grpc_out=. --go-grpc_opt=module=github.com/detourmq/detour $(PROTO_FILES)
 
 .PHONY: manifests
-manifests: ## Generate CRDs into config/crd/bases and RBAC into config/rbac, and copy them into the Helm chart.
+manifests: ## Generate CRDs into config/crd/bases, RBAC into config/rbac and the Grafana dashboards into config/grafana, and copy them into the Helm chart.
 	$(CONTROLLER_GEN) rbac:roleName=manager-role crd paths="./api/..." paths="./controllers/..." \
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
 	@# Helm reads no file outside the chart's folder, so the chart carries copies.
@@ -72,6 +72,11 @@ manifests: ## Generate CRDs into config/crd/bases and RBAC into config/rbac, and
 	cp config/crd/bases/*.yaml charts/detour/crds/
 	cp config/rbac/role.yaml charts/detour/files/manager-role.yaml
 	cp config/prometheus/alerts.yaml charts/detour/files/prometheus-alerts.yaml
+	@# The dashboards are built with Grafana's foundation SDK, in their own module (hack/dashboards).
+	cd hack/dashboards && $(GO) run . -out ../../config/grafana
+	mkdir -p charts/detour/files/dashboards
+	rm -f charts/detour/files/dashboards/*.json
+	cp config/grafana/*.json charts/detour/files/dashboards/
 
 .PHONY: docs
 docs: ## Generate docs/reference (API, manager flags, Helm values, metrics); check every relative link in README.md, CHANGELOG.md, docs/ and bench/, the package map of docs/design/architecture.md, that no function (tests and generated code aside) is over 80 lines and that no product code outside pkg/scope glues or cuts a "/" by hand.
@@ -120,7 +125,7 @@ envtest: ## Build (first time) and print the envtest control plane folder.
 	@hack/setup-envtest.sh
 
 .PHONY: test
-test: vet ## Run all tests (never from the test cache): unit, fuzz seeds, envtest, kubectl, helm, real RocketMQ.
+test: vet ## Run all tests (never from the test cache): unit, fuzz seeds, envtest, kubectl, helm, real RocketMQ, and the dashboards' and alerts' queries.
 	@dist="$(ROCKETMQ_DIST)"; [[ -n "$$dist" ]] || { echo "make test: hack/setup-rocketmq.sh failed (see above)" >&2; exit 1; }
 	@# -json through hack/testreport: every top-level test is named with its result, failures in full.
 	@helm="$(HELM)"; [[ -n "$$helm" ]] || { echo "make test: hack/setup-helm.sh failed (see above)" >&2; exit 1; }
@@ -129,10 +134,13 @@ test: vet ## Run all tests (never from the test cache): unit, fuzz seeds, envtes
 	@nodeclient="$(NODE_CLIENT)"; [[ -n "$$nodeclient" ]] || { echo "make test: hack/setup-node-client.sh failed (see above)" >&2; exit 1; }
 	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" DETOUR_ROCKETMQ="$(ROCKETMQ_DIST)" DETOUR_HELM="$(HELM)" DETOUR_PROMTOOL="$(PROMTOOL)" DETOUR_PYTHON_CLIENT="$(PYTHON_CLIENT)" DETOUR_NODE_CLIENT="$(NODE_CLIENT)" $(GO) test -json -race -count=1 -timeout $(TEST_TIMEOUT) ./... \
 		| $(GO) run ./hack/testreport
+	@# The dashboards' module holds Prometheus' PromQL parser, which the product's go.mod does not take.
+	cd hack/dashboards && $(GO) test -json -race -count=1 ./... | (cd ../.. && $(GO) run ./hack/testreport)
 
 .PHONY: test-unit
 test-unit: ## Run the fast tier (go test -short -race): no envtest, Java, Python, Helm, promtool or kubectl; minutes, for the inner loop.
 	$(GO) test -short -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+	cd hack/dashboards && $(GO) test -short -race -count=1 ./...
 
 .PHONY: test-e2e
 test-e2e: ## Run test/e2e on a real single-node cluster in a network namespace (root; the first run installs and builds what the node needs).

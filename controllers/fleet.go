@@ -138,6 +138,20 @@ func (f *fleet) replicas() int32 {
 	return int32(f.live + 1)
 }
 
+// figures are what this replica knows of the fleet, for the metrics: the live replicas and, by
+// policy, the brokers the other live replicas isolate.
+func (f *fleet) figures() metrics.FleetFigures {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	peers := make(map[string]int, len(f.seen))
+	for policy, brokers := range f.seen {
+		if len(brokers) > 0 {
+			peers[policy] = len(brokers)
+		}
+	}
+	return metrics.FleetFigures{Replicas: f.live + 1, PeerIsolations: peers}
+}
+
 // fleetPublisher writes this replica's view: when its own isolations change (at most once per
 // WriteInterval) and to renew it.
 type fleetPublisher struct {

@@ -134,3 +134,29 @@ func TestReplicasShareIsolationsRewriteOnlyPoliciesWhoseViewChanged(t *testing.T
 		t.Fatalf("changed %v, want %v", got, want)
 	}
 }
+
+// TestFleetFiguresCountLiveReplicasAndPeerIsolations proves the figures the metrics export come
+// from the merged views: the live peers and this replica, and by policy the brokers peers isolate
+// (a broker two peers isolate counts once).
+func TestFleetFiguresCountLiveReplicasAndPeerIsolations(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	view := func(replica string, brokers ...string) routingv1alpha1.ReplicaView {
+		v := routingv1alpha1.ReplicaView{ObjectMeta: metav1.ObjectMeta{Name: replica},
+			Spec: routingv1alpha1.ReplicaViewSpec{Replica: replica, RenewTime: metav1.NewMicroTime(now), LeaseDurationSeconds: 15}}
+		for _, b := range brokers {
+			v.Spec.Isolations = append(v.Spec.Isolations, routingv1alpha1.ReplicaIsolation{FaultPolicy: "shop/fp", BrokerName: b,
+				Reason: routingv1alpha1.IsolationSendFailed, Since: metav1.NewTime(now.Add(-time.Second))})
+		}
+		return v
+	}
+	f := newFleet(FleetOptions{Replica: "self"})
+	if got := f.figures(); got.Replicas != 1 || len(got.PeerIsolations) != 0 {
+		t.Errorf("before any view: %+v, want 1 replica and no peer isolations", got)
+	}
+	_, seen, live, _ := mergeViews([]routingv1alpha1.ReplicaView{view("a", "b1", "b2"), view("c", "b2"), view("self", "b3")}, "self", now)
+	f.seen, f.live = seen, live
+	got := f.figures()
+	if got.Replicas != 3 || len(got.PeerIsolations) != 1 || got.PeerIsolations["shop/fp"] != 2 {
+		t.Errorf("figures %+v, want 3 replicas and 2 brokers peers isolate under shop/fp", got)
+	}
+}

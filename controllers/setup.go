@@ -137,6 +137,7 @@ func Setup(mgr ctrl.Manager, rt *producer.Runtime, opts Options) (*Controllers, 
 	if opts.Fleet != nil {
 		s.fleet = newFleet(*opts.Fleet)
 		out.fleet = s.fleet
+		set.ObserveFleet(s.fleet.figures)
 	}
 	if err := indexFields(context.Background(), mgr); err != nil {
 		return nil, err

@@ -20,11 +20,14 @@ type healthCollector struct {
 	mu      sync.Mutex
 	rt      *producer.Runtime
 	leading func() bool
+	fleet   func() FleetFigures
 	now     func() time.Time
 
 	brokers, capBrokers, isolatedFor *prometheus.Desc
 	refreshFailing, lastResolved     *prometheus.Desc
 	leader                           *prometheus.Desc
+	// What this replica knows of the others: the live replicas, the isolations they publish.
+	fleetReplicas, fleetPeerIsolations *prometheus.Desc
 	// The routes of undeclared topics: kept, the bound, first loads, refusals, drops.
 	undeclared, undeclaredMax, undeclaredLoads, undeclaredBusy, undeclaredDropped *prometheus.Desc
 }
@@ -47,6 +50,11 @@ func newHealthCollector() *healthCollector {
 			"When a name server last answered with the topic's route (Unix seconds); absent until one has.", []string{"route"}, nil),
 		leader: prometheus.NewDesc("detour_leader",
 			"1 while this replica leads (writes status, creates topics, records Events), else 0.", nil, nil),
+		fleetReplicas: prometheus.NewDesc("detour_fleet_replicas",
+			"Live replicas this replica counts, itself included: those whose ReplicaViews have not expired. Absent when replicas share no views.", nil, nil),
+		fleetPeerIsolations: prometheus.NewDesc("detour_fleet_peer_isolations",
+			"Brokers other live replicas isolate under a FaultPolicy, by policy: their ReplicaViews publish them and this replica isolates them too.",
+			[]string{"policy"}, nil),
 		undeclared: prometheus.NewDesc("detour_undeclared_topic_routes",
 			"Routes of undeclared topics (served by Clusters with undeclaredTopics: Serve) this replica keeps now: topics its clients named lately.", nil, nil),
 		undeclaredMax: prometheus.NewDesc("detour_undeclared_topic_routes_max",
@@ -67,10 +75,24 @@ func (c *healthCollector) observe(rt *producer.Runtime, leading func() bool) {
 	c.mu.Unlock()
 }
 
+// FleetFigures are what one replica knows of the fleet: the live replicas, itself included, and
+// by policy the brokers the other live replicas publish as isolated.
+type FleetFigures struct {
+	Replicas       int
+	PeerIsolations map[string]int
+}
+
+// observeFleet points the collector at what the replica knows of the others.
+func (c *healthCollector) observeFleet(fleet func() FleetFigures) {
+	c.mu.Lock()
+	c.fleet = fleet
+	c.mu.Unlock()
+}
+
 // Describe implements prometheus.Collector.
 func (c *healthCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.brokers, c.capBrokers, c.isolatedFor, c.refreshFailing, c.lastResolved, c.leader,
-		c.undeclared, c.undeclaredMax, c.undeclaredLoads, c.undeclaredBusy, c.undeclaredDropped} {
+		c.fleetReplicas, c.fleetPeerIsolations, c.undeclared, c.undeclaredMax, c.undeclaredLoads, c.undeclaredBusy, c.undeclaredDropped} {
 		ch <- d
 	}
 }
@@ -78,10 +100,17 @@ func (c *healthCollector) Describe(ch chan<- *prometheus.Desc) {
 // Collect implements prometheus.Collector.
 func (c *healthCollector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
-	rt, leading := c.rt, c.leading
+	rt, leading, fleet := c.rt, c.leading, c.fleet
 	c.mu.Unlock()
 	if leading != nil {
 		ch <- prometheus.MustNewConstMetric(c.leader, prometheus.GaugeValue, boolGauge(leading()))
+	}
+	if fleet != nil {
+		f := fleet()
+		ch <- prometheus.MustNewConstMetric(c.fleetReplicas, prometheus.GaugeValue, float64(f.Replicas))
+		for policy, n := range f.PeerIsolations {
+			ch <- prometheus.MustNewConstMetric(c.fleetPeerIsolations, prometheus.GaugeValue, float64(n), policy)
+		}
 	}
 	if rt == nil {
 		return

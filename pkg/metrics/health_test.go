@@ -159,3 +159,33 @@ func TestUndeclaredTopicMetricsCountTheRoutesKept(t *testing.T) {
 		}
 	}
 }
+
+// TestFleetMetricsShowReplicasAndWhatTheyShare proves the fleet's series are absent while
+// replicas share no views, and then follow what the replica knows of the others at each scrape:
+// the live replicas, itself included, and by policy the brokers the others isolate.
+func TestFleetMetricsShowReplicasAndWhatTheyShare(t *testing.T) {
+	c := newHealthCollector()
+	for name := range healthSeries(t, c) {
+		t.Errorf("series %s without a fleet", name)
+	}
+	var figures atomic.Pointer[FleetFigures]
+	figures.Store(&FleetFigures{Replicas: 1})
+	c.observeFleet(func() FleetFigures { return *figures.Load() })
+	for _, tc := range []struct {
+		name    string
+		figures FleetFigures
+		want    map[string]float64
+	}{
+		{"alone", FleetFigures{Replicas: 1}, map[string]float64{"detour_fleet_replicas{}": 1}},
+		{"two others, one isolating two brokers", FleetFigures{Replicas: 3, PeerIsolations: map[string]int{"shop/fp": 2}},
+			map[string]float64{"detour_fleet_replicas{}": 3, "detour_fleet_peer_isolations{policy=shop/fp}": 2}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			figures.Store(&tc.figures)
+			got := healthSeries(t, c)
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Errorf("series %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

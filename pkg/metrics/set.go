@@ -55,3 +55,7 @@ func (s *Set) Observe(rt *producer.Runtime, leading func() bool) {
 	s.health.observe(rt, leading)
 	s.pressure.observe(rt)
 }
+
+// ObserveFleet points the fleet's figures (detour_fleet_*) at fleet, which is called at each
+// scrape; without it, as when replicas share no views, those series are absent.
+func (s *Set) ObserveFleet(fleet func() FleetFigures) { s.health.observeFleet(fleet) }

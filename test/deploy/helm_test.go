@@ -552,6 +552,7 @@ func TestHelmChartRefusesBadValues(t *testing.T) {
 		{"a TLS secret that is no secret name", "", []string{"--set", "gateway.tlsSecretName=My Cert"}, "/gateway/tlsSecretName"},
 		{"extra args not a list", "", []string{"--set", "extraArgs=--zap-log-level=debug"}, "/extraArgs"},
 		{"an extra arg that is no flag", "", []string{"--set", "extraArgs={debug}"}, "/extraArgs/0"},
+		{"a dashboards namespace that is no namespace name", "", []string{"--set", "dashboards.enabled=true,dashboards.namespace=Grafana Dashboards"}, "/dashboards/namespace"},
 		{"a release name too long for the Services", "a-release-name-far-too-long-for-its", nil, "at most 28"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -570,8 +571,8 @@ func TestHelmChartRefusesBadValues(t *testing.T) {
 	}
 }
 
-// TestHelmChartCarriesTheGeneratedFiles proves the chart's copies of the generated CRDs and
-// manager rules are those in config/ (make manifests copies them; make verify checks them too).
+// TestHelmChartCarriesTheGeneratedFiles proves the chart's copies of the generated CRDs,
+// manager rules, alerting rules and dashboards are those in config/ (make manifests copies them; make verify checks them too).
 func TestHelmChartCarriesTheGeneratedFiles(t *testing.T) {
 	bases, err := filepath.Glob(filepath.Join(repoRoot, "config", "crd", "bases", "*.yaml"))
 	if err != nil || len(bases) == 0 {
@@ -587,6 +588,13 @@ func TestHelmChartCarriesTheGeneratedFiles(t *testing.T) {
 	}
 	for _, b := range bases {
 		pairs[b] = filepath.Join(repoRoot, chartDir, "crds", filepath.Base(b))
+	}
+	dashboards, err := filepath.Glob(filepath.Join(repoRoot, "config", "grafana", "*.json"))
+	if err != nil || len(dashboards) == 0 {
+		t.Fatalf("no dashboards in config/grafana: %v", err)
+	}
+	for _, d := range dashboards {
+		pairs[d] = filepath.Join(repoRoot, chartDir, "files", "dashboards", filepath.Base(d))
 	}
 	for _, c := range copies {
 		if _, err := os.Stat(filepath.Join(repoRoot, "config", "crd", "bases", filepath.Base(c))); err != nil {
