@@ -65,7 +65,7 @@ func TestHedgeWinsAgainstASlowBroker(t *testing.T) {
 }
 
 // Ordered sends, transactions' half messages and oneway sends are never hedged, however slow their
-// broker, while a plain send in the same state is; the RocketMQ presets refuse hedging outright
+// broker, while a single message, a batch or a delayed message in the same state is; the RocketMQ presets refuse hedging outright
 // and never turn it on.
 func TestHedgeNeverForFIFOTransactionsOrRocketMQPresets(t *testing.T) {
 	ctx := context.Background()
@@ -76,6 +76,11 @@ func TestHedgeNeverForFIFOTransactionsOrRocketMQPresets(t *testing.T) {
 		hedges int
 	}{
 		{"plain", func(r *Runtime) error { _, err := r.SendRoute(ctx, testTopic, msg()); return err }, 1},
+		{"batch", func(r *Runtime) error { _, err := r.SendBatchRoute(ctx, testTopic, batchOf(testTopic, 3)); return err }, 1},
+		{"delayed", func(r *Runtime) error {
+			_, err := r.SendTimedRoute(ctx, testTopic, msg(), time.Now().Add(time.Minute))
+			return err
+		}, 1},
 		{"ordered", func(r *Runtime) error { _, err := r.SendOrderedRoute(ctx, testTopic, msg(), "group-1"); return err }, 0},
 		{"transaction's half", func(r *Runtime) error {
 			_, err := r.SendTransactionRoute(ctx, testTopic, msg(), "tx-group")
