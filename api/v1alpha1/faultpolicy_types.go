@@ -601,7 +601,7 @@ type FaultPolicyStatus struct {
 
 	// behavior names the behaviour in force: the preset, followed by +x for each extension turned
 	// on beyond it, -x for each turned off, and ~x where numbers differ from it (x: table, retry,
-	// probing, growth, podHealth, isolationCap, perAttemptCap; isolationCap is the isolation
+	// probing, growth, podHealth, isolationCap, perAttemptCap, hedge; isolationCap is the isolation
 	// limit, perAttemptCap the per-attempt deadline). For example RocketMQ5, RocketMQ5+probing,
 	// Detour-growth~table. When the spec cannot be applied it is the behaviour
 	// still in force, that of the last valid spec or of the runtime's default policy.
