@@ -150,10 +150,14 @@ func (h *hedgeRace) fly(req *remoting.Command, ctx context.Context, cancel conte
 	}
 }
 
-// release ends the send's budget if it was handed over and returns the race to the pool.
+// release ends the send's budget if it was handed over and returns the race to the pool. A leg that
+// delivered may still hold mu for a moment after its send on done: release waits for it first.
 func (h *hedgeRace) release() {
-	if h.cancelSend != nil {
-		h.cancelSend()
+	h.mu.Lock()
+	cancel := h.cancelSend
+	h.mu.Unlock()
+	if cancel != nil {
+		cancel()
 	}
 	*h = hedgeRace{done: h.done, timer: h.timer}
 	hedgeRaces.Put(h)
