@@ -349,6 +349,8 @@ func PresetPolicy(name string, preset Preset) (Policy, error) {
 			RetryOnCodes: slices.Clone(preset.retryCodes()),
 		},
 		Probe: ProbePolicy{Interval: DefaultProbeInterval, Timeout: DefaultProbeTimeout},
+		// Off in every preset; the budget is the one hedging gets when turned on.
+		Hedge: HedgePolicy{BudgetPercent: DefaultHedgeBudgetPercent},
 	}
 	if preset == PresetDetour {
 		p.Retry.PerAttemptTimeout = DetourPerAttemptTimeout
