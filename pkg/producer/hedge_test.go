@@ -93,7 +93,7 @@ func TestHedgeNeverForFIFOTransactionsOrRocketMQPresets(t *testing.T) {
 			c := startCluster(t, 2, []string{"broker-a", "broker-b"}, withHedging(50))
 			warmUp(t, c, 20)
 			for _, b := range c.brokers {
-				b.SetFault(brokersim.Fault{Delay: 100 * time.Millisecond})
+				b.SetFault(brokersim.Fault{Delay: 300 * time.Millisecond})
 			}
 			if err := s.send(c.r); err != nil {
 				t.Fatal(err)
