@@ -116,6 +116,15 @@ func TestFaultPolicyValidation(t *testing.T) {
 		{"pressure polling with probing turned on in a RocketMQ preset is accepted", func(s *routingv1alpha1.FaultPolicySpec) {
 			s.Preset, s.Probe.Enabled, s.Pressure.Enabled = routingv1alpha1.PresetRocketMQ5, ptr.To(true), ptr.To(true)
 		}, ""},
+		{"hedging under the Detour preset is accepted", func(s *routingv1alpha1.FaultPolicySpec) {
+			s.Hedge.Enabled, s.Hedge.BudgetPercent = ptr.To(true), ptr.To[int32](5)
+		}, ""},
+		{"hedging under a RocketMQ preset is refused", func(s *routingv1alpha1.FaultPolicySpec) {
+			s.Preset, s.Hedge.Enabled = routingv1alpha1.PresetRocketMQ5, ptr.To(true)
+		}, "hedge.enabled needs the Detour preset"},
+		{"a hedge budget above 50 percent is refused", func(s *routingv1alpha1.FaultPolicySpec) {
+			s.Hedge.BudgetPercent = ptr.To[int32](51)
+		}, "should be less than or equal to 50"},
 		{"a send-queue fill above 100 percent is refused", func(s *routingv1alpha1.FaultPolicySpec) {
 			s.Pressure.SendQueueFillPercent = ptr.To[int32](101)
 		}, "should be less than or equal to 100"},
@@ -196,6 +205,9 @@ func TestFaultPolicyDefaults(t *testing.T) {
 	if s.Preset != routingv1alpha1.PresetDetour || s.PodHealth != "" || s.IsolationGrowth != "" ||
 		s.MaxIsolatedPercent != nil || s.Retry.PerAttemptTimeoutMillis != nil {
 		t.Errorf("spec = %+v, want preset Detour and the preset's own fields unset", s)
+	}
+	if s.Hedge.Enabled != nil || s.Hedge.BudgetPercent == nil || *s.Hedge.BudgetPercent != 2 {
+		t.Errorf("hedge defaults = %+v, want hedging off and a budget of 2 percent", s.Hedge)
 	}
 }
 

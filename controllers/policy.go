@@ -67,6 +67,12 @@ func runtimePolicy(key string, spec *routingv1alpha1.FaultPolicySpec, clusterWid
 		p.Probe.ProbationProbes = int(*spec.Probe.ProbationProbes)
 	}
 	pressureFromSpec(&p.Pressure, &spec.Pressure)
+	if h := spec.Hedge; h.Enabled != nil {
+		p.Hedge.Enabled = *h.Enabled
+	}
+	if h := spec.Hedge; h.BudgetPercent != nil {
+		p.Hedge.BudgetPercent = int(*h.BudgetPercent)
+	}
 	if spec.MaxIsolatedPercent != nil {
 		p.MaxIsolatedPercent = int(*spec.MaxIsolatedPercent)
 	}
@@ -159,6 +165,13 @@ func effectivePolicy(p producer.Policy) *routingv1alpha1.EffectiveFaultPolicy {
 	}
 	if p.StallAfter > 0 && e.Preset != routingv1alpha1.PresetDisabled {
 		e.StallAfterMillis = ptr.To(int32(p.StallAfter.Milliseconds()))
+	}
+	if p.Hedge.Enabled {
+		budget := p.Hedge.BudgetPercent
+		if budget == 0 {
+			budget = producer.DefaultHedgeBudgetPercent
+		}
+		e.Hedge = &routingv1alpha1.EffectiveHedge{BudgetPercent: int32(budget)}
 	}
 	for _, c := range p.Retry.RetryOnCodes {
 		e.RetryOnCodes = append(e.RetryOnCodes, int32(c))

@@ -182,3 +182,34 @@ func TestClusterWidePolicyWatchesRoutedBrokersUnlessItSaysOtherwise(t *testing.T
 		})
 	}
 }
+
+// TestHedgeReachesTheRuntimeAndStatus proves hedging stays off unless the spec turns it on, and
+// that the switch and the budget (2 % unless set) reach the runtime and status.effective.
+func TestHedgeReachesTheRuntimeAndStatus(t *testing.T) {
+	tests := []struct {
+		name  string
+		hedge routingv1alpha1.HedgePolicy
+		want  *routingv1alpha1.EffectiveHedge
+	}{
+		{name: "unset: off"},
+		{name: "off with a budget", hedge: routingv1alpha1.HedgePolicy{Enabled: ptr.To(false), BudgetPercent: ptr.To[int32](5)}},
+		{name: "on, budget unset", hedge: routingv1alpha1.HedgePolicy{Enabled: ptr.To(true)},
+			want: &routingv1alpha1.EffectiveHedge{BudgetPercent: producer.DefaultHedgeBudgetPercent}},
+		{name: "on, budget 5", hedge: routingv1alpha1.HedgePolicy{Enabled: ptr.To(true), BudgetPercent: ptr.To[int32](5)},
+			want: &routingv1alpha1.EffectiveHedge{BudgetPercent: 5}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := runtimePolicy("ns/p", &routingv1alpha1.FaultPolicySpec{Hedge: tc.hedge}, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.Hedge.Enabled != (tc.want != nil) {
+				t.Errorf("runtime hedging %+v", p.Hedge)
+			}
+			if got := effectivePolicy(p).Hedge; !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("effective hedge %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}

@@ -251,12 +251,36 @@ type PressurePolicy struct {
 	PutLatency99Millis *int32 `json:"putLatency99Millis,omitempty"`
 }
 
+// HedgePolicy configures hedged sends: a send whose attempt has waited past what its broker
+// usually takes (its usual latency, at least 20 ms) while the attempt deadline is still ahead also
+// sends the same message, with the same message id (UNIQ_KEY), to another writable broker; the
+// first to store it answers the send. A hedge may store a second copy of the message, which a
+// consumer deduplicating by message id drops. Never for a message group's messages, a
+// transaction's half messages or oneway sends, and only with the Detour preset.
+type HedgePolicy struct {
+	// enabled turns hedging on. Off by default: a second stored copy is a change users opt into.
+	// Needs the Detour preset.
+	// +optional
+	Enabled *bool `json:"enabled,omitempty"`
+
+	// budgetPercent is the most extra sends hedges add, as a share of the sends of every policy
+	// with hedging on in one replica: each send earns a share of a hedge and each hedge spends a
+	// whole one (at most ten are saved up), so when every broker is slow at once hedging adds no
+	// more than this. Unset means 2.
+	// +optional
+	// +default=2
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=50
+	BudgetPercent *int32 `json:"budgetPercent,omitempty"`
+}
+
 // FaultPolicySpec declares how producers isolate slow and failing brokers: a preset, and any field
 // that should differ from it.
 // +kubebuilder:validation:XValidation:rule="!has(self.preset) || self.preset != 'Disabled' || ((!has(self.rules) || size(self.rules) == 0) && !has(self.failureLatencyMillis))",message="rules and failureLatencyMillis must not be set with preset Disabled, which isolates nothing"
 // +kubebuilder:validation:XValidation:rule="!has(self.probe) || !has(self.probe.routedBrokers) || !self.probe.routedBrokers || (has(self.probe.enabled) ? self.probe.enabled : (!has(self.preset) || self.preset == 'Detour'))",message="probe.routedBrokers needs probing: probe.enabled true, or the Detour preset with probe.enabled unset"
 // +kubebuilder:validation:XValidation:rule="!has(self.probe) || !has(self.probe.probationProbes) || self.probe.probationProbes == 1 || (has(self.probe.enabled) ? self.probe.enabled : (!has(self.preset) || self.preset == 'Detour'))",message="probe.probationProbes above 1 needs probing: probe.enabled true, or the Detour preset with probe.enabled unset"
 // +kubebuilder:validation:XValidation:rule="!has(self.pressure) || !has(self.pressure.enabled) || !self.pressure.enabled || (has(self.probe) && has(self.probe.enabled) ? self.probe.enabled : (!has(self.preset) || self.preset == 'Detour'))",message="pressure.enabled needs probing: probe.enabled true, or the Detour preset with probe.enabled unset"
+// +kubebuilder:validation:XValidation:rule="!has(self.hedge) || !has(self.hedge.enabled) || !self.hedge.enabled || !has(self.preset) || self.preset == 'Detour'",message="hedge.enabled needs the Detour preset: RocketMQ's presets stay exactly RocketMQ's, which never hedges"
 type FaultPolicySpec struct {
 	// preset is the behaviour the policy starts from; every other field set here overrides it.
 	// Detour (the default) is RocketMQ 5.x with detour's extensions on; RocketMQ5, RocketMQ4 and
@@ -325,6 +349,11 @@ type FaultPolicySpec struct {
 	// means the preset's: Respect for Detour, Ignore for RocketMQ's presets.
 	// +optional
 	PodHealth PodHealthMode `json:"podHealth,omitempty"`
+
+	// hedge configures hedged sends, off by default.
+	// +optional
+	// +default={}
+	Hedge HedgePolicy `json:"hedge,omitzero"`
 
 	// isolationGrowth says how isolation lengthens while a broker keeps failing. Unset means the
 	// preset's: Exponential for Detour, None for RocketMQ's presets.
@@ -514,6 +543,17 @@ type EffectiveFaultPolicy struct {
 	// means no limit.
 	// +optional
 	MaxIsolatedPercent *int32 `json:"maxIsolatedPercent,omitempty"`
+
+	// hedge is the hedging in force; unset means sends are not hedged.
+	// +optional
+	Hedge *EffectiveHedge `json:"hedge,omitempty"`
+}
+
+// EffectiveHedge is the hedging in force.
+type EffectiveHedge struct {
+	// budgetPercent is the most extra sends hedges add, as a share of sends.
+	// +required
+	BudgetPercent int32 `json:"budgetPercent"`
 }
 
 // EffectivePressure is the pressure polling in force; a threshold of 0 judges nothing.
@@ -561,7 +601,7 @@ type FaultPolicyStatus struct {
 
 	// behavior names the behaviour in force: the preset, followed by +x for each extension turned
 	// on beyond it, -x for each turned off, and ~x where numbers differ from it (x: table, retry,
-	// probing, growth, podHealth, isolationCap, perAttemptCap; isolationCap is the isolation
+	// probing, growth, podHealth, isolationCap, perAttemptCap, hedge; isolationCap is the isolation
 	// limit, perAttemptCap the per-attempt deadline). For example RocketMQ5, RocketMQ5+probing,
 	// Detour-growth~table. When the spec cannot be applied it is the behaviour
 	// still in force, that of the last valid spec or of the runtime's default policy.

@@ -43,3 +43,34 @@ func TestAttemptDeadline(t *testing.T) {
 		})
 	}
 }
+
+// TestHedgeDelay proves when an attempt is hedged: at the broker's usual latency, at least
+// HedgeDelayFloor, AttemptDeadlineFloor for a broker with no success measured; never when the
+// attempt deadline or the send's budget comes first.
+func TestHedgeDelay(t *testing.T) {
+	cases := []struct {
+		name      string
+		success   time.Duration // latency of each of 40 successes; 0 for none
+		deadline  time.Duration
+		remaining time.Duration
+		want      time.Duration
+	}{
+		{name: "fast broker: the floor", success: time.Millisecond, remaining: time.Hour, want: HedgeDelayFloor},
+		{name: "50 ms broker: its usual latency", success: 50 * time.Millisecond, remaining: time.Hour, want: 50 * time.Millisecond},
+		{name: "no success measured", remaining: time.Hour, want: AttemptDeadlineFloor},
+		{name: "the attempt deadline comes first", success: 300 * time.Millisecond, deadline: 250 * time.Millisecond, remaining: time.Hour},
+		{name: "the budget ends first", success: time.Millisecond, remaining: 10 * time.Millisecond},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tol := New(Options{})
+			for i := 0; tc.success > 0 && i < 40; i++ {
+				tol.Update("b", tc.success, Success)
+			}
+			got := tol.Entry("b").HedgeDelay(tc.deadline, tc.remaining)
+			if d := got - tc.want; d < -tc.want/50 || d > tc.want/50 {
+				t.Errorf("HedgeDelay = %v; want %v", got, tc.want)
+			}
+		})
+	}
+}

@@ -3,7 +3,7 @@
 //
 // # Words
 //
-// Four ideas, one word each, here and in the producer:
+// Five ideas, one word each, here and in the producer:
 //
 //   - a slow answer: an answer that came, slower than a threshold of the table that isolates
 //     (reasons SlowSend, SlowProbe); it goes through Update with its latency. A broker that
@@ -16,6 +16,9 @@
 //     beside it).
 //   - the isolation limit: the most brokers of a policy unavailable at once (MaxIsolatedPercent,
 //     IsolationLimit).
+//   - a hedge: the same message also sent to another broker while an attempt still waits, once it
+//     has waited its broker's usual latency (Entry.HedgeDelay, deadline.go, beside the attempt
+//     deadline); no verdict on the broker, whose attempt ends and is recorded as any other.
 //
 // # RocketMQ's semantics
 //

@@ -25,6 +25,7 @@ type Runtime struct {
 	coalesced      prometheus.Counter
 	refusals       *prometheus.CounterVec
 	checksDropped  *prometheus.CounterVec
+	hedges         *prometheus.CounterVec
 }
 
 var (
@@ -67,13 +68,16 @@ func NewRuntime() *Runtime {
 		checksDropped: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "transaction_checks_dropped_total",
 			Help: "Brokers' transaction check-backs the runtime dropped, by reason: queue_full (too many waiting for the checkers), malformed (the check did not decode), unknown_broker (no route names its address) or not_taken (no checker took it, as when no producer of the topic is connected here). The broker checks again at its next round, up to its check limit."},
 			[]string{"reason"}),
+		hedges: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "hedges_total",
+			Help: "Hedged sends by policy and event: sent (the message also went to another broker), won (the hedge answered the send), lost (the hedged attempt answered, or neither stored the message) and copy_stored (both attempts stored it: two copies with one message id)."},
+			[]string{"policy", "event"}),
 	}
 }
 
 // collectors are every collector of m.
 func (m *Runtime) collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.sends, m.attempts, m.attemptLatency, m.retries, m.isolations, m.isolated,
-		m.statusWrites, m.coalesced, m.refusals, m.checksDropped}
+		m.statusWrites, m.coalesced, m.refusals, m.checksDropped, m.hedges}
 }
 
 // SendDone implements producer.Metrics.
@@ -114,6 +118,11 @@ func (m *Runtime) CredentialsRefused(broker string, reason remoting.ACLRefusal) 
 // EventCoalesced implements producer.Metrics.
 func (m *Runtime) EventCoalesced(string, string) { m.coalesced.Inc() }
 
+// Hedged implements producer.Metrics.
+func (m *Runtime) Hedged(policy string, event producer.HedgeEvent) {
+	m.hedges.WithLabelValues(policy, event.String()).Inc()
+}
+
 // SetIsolated records how many brokers policy isolates now.
 func (m *Runtime) SetIsolated(policy string, n int) {
 	m.isolated.WithLabelValues(policy).Set(float64(n))
@@ -125,6 +134,7 @@ func (m *Runtime) ForgetPolicy(policy string) {
 	m.isolated.DeleteLabelValues(policy)
 	m.attempts.DeletePartialMatch(prometheus.Labels{"policy": policy})
 	m.isolations.DeletePartialMatch(prometheus.Labels{"policy": policy})
+	m.hedges.DeletePartialMatch(prometheus.Labels{"policy": policy})
 }
 
 // StatusWritten counts one status write of an object of kind.

@@ -25,6 +25,9 @@ type Metrics interface {
 	// EventCoalesced is called when an isolation event replaced an undelivered one because the
 	// Events reader fell behind.
 	EventCoalesced(policy, broker string)
+	// Hedged is called when a send under policy hedged an attempt (HedgeSent), when the race
+	// ended (HedgeWon or HedgeLost), and when both attempts stored the message (HedgeCopyStored).
+	Hedged(policy string, event HedgeEvent)
 }
 
 // NopMetrics discards everything; it is the default when Options.Metrics is nil.
@@ -44,3 +47,6 @@ func (NopMetrics) IsolationChanged(string, string, bool, fault.Reason) {}
 
 // EventCoalesced implements Metrics.
 func (NopMetrics) EventCoalesced(string, string) {}
+
+// Hedged implements Metrics.
+func (NopMetrics) Hedged(string, HedgeEvent) {}

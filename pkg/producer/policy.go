@@ -53,6 +53,12 @@ const (
 	// phase of a broker that flaps every second or two, yet readmit one that recovered for good
 	// about 1.75 intervals after it answers again (3.5 s by default, at most about 7 s).
 	DetourProbationProbes = 3
+	// DefaultHedgeBudgetPercent is the share of sends a policy's hedges may add when hedging is on
+	// and its budget unset: "The Tail at Scale" cut a p99.9 twenty-fold for 2 % more requests.
+	DefaultHedgeBudgetPercent = 2
+	// MaxHedgeBudgetPercent bounds HedgePolicy.BudgetPercent: more would no longer be a tail's
+	// remedy but a second copy of a large share of the traffic.
+	MaxHedgeBudgetPercent = 50
 )
 
 // DefaultRetryCodes is RocketMQ 5.3.1+'s retryResponseCodes set: TOPIC_NOT_EXIST,
@@ -221,6 +227,23 @@ type ProbePolicy struct {
 	ProbationProbes int
 }
 
+// HedgePolicy configures hedged sends: an attempt that has waited past its broker's usual latency
+// (fault.Entry.HedgeDelay) while the attempt deadline is still ahead also sends the same message,
+// with the same message id (UNIQ_KEY), to another writable broker; the first success answers the
+// send, and both attempts' outcomes go to the fault table. A hedge may store a second copy, which
+// a consumer deduplicating by message id drops. Only the Detour preset hedges, and never a message
+// group's message (an ordered send), a transaction's half message or a oneway send.
+type HedgePolicy struct {
+	// Enabled turns hedging on; off by default in every preset, since a second stored copy is a
+	// change a user opts into.
+	Enabled bool
+	// BudgetPercent is the most hedges add, as a share of the sends of every policy with hedging on
+	// in the runtime: each such send earns a share of a hedge, a hedge spends a whole one, and at
+	// most ten hedges can be saved, so a broker slow for long, or every broker slow at once, is
+	// hedged no more than this. 0 means DefaultHedgeBudgetPercent; at most MaxHedgeBudgetPercent.
+	BudgetPercent int
+}
+
 // PressurePolicy shifts new sends away from a broker whose own figures say it is about to refuse
 // them: about every probe interval the runtime asks each broker the policy's routes use for its
 // runtime table (GET_BROKER_RUNTIME_INFO) and holds out, for two intervals, one whose figures
@@ -305,6 +328,8 @@ type Policy struct {
 	// and fault.StallThresholdFactor times its usual latency, before the attempt reaches its
 	// deadline (see fault.Options.StallAfter); 0 turns it off. PresetDetour sets DetourStallAfter.
 	StallAfter time.Duration
+	// Hedge configures hedged sends (PresetDetour only; off by default).
+	Hedge HedgePolicy
 }
 
 // PresetPolicy returns the policy named name that behaves exactly as preset, with every number
@@ -324,6 +349,8 @@ func PresetPolicy(name string, preset Preset) (Policy, error) {
 			RetryOnCodes: slices.Clone(preset.retryCodes()),
 		},
 		Probe: ProbePolicy{Interval: DefaultProbeInterval, Timeout: DefaultProbeTimeout},
+		// Off in every preset; the budget is the one hedging gets when turned on.
+		Hedge: HedgePolicy{BudgetPercent: DefaultHedgeBudgetPercent},
 	}
 	if preset == PresetDetour {
 		p.Retry.PerAttemptTimeout = DetourPerAttemptTimeout
@@ -391,6 +418,15 @@ func (p Policy) normalize() (Policy, error) {
 	if p.MaxIsolatedPercent < 0 || p.MaxIsolatedPercent > 100 {
 		return p, fmt.Errorf("policy %q: maxIsolatedPercent %d must be within 0..100", p.Name, p.MaxIsolatedPercent)
 	}
+	if p.Hedge.BudgetPercent < 0 || p.Hedge.BudgetPercent > MaxHedgeBudgetPercent {
+		return p, fmt.Errorf("policy %q: hedge budgetPercent %d must be within 0..%d", p.Name, p.Hedge.BudgetPercent, MaxHedgeBudgetPercent)
+	}
+	if p.Hedge.Enabled && p.Preset.rocketMQ() {
+		return p, fmt.Errorf("policy %q: hedging needs the %s preset; the preset %s stays exactly what it names", p.Name, PresetDetour, p.Preset)
+	}
+	if p.Hedge.BudgetPercent == 0 {
+		p.Hedge.BudgetPercent = DefaultHedgeBudgetPercent
+	}
 	if p.Table == nil {
 		p.Table = p.Preset.table()
 	}
@@ -419,6 +455,7 @@ const (
 	BehaviorPerAttemptCap = "perAttemptCap" // Retry.PerAttemptTimeout
 	BehaviorAdaptiveCap   = "adaptiveCap"   // Retry.AdaptivePerAttempt
 	BehaviorStall         = "stall"         // StallAfter
+	BehaviorHedge         = "hedge"         // Hedge
 )
 
 // Behavior says in a word or a few what the policy does, so that a listing never hides it: the
@@ -473,6 +510,7 @@ func (p Policy) Behavior() string {
 		toggled(BehaviorAdaptiveCap, p.Retry.AdaptivePerAttempt, base.Retry.PerAttemptTimeout > 0 && base.Retry.AdaptivePerAttempt, true)
 	}
 	toggled(BehaviorStall, p.StallAfter > 0 && p.Preset != PresetDisabled, base.StallAfter > 0, p.StallAfter == base.StallAfter)
+	toggled(BehaviorHedge, p.Hedge.Enabled, false, p.Hedge.BudgetPercent == DefaultHedgeBudgetPercent)
 	return b.String()
 }
 

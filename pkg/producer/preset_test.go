@@ -134,6 +134,9 @@ func TestBehaviorNamesEveryOverride(t *testing.T) {
 		{PresetRocketMQ4, func(p *Policy) { p.Retry.RetryOnCodes = DefaultRetryCodes }, "RocketMQ4~retry"},
 		{PresetRocketMQ5, func(p *Policy) { p.Retry.RetryOnCodes = []int16{1500, 205, 204, 16, 2, 1, 14, 17} }, "RocketMQ5"},
 		{PresetDisabled, func(p *Policy) { p.Retry.Attempts = 5 }, "Disabled~retry"},
+		{PresetDetour, func(p *Policy) { p.Hedge.Enabled = true }, "Detour+hedge"},
+		{PresetDetour, func(p *Policy) { p.Hedge = HedgePolicy{Enabled: true, BudgetPercent: 5} }, "Detour+hedge"},
+		{PresetDetour, func(p *Policy) { p.Hedge.BudgetPercent = 5 }, "Detour"}, // off either way
 	}
 	for _, tc := range tests {
 		p := mustPresetPolicy(t, "p", tc.preset)

@@ -103,6 +103,8 @@ type Runtime struct {
 	group      string
 	asyncSlots chan struct{}
 	compressAt int // body size from which to compress; negative: never
+	// hedges is the budget every policy with hedging on spends its hedges from (hedge.go).
+	hedges hedgeBudget
 
 	state  atomic.Pointer[snapshot]
 	gens   atomic.Uint64 // numbers fault tables for the event queue

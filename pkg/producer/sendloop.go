@@ -51,6 +51,8 @@ type sendCall struct {
 	uniq   string
 	// fixed, when set, is the one queue every attempt goes to (an ordered send's).
 	fixed *queueEntry
+	// noHedge keeps the send from being hedged (a transaction's half message; see hedgeDelay).
+	noHedge bool
 
 	// now and remaining are the current attempt's start and the budget left at it.
 	now       time.Time
@@ -117,7 +119,7 @@ func (c *sendCall) run() (*SendResult, error) {
 		if q == nil {
 			break
 		}
-		res := c.attempt(i, q)
+		q, res := c.attempt(i, q)
 		if !c.settle(i, q, &res, c.classify(&res)) {
 			break
 		}
@@ -324,8 +326,9 @@ type attemptResult struct {
 
 // attempt sends the request of attempt i to q and times it. The latency runs from before the
 // attempt's deadline does, so an attempt cut at its deadline measures at least the deadline, and
-// includes building the request, as RocketMQ's does.
-func (c *sendCall) attempt(i int, q *queueEntry) attemptResult {
+// includes building the request, as RocketMQ's does. An attempt armed for a hedge (hedgeDelay)
+// may be answered by its hedge: attempt returns the queue whose answer it returns.
+func (c *sendCall) attempt(i int, q *queueEntry) (*queueEntry, attemptResult) {
 	b := q.b
 	c.tried = append(c.tried, b.name)
 	c.last = b.name
@@ -333,12 +336,13 @@ func (c *sendCall) attempt(i int, q *queueEntry) attemptResult {
 	if b.addr == "" {
 		// RocketMQ's sendKernelImpl finds no address for the broker and fails the attempt as
 		// an MQClientException before any I/O.
-		return attemptResult{err: &BrokerNotExistError{Broker: b.name}, latency: c.r.now().Sub(start)}
+		return q, attemptResult{err: &BrokerNotExistError{Broker: b.name}, latency: c.r.now().Sub(start)}
 	}
 	attemptCtx := c.sendCtx
 	var cancel context.CancelFunc
 	var res attemptResult
-	if d, cut := c.attemptDeadline(i, b); d > 0 {
+	d, cut := c.attemptDeadline(i, b)
+	if d > 0 {
 		attemptCtx, cancel = context.WithTimeout(c.sendCtx, d)
 		res.adaptiveDeadline = cut
 	}
@@ -346,6 +350,10 @@ func (c *sendCall) attempt(i int, q *queueEntry) attemptResult {
 	c.header.BrokerName = b.name
 	c.header.BornTimestamp = c.now.UnixMilli()
 	req := remoting.NewSendRequest(&c.header, c.body, true)
+	if delay := c.hedgeDelay(i, b, d); delay > 0 {
+		leg := c.raceAttempt(q, req, attemptCtx, cancel, cut, delay)
+		return leg.q, leg.res
+	}
 	b.entry.AttemptStarted()
 	if c.rules.oneway {
 		res.err = c.r.wire.InvokeOneway(attemptCtx, b.addr, req)
@@ -357,7 +365,7 @@ func (c *sendCall) attempt(i int, q *queueEntry) attemptResult {
 	if cancel != nil {
 		cancel()
 	}
-	return res
+	return q, res
 }
 
 // attemptDeadline is how long attempt i to b may wait for an answer, 0 for the send's own budget,
@@ -397,14 +405,20 @@ func isBrokerNotExist(err error) bool {
 
 // classify says what res came to, parsing a stored-class response into res.
 func (c *sendCall) classify(res *attemptResult) attemptClass {
+	return classifyAttempt(c.ctx, &c.rules, res)
+}
+
+// classifyAttempt says what res, an attempt of a send under rules whose caller's context is ctx,
+// came to, parsing a stored-class response into res.
+func classifyAttempt(ctx context.Context, rules *retryRules, res *attemptResult) attemptClass {
 	switch {
-	case res.err != nil && errors.Is(c.ctx.Err(), context.Canceled):
+	case res.err != nil && errors.Is(ctx.Err(), context.Canceled):
 		return attemptInterrupted
 	case isBrokerNotExist(res.err):
 		return attemptNoBroker
-	case res.err != nil && !c.rules.unseen(res.err):
+	case res.err != nil && !rules.unseen(res.err):
 		return attemptTransportFailed
-	case c.rules.oneway:
+	case rules.oneway:
 		return attemptSentOneway
 	}
 	status, ok := sendStatus(res.resp.Code)

@@ -128,6 +128,7 @@ type recordingMetrics struct {
 	sends     int
 	failures  int
 	retries   int
+	hedges    map[HedgeEvent]int
 	isolation []IsolationEvent
 }
 
@@ -161,6 +162,22 @@ func (m *recordingMetrics) IsolationChanged(policy, broker string, isolated bool
 }
 
 func (m *recordingMetrics) EventCoalesced(string, string) {}
+
+func (m *recordingMetrics) Hedged(_ string, e HedgeEvent) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.hedges == nil {
+		m.hedges = map[HedgeEvent]int{}
+	}
+	m.hedges[e]++
+}
+
+// hedgeCount returns how often e was reported.
+func (m *recordingMetrics) hedgeCount(e HedgeEvent) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.hedges[e]
+}
 
 func (m *recordingMetrics) snapshotAttempts() []attempt {
 	m.mu.Lock()

@@ -40,6 +40,8 @@ func (r *Runtime) SendTransactionRoute(ctx context.Context, route string, m *Mes
 		return nil, err
 	}
 	c.rules.retryNotStoreOK = false
+	// A half message stored twice would be two transactions' halves, each checked back alone.
+	c.noHedge = true
 	return c.run()
 }
 
