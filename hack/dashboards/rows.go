@@ -112,6 +112,11 @@ func faultRow() row {
 			queries: []query{
 				{`sum by (broker) (rate(detour_send_retries_total{` + ns + `}` + rate + `))`, "{{broker}}"},
 			}},
+		{title: "Hedges", unit: "percentunit",
+			description: "Hedged sends (FaultPolicy spec.hedge) against all sends: sent (a second attempt to another broker), won (the hedge answered), lost, and copy_stored (both stored a copy, under one message id). Sent stays within the policy's budgetPercent.",
+			queries: []query{
+				{`sum by (event) (rate(detour_hedges_total{` + ns + `}` + rate + `)) / scalar(sum(rate(detour_sends_total{` + ns + `}` + rate + `)))`, "{{event}}"},
+			}},
 	}}
 }
 
