@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
-	"net"
 	"net/http"
 	"strconv"
 	"sync"
@@ -19,6 +18,7 @@ import (
 
 	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
 	"github.com/detourmq/detour/internal/testsupport/managertest"
+	"github.com/detourmq/detour/internal/testsupport/rmqtest"
 	"github.com/detourmq/detour/pkg/brokersim"
 	"github.com/detourmq/detour/pkg/rmqpb"
 )
@@ -127,7 +127,7 @@ func askRoutes(ctx context.Context, addr string, topics []string) error {
 		return err
 	}
 	defer conn.Close()
-	endpoints, err := endpointsOf(addr)
+	endpoints, err := rmqtest.EndpointsOf(addr)
 	if err != nil {
 		return err
 	}
@@ -162,19 +162,6 @@ func askRoute(ctx context.Context, svc rmqpb.MessagingServiceClient, endpoints *
 		return fmt.Errorf("route of %s: %v %s", topic, code, resp.GetStatus().GetMessage())
 	}
 	return nil
-}
-
-// endpointsOf is addr as a QueryRoute request names the endpoint it dialled.
-func endpointsOf(addr string) (*rmqpb.Endpoints, error) {
-	host, portText, err := net.SplitHostPort(addr)
-	if err != nil {
-		return nil, err
-	}
-	port, err := strconv.ParseInt(portText, 10, 32)
-	if err != nil {
-		return nil, fmt.Errorf("endpoint address %s: %w", addr, err)
-	}
-	return &rmqpb.Endpoints{Scheme: rmqpb.AddressScheme_IPv4, Addresses: []*rmqpb.Address{{Host: host, Port: int32(port)}}}, nil
 }
 
 // collectedMemory is the manager's RSS and heap in use right after a garbage collection, which a

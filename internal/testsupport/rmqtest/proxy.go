@@ -191,6 +191,17 @@ func QueryRouteTLS(ctx context.Context, addr, topic string) (*rmqpb.QueryRouteRe
 	defer conn.Close()
 	ctx = metadata.AppendToOutgoingContext(ctx, "x-mq-client-id", "rmqtest@"+strconv.Itoa(os.Getpid()),
 		"x-mq-language", "GOLANG", "x-mq-protocol", "v2", "x-mq-client-version", "rmqtest")
+	endpoints, err := EndpointsOf(addr)
+	if err != nil {
+		return nil, err
+	}
+	return rmqpb.NewMessagingServiceClient(conn).QueryRoute(ctx, &rmqpb.QueryRouteRequest{
+		Topic: &rmqpb.Resource{Name: topic}, Endpoints: endpoints})
+}
+
+// EndpointsOf is the gRPC endpoint address addr as a QueryRoute request names the endpoint it
+// dialled.
+func EndpointsOf(addr string) (*rmqpb.Endpoints, error) {
 	host, portText, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, err
@@ -199,11 +210,7 @@ func QueryRouteTLS(ctx context.Context, addr, topic string) (*rmqpb.QueryRouteRe
 	if err != nil {
 		return nil, fmt.Errorf("rmqtest: endpoint address %s: %w", addr, err)
 	}
-	return rmqpb.NewMessagingServiceClient(conn).QueryRoute(ctx, &rmqpb.QueryRouteRequest{
-		Topic: &rmqpb.Resource{Name: topic},
-		Endpoints: &rmqpb.Endpoints{Scheme: rmqpb.AddressScheme_IPv4,
-			Addresses: []*rmqpb.Address{{Host: host, Port: int32(port)}}},
-	})
+	return &rmqpb.Endpoints{Scheme: rmqpb.AddressScheme_IPv4, Addresses: []*rmqpb.Address{{Host: host, Port: int32(port)}}}, nil
 }
 
 // Stop shuts the Proxy down gracefully (SIGTERM runs its shutdown hook) and waits for the exit.
