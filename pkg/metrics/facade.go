@@ -20,10 +20,11 @@ type Facade struct {
 
 var _ facade.Metrics = (*Facade)(nil)
 
-// NewFacade creates the facade's collectors, unregistered.
+// NewFacade creates the facade's collectors, unregistered. The refused connections start at
+// zero for both reasons, so a rate over them reads 0 until the first, not "no data".
 func NewFacade() *Facade {
 	const ns = "detour"
-	return &Facade{
+	m := &Facade{
 		routes: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: "namesrv_facade", Name: "routes_total",
 			Help: "Topic routes served by the name-server facade, by topic (empty for topics detour does not govern) and whether brokers were hidden."},
 			[]string{"topic", "rewritten"}),
@@ -40,6 +41,10 @@ func NewFacade() *Facade {
 			Help: "Client connections the facade closed at once, by reason: full (it held its maximum) or source (the client's address held its share)."},
 			[]string{"reason"}),
 	}
+	for _, reason := range []string{"full", "source"} {
+		m.conns.WithLabelValues(reason)
+	}
+	return m
 }
 
 // collectors are every collector of m.
