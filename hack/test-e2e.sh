@@ -11,7 +11,8 @@ KUBEBUILDER_ASSETS=$(hack/setup-envtest.sh)
 DETOUR_E2E_ASSETS=$(hack/setup-e2e.sh)
 DETOUR_ROCKETMQ=$(hack/setup-rocketmq.sh)
 DETOUR_HELM=$(hack/setup-helm.sh)
-export KUBEBUILDER_ASSETS DETOUR_E2E_ASSETS DETOUR_ROCKETMQ DETOUR_HELM
+DETOUR_PROMETHEUS=$(hack/setup-prometheus.sh)
+export KUBEBUILDER_ASSETS DETOUR_E2E_ASSETS DETOUR_ROCKETMQ DETOUR_HELM DETOUR_PROMETHEUS
 export DETOUR_E2E_STATE=${DETOUR_E2E_STATE:-${TMPDIR:-/tmp}/detour-e2e}
 
 # DETOUR_E2E_KEEP=1 leaves the node running for a look (hack/e2e-cluster.sh down stops it).

@@ -55,6 +55,13 @@ type cluster struct {
 	nameServer, facade, gateway, grpc string
 }
 
+// TestMain runs the suite and then stops the suite's Prometheus, should a test have started it.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	stopPrometheus()
+	os.Exit(code)
+}
+
 var (
 	deployOnce sync.Once
 	deployed   *cluster
@@ -117,6 +124,10 @@ func deployAll(t *testing.T) (*cluster, error) {
 		return k, err
 	}
 	t.Logf("Cluster, FaultPolicy and Topic Ready in %v", time.Since(start).Round(100*time.Millisecond))
+	// From here on, Prometheus scrapes the managers through every test.
+	if _, err := k.startPrometheus(t); err != nil {
+		return k, err
+	}
 	return k, nil
 }
 
