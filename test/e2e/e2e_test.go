@@ -15,15 +15,22 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"maps"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/types/known/timestamppb"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -32,6 +39,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
+	"github.com/detourmq/detour/pkg/remoting"
+	"github.com/detourmq/detour/pkg/rmqpb"
 )
 
 // TestOperatorRunsAsDeployed: config/default brings up two Ready replicas, exactly one of which
@@ -109,6 +118,66 @@ func TestGatewaySendsForSendersOnly(t *testing.T) {
 	}
 }
 
+// TestFacadeServesReadsAndRefusesWrites: the detour-namesrv Service answers a client's route
+// query and refuses, without forwarding, a request that would change the name server
+// (DELETE_TOPIC_IN_NAMESRV for the Topic): the route is still served afterwards.
+func TestFacadeServesReadsAndRefusesWrites(t *testing.T) {
+	k := deploy(t)
+	c := remoting.NewClient(remoting.ClientOptions{DialTimeout: 2 * time.Second})
+	t.Cleanup(func() { _ = c.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := routePerms(c, k.facade, topicName); err != nil {
+		t.Fatalf("route of %s through the facade: %v", topicName, err)
+	}
+	const deleteTopicInNamesrv = 216
+	resp, err := c.Invoke(ctx, k.facade, remoting.NewRequest(deleteTopicInNamesrv, map[string]string{"topic": topicName}, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Code != remoting.NoPermission {
+		t.Fatalf("DELETE_TOPIC_IN_NAMESRV through the facade answered %d (%s), want %d (refused)", resp.Code, resp.Remark, remoting.NoPermission)
+	}
+	t.Logf("refused: %s", resp.Remark)
+	perms, err := routePerms(c, k.facade, topicName)
+	if err != nil || len(perms) != len(brokers) {
+		t.Fatalf("route of %s after the refused delete: %v %v", topicName, perms, err)
+	}
+}
+
+// TestGRPCEndpointRefusesAnIllegalTag: a message whose tag holds '|' (the separator of tag
+// expressions, so no consumer could subscribe to it) is refused through the detour-grpc Service
+// with ILLEGAL_MESSAGE_TAG, as RocketMQ's Proxy refuses it (test/compat's parity cases), and
+// nothing is stored.
+func TestGRPCEndpointRefusesAnIllegalTag(t *testing.T) {
+	k := deploy(t)
+	conn, err := grpc.NewClient(k.grpc, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{
+		InsecureSkipVerify: true, //nolint:gosec // the manager's self-signed certificate, inside the node
+		MinVersion:         tls.VersionTLS12,
+	})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ctx = metadata.AppendToOutgoingContext(ctx, "x-mq-client-id", "e2e-illegal-tag", "x-mq-language", "GOLANG",
+		"x-mq-protocol", "v2", "x-mq-client-version", "e2e")
+	tag := "a|b"
+	resp, err := rmqpb.NewMessagingServiceClient(conn).SendMessage(ctx, &rmqpb.SendMessageRequest{Messages: []*rmqpb.Message{{
+		Topic: &rmqpb.Resource{Name: topicName}, Body: []byte("never stored"),
+		SystemProperties: &rmqpb.SystemProperties{MessageId: fmt.Sprintf("E2E%029X", time.Now().UnixNano()), Tag: &tag,
+			MessageType: rmqpb.MessageType_NORMAL, BodyEncoding: rmqpb.Encoding_IDENTITY, BornTimestamp: timestamppb.Now(), BornHost: "10.88.0.1"},
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.GetEntries()) != 1 || resp.GetEntries()[0].GetStatus().GetCode() != rmqpb.Code_ILLEGAL_MESSAGE_TAG {
+		t.Fatalf("want one entry refused with ILLEGAL_MESSAGE_TAG, got %v", resp)
+	}
+	t.Logf("refused: %s", resp.GetEntries()[0].GetStatus().GetMessage())
+}
+
 // TestRollingRestartsLoseNoSend: three rounds of `kubectl rollout restart` of each broker
 // StatefulSet in turn, then a `kubectl delete pod --force` of a broker (no graceful shutdown: the
 // name server keeps its old address until the new pod registers), each broker coming back in a new
@@ -121,13 +190,17 @@ func TestGatewaySendsForSendersOnly(t *testing.T) {
 func TestRollingRestartsLoseNoSend(t *testing.T) {
 	k := deploy(t)
 	k.serveUndeclared(t)
-	fc := k.startFacadeTraffic(t)
+	// The senders' JVMs start one after another, each warm before the next starts, and all are
+	// sending before the first restart: on a 2-core node, three JVMs starting at once beside two
+	// brokers have made a cold client's first sends outlast their 3 s budget on a healthy broker,
+	// which no route can help and this test does not measure.
 	gr := k.startGRPCTraffic(t)
 	gu := k.startGRPCTrafficTo(t, undeclaredTopic)
-	tr := k.startTraffic(t, k.token(t, "sender"), 4, 100*time.Millisecond)
-	k.waitAcked(t, tr, 40)
 	gr.waitAcked(t, 10)
 	gu.waitAcked(t, 10)
+	fc := k.startFacadeTraffic(t)
+	tr := k.startTraffic(t, k.token(t, "sender"), 4, 100*time.Millisecond)
+	k.waitAcked(t, tr, 40)
 	var ds []disruption
 	for round := 1; round <= 3; round++ {
 		for _, b := range brokers {
@@ -146,23 +219,36 @@ func TestRollingRestartsLoseNoSend(t *testing.T) {
 	maps.Copy(acked, fc.finish(t, ds))
 	ackedUndeclared := gu.finish(t)
 	if t.Failed() {
-		// Whose readiness probes failed meanwhile tells whether a healthy broker turned NotReady
-		// while the other restarted.
-		if out, err := k.kubectl(nil, "-n", namespace, "get", "events", "--field-selector", "reason=Unhealthy"); err == nil {
-			t.Logf("failed probes in %s:\n%s", namespace, out)
-		}
-		// Which brokers the runtimes isolated and readmitted, and when.
-		if out, err := k.kubectl(nil, "get", "events", "-A", "--field-selector", "involvedObject.kind=FaultPolicy",
-			"--sort-by=.metadata.creationTimestamp", "-o", "custom-columns=TIME:.eventTime,REASON:.reason,MESSAGE:.message"); err == nil {
-			t.Logf("isolations:\n%s", out)
-		}
-		// What the runtimes saw of the routes and the brokers while sends failed.
-		if out, err := k.kubectl(nil, "-n", operatorNamespace, "logs", "-l", "control-plane=controller-manager", "--tail=-1", "--prefix"); err == nil {
-			t.Logf("the managers' logs about sends and routes:\n%s", grepLines(out, "Send", "route", "Broker", "broker"))
-		}
+		k.keepRestartDiagnostics(t)
 	}
 	k.checkReadBack(t, acked)
 	k.checkReadBackFrom(t, undeclaredTopic, ackedUndeclared)
+}
+
+// keepRestartDiagnostics writes what tells a failed restart run apart to a file in the node's
+// log folder, kept after the node is torn down, so the test's own output ends with its failures:
+// whose readiness probes failed (did a healthy broker turn NotReady while the other restarted),
+// which brokers the runtimes isolated and readmitted and when, and what the managers logged of
+// sends, routes and brokers.
+func (k *cluster) keepRestartDiagnostics(t *testing.T) {
+	t.Helper()
+	var b bytes.Buffer
+	if out, err := k.kubectl(nil, "-n", namespace, "get", "events", "--field-selector", "reason=Unhealthy"); err == nil {
+		fmt.Fprintf(&b, "failed probes in %s:\n%s\n", namespace, out)
+	}
+	if out, err := k.kubectl(nil, "get", "events", "-A", "--field-selector", "involvedObject.kind=FaultPolicy",
+		"--sort-by=.metadata.creationTimestamp", "-o", "custom-columns=TIME:.eventTime,REASON:.reason,MESSAGE:.message"); err == nil {
+		fmt.Fprintf(&b, "isolations:\n%s\n", out)
+	}
+	if out, err := k.kubectl(nil, "-n", operatorNamespace, "logs", "-l", "control-plane=controller-manager", "--tail=-1", "--prefix"); err == nil {
+		fmt.Fprintf(&b, "the managers' logs about sends and routes:\n%s", grepLines(out, "Send", "route", "Broker", "broker"))
+	}
+	path := filepath.Join(k.state, "logs", t.Name()+".log")
+	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+		t.Logf("diagnostics not kept (%v):\n%s", err, b.String())
+		return
+	}
+	t.Logf("probe failures, isolations and the managers' logs kept in %s", path)
 }
 
 // grepLines keeps the lines of out holding any of words, at most the last 200.

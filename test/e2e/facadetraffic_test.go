@@ -48,12 +48,14 @@ type disruption struct {
 }
 
 // startFacadeTraffic starts the producer's pod (2 senders, 20 sends a second in all, until
-// stopped or for at most 15 minutes) and waits until it has started.
+// stopped or for at most 15 minutes) and waits until it has started: connected and warmed by 12
+// sends that are not recorded, as a harness warms the producers it measures.
 func (k *cluster) startFacadeTraffic(t *testing.T) *facadeTraffic {
 	t.Helper()
 	f := &facadeTraffic{k: k, pod: fmt.Sprintf("produce-%d", time.Now().UnixNano())}
 	k.runJava(t, f.pod, "dev.detour.rmqdriver.Produce", "namesrv="+k.facade, "topic="+topicName,
-		"group=e2e-java", "senders=2", "rate=20", "durationMs=900000", "size=128", "stopFile="+facadeStopFile)
+		"group=e2e-java", "senders=2", "rate=20", "durationMs=900000", "size=128", "stopFile="+facadeStopFile,
+		"warmup=12")
 	eventually(t, 2*time.Minute, "the Java producer started", func() error {
 		logs, err := k.cs.CoreV1().Pods(namespace).GetLogs(f.pod, &corev1.PodLogOptions{}).DoRaw(context.Background())
 		if err != nil || !bytes.Contains(logs, []byte(`{"ready":true}`)) {
