@@ -69,7 +69,7 @@ func NewRuntime() *Runtime {
 			Help: "Brokers' transaction check-backs the runtime dropped, by reason: queue_full (too many waiting for the checkers), malformed (the check did not decode), unknown_broker (no route names its address) or not_taken (no checker took it, as when no producer of the topic is connected here). The broker checks again at its next round, up to its check limit."},
 			[]string{"reason"}),
 		hedges: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "hedges_total",
-			Help: "Hedged sends by policy and event: sent (the message also went to another broker), won (the hedge answered the send), lost (the hedged attempt answered, or neither stored the message) and copy_stored (both attempts stored it: two copies with one message id)."},
+			Help: "Hedged sends by policy and event: sent (the message also went to another broker), won (the hedge answered the send), lost (the hedged attempt answered, or neither stored the message), copy_stored (both attempts stored it: two copies with one message id) and budget_spent (a hedge was due but the budget had none left, so the send waited on its slow broker)."},
 			[]string{"policy", "event"}),
 	}
 }

@@ -36,6 +36,9 @@ const (
 	HedgeLost
 	// HedgeCopyStored: both attempts stored the message, so two copies with one message id exist.
 	HedgeCopyStored
+	// HedgeBudgetSpent: an attempt waited past its hedge delay, another broker could have taken
+	// the hedge, but the budget had none left: the send waited on its slow broker.
+	HedgeBudgetSpent
 )
 
 // String names the event as metrics label it.
@@ -49,6 +52,8 @@ func (e HedgeEvent) String() string {
 		return "lost"
 	case HedgeCopyStored:
 		return "copy_stored"
+	case HedgeBudgetSpent:
+		return "budget_spent"
 	}
 	return "unknown"
 }
@@ -248,7 +253,11 @@ func (c *sendCall) raceAttempt(q *queueEntry, req *remoting.Command, ctx context
 // there to take it, and reports whether it did.
 func (c *sendCall) sendHedge(h *hedgeRace, primary *queueEntry) bool {
 	hq := c.hedgeQueue(primary.b)
-	if hq == nil || !c.r.hedges.spend() {
+	if hq == nil {
+		return false
+	}
+	if !c.r.hedges.spend() {
+		c.r.metrics.Hedged(c.rt.policy.Name, HedgeBudgetSpent)
 		return false
 	}
 	hdr := c.header

@@ -147,6 +147,11 @@ func TestHedgeBudgetHoldsWhenEveryBrokerIsSlow(t *testing.T) {
 	if share := (warm + slow) * DefaultHedgeBudgetPercent / 100; sent < 1 || sent > share {
 		t.Fatalf("%d hedges for %d sends; want 1..%d", sent, warm+slow, share)
 	}
+	// Every other slow send wanted a hedge and was told the budget was spent, which is what
+	// the metric and its alert say.
+	if spent := c.rec.hedgeCount(HedgeBudgetSpent); spent < slow-sent {
+		t.Fatalf("%d sends told the budget was spent, %d hedged, of %d slow sends; want every unhedged one told", spent, sent, slow)
+	}
 }
 
 // The budget earns a share of a hedge per send and spends a whole one per hedge, saving up at most
