@@ -390,6 +390,9 @@ func (r *routeLog) Coalesced(int16) {}
 // Panicked implements facade.Metrics.
 func (r *routeLog) Panicked() {}
 
+// Answered implements facade.Metrics.
+func (r *routeLog) Answered(int16, time.Duration) {}
+
 // ConnectionRefused implements facade.Metrics.
 func (r *routeLog) ConnectionRefused(bool) {}
 

@@ -21,10 +21,11 @@ func doorsRow() row {
 				{`sum by (reason) (rate(detour_namesrv_facade_connections_refused_total{` + ns + `}` + rate + `))`, "facade refused connection: {{reason}}"},
 			}},
 		{title: "p99 answer time by door", unit: "s",
-			description: "The 99th percentile of the time from a request's arrival to its answer: the gRPC endpoint's SendMessage calls and the HTTP gateway's requests. It includes every attempt and the wait for a broker, so it rises when brokers answer late before they are isolated.",
+			description: "The 99th percentile of the time from a request's arrival to its answer: the gRPC endpoint's SendMessage calls and the HTTP gateway's requests, which include every attempt and the wait for a broker, so they rise when brokers answer late before they are isolated; and the name-server facade's route queries, which wait on the cluster's name servers (the facade's clients send to brokers themselves).",
 			queries: []query{
 				{`histogram_quantile(0.99, sum by (le) (rate(detour_grpc_call_duration_seconds_bucket{` + ns + `, method="SendMessage"}` + rate + `)))`, "gRPC SendMessage"},
 				{`histogram_quantile(0.99, sum by (le) (rate(detour_gateway_request_duration_seconds_bucket{` + ns + `}` + rate + `)))`, "HTTP gateway"},
+				{`histogram_quantile(0.99, sum by (le) (rate(detour_namesrv_facade_request_duration_seconds_bucket{` + ns + `, code="105"}` + rate + `)))`, "name-server facade routes"},
 			}},
 		{title: "Routes served by the name-server facade", unit: "reqps",
 			description: "Topic routes the facade answered, and whether it hid brokers in them (rewritten=true): facade clients send to brokers directly, so a rewritten route is how they keep away from an isolated broker.",

@@ -64,6 +64,9 @@ type Metrics interface {
 	Coalesced(code int16)
 	// Panicked counts a panic recovered while serving a client connection, which closed it.
 	Panicked()
+	// Answered observes one request answered (forwarded or refused), by request code, with the
+	// time from its arrival to its answer's write.
+	Answered(code int16, took time.Duration)
 	// ConnectionRefused counts a client connection closed at once because the facade held
 	// MaxConns connections and its source was not below its fair share (perSource false), or its
 	// source held MaxConnsPerSource. A connection that takes another's place is not counted.
@@ -302,6 +305,7 @@ func (s *Server) serve(c net.Conn, t *tracked) {
 			s.dropOneway(c, req)
 			continue
 		}
+		arrived := time.Now()
 		slots <- struct{}{}
 		reqs.Add(1)
 		go func() {
@@ -318,6 +322,10 @@ func (s *Server) serve(c net.Conn, t *tracked) {
 			wmu.Unlock()
 			if err != nil {
 				_ = c.Close()
+				return
+			}
+			if s.opts.Metrics != nil {
+				s.opts.Metrics.Answered(req.Code, time.Since(arrived))
 			}
 		}()
 	}

@@ -101,13 +101,13 @@ func routeRequest(topic string, opaque int32) *remoting.Command {
 // countingMetrics records what the facade reports.
 type countingMetrics struct {
 	mu                  sync.Mutex
-	refused             map[int16]int
+	refused, answered   map[int16]int
 	connRefused         map[bool]int
 	coalesced, panicked int
 }
 
 func newCountingMetrics() *countingMetrics {
-	return &countingMetrics{refused: map[int16]int{}, connRefused: map[bool]int{}}
+	return &countingMetrics{refused: map[int16]int{}, answered: map[int16]int{}, connRefused: map[bool]int{}}
 }
 
 func (m *countingMetrics) RouteServed(string, bool)  {}
@@ -123,6 +123,12 @@ func (m *countingMetrics) Coalesced(int16) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.coalesced++
+}
+
+func (m *countingMetrics) Answered(code int16, _ time.Duration) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.answered[code]++
 }
 
 func (m *countingMetrics) ConnectionRefused(perSource bool) {

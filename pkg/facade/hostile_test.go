@@ -1,6 +1,7 @@
 package facade
 
 import (
+	"fmt"
 	"net"
 	"strings"
 	"sync"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/detourmq/detour/internal/testsupport/nstest"
+	"github.com/detourmq/detour/internal/testsupport/poll"
 	"github.com/detourmq/detour/pkg/remoting"
 )
 
@@ -71,6 +73,16 @@ func TestOnewayRequestsAreDroppedUnansweredAndTheConnectionServesOn(t *testing.T
 		if n := m.get(func(m *countingMetrics) int { return m.refused[code] }); n != 1 {
 			t.Errorf("oneway code %d counted refused %d times, want 1", code, n)
 		}
+	}
+	// Only the answered request is timed, once its answer is written.
+	poll.Until(t, 5*time.Second, 10*time.Millisecond, "the route answer timed", func() error {
+		if n := m.get(func(m *countingMetrics) int { return m.answered[remoting.GetRouteInfoByTopic] }); n != 1 {
+			return fmt.Errorf("route answers timed %d times, want 1", n)
+		}
+		return nil
+	})
+	if n := m.get(func(m *countingMetrics) int { return len(m.answered) }); n != 1 {
+		t.Errorf("answers timed for %d codes, want only the route query's", n)
 	}
 }
 

@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"strconv"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -16,6 +17,7 @@ type Facade struct {
 	coalesced *prometheus.CounterVec
 	panics    prometheus.Counter
 	conns     *prometheus.CounterVec
+	answers   *prometheus.HistogramVec
 }
 
 var _ facade.Metrics = (*Facade)(nil)
@@ -40,6 +42,9 @@ func NewFacade() *Facade {
 		conns: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: "namesrv_facade", Name: "connections_refused_total",
 			Help: "Client connections the facade closed at once, by reason: full (it held its maximum) or source (the client's address held its share)."},
 			[]string{"reason"}),
+		answers: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Subsystem: "namesrv_facade", Name: "request_duration_seconds",
+			Help:    "Time from a client request's arrival at the name-server facade to its answer's write, by request code (\"other\" for codes no name server serves).",
+			Buckets: facadeBuckets}, []string{"code"}),
 	}
 	for _, reason := range []string{"full", "source"} {
 		m.conns.WithLabelValues(reason)
@@ -49,7 +54,7 @@ func NewFacade() *Facade {
 
 // collectors are every collector of m.
 func (m *Facade) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.routes, m.hidden, m.refused, m.coalesced, m.panics, m.conns}
+	return []prometheus.Collector{m.routes, m.hidden, m.refused, m.coalesced, m.panics, m.conns, m.answers}
 }
 
 // RouteServed implements facade.Metrics.
@@ -75,6 +80,15 @@ func (m *Facade) ConnectionRefused(perSource bool) {
 		reason = "source"
 	}
 	m.conns.WithLabelValues(reason).Inc()
+}
+
+// facadeBuckets span a route answered from the coalesced upstream request in well under a
+// millisecond to a name server that takes seconds.
+var facadeBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5}
+
+// Answered implements facade.Metrics.
+func (m *Facade) Answered(code int16, took time.Duration) {
+	m.answers.WithLabelValues(codeLabel(code)).Observe(took.Seconds())
 }
 
 // Panicked implements facade.Metrics.
