@@ -276,6 +276,9 @@ func (k *cluster) restartBroker(t *testing.T, broker string, args ...string) dis
 	}
 	eventually(t, 3*time.Minute, broker+" back in a new Ready pod", func() error {
 		pod, err := k.cs.CoreV1().Pods(namespace).Get(context.Background(), broker+"-0", metav1.GetOptions{})
+		if d.deleting.IsZero() && (err != nil || pod.UID != old || pod.DeletionTimestamp != nil) {
+			d.deleting = time.Now() // the old pod terminating or gone: the facade hides it from now
+		}
 		switch {
 		case err != nil:
 			return err

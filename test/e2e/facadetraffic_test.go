@@ -41,10 +41,11 @@ type facadeSend struct {
 }
 
 // disruption is a broker restart a test caused, from its start (the kubectl command) to when its
-// pod was Ready again.
+// pod was Ready again; deleting is when the test first saw the old pod terminating or gone, which
+// is when the facade begins to publish the broker read-only.
 type disruption struct {
-	broker     string
-	start, end time.Time
+	broker               string
+	start, deleting, end time.Time
 }
 
 // startFacadeTraffic starts the producer's pod (2 senders, 20 sends a second in all, until
@@ -100,12 +101,16 @@ func (f *facadeTraffic) finish(t *testing.T, ds []disruption) map[string]string 
 	return acked
 }
 
-// pollSlack is how long after a restart's kubectl command its pod may take to be deleted, which is
-// when the facade first publishes the broker read-only.
+// pollSlack is how long after the test sees a restarting broker's old pod terminating the facade
+// may take to publish the broker read-only (the pod's event reaching the runtime, the isolation,
+// the next route answer) and the client's poll timer may run late on a loaded node.
 const pollSlack = 5 * time.Second
 
 // beforeFirstPoll reports whether a failed send tried a broker that a disruption had begun to
-// restart at most one route poll (and pollSlack) before the send started. One such attempt is
+// restart, started before the producer's first route poll after the broker's old pod began to
+// terminate (one route poll, and pollSlack, after the test saw it). Until then the facade cannot
+// have hidden the broker from the client: a loaded node's StatefulSet controller has taken 20 s
+// and more to delete the pod after `kubectl rollout restart`. One such attempt is
 // enough: the client's attempts share one budget (3 s), and an attempt that connects to a
 // restarting broker's old address can spend it all, whatever the other attempts met (on a loaded
 // node, seen as [broker-a, broker-b] with broker-b restarting: "sendDefaultImpl call timeout").
@@ -114,7 +119,7 @@ func beforeFirstPoll(s facadeSend, ds []disruption) bool {
 	at := time.UnixMilli(*s.StartMs)
 	return slices.ContainsFunc(s.Brokers, func(b string) bool {
 		return slices.ContainsFunc(ds, func(d disruption) bool {
-			return d.broker == b && !at.Before(d.start) && at.Before(d.start.Add(routePoll+pollSlack))
+			return d.broker == b && !at.Before(d.start) && at.Before(d.deleting.Add(routePoll+pollSlack))
 		})
 	})
 }
