@@ -136,6 +136,13 @@
 // on repeat, that leaves the broker reachable and that a good probe does not end (a probe does
 // not pass the send queue).
 //
+// RefusedTopic, which no RocketMQ call site has, records a broker that refused a topic as
+// TOPIC_NOT_EXIST: the broker is held out for that topic alone (Entry.HeldFor), for the table's
+// failure isolation or until TopicShown reports a check of that topic on that broker that shows
+// it; it stays available for every other topic, and nothing is counted or grown. A probe cannot
+// end such a hold (it proves that the broker answers, not that it has the topic). Holds are
+// bounded per broker (MaxTopicHolds), see topichold.go.
+//
 // Pressured holds a broker out for a while because its own figures say it is about to refuse
 // sends (reason BrokerPressure): no failure, no growth, not ended by a probe, and the first the
 // isolation limit releases.

@@ -243,6 +243,9 @@ type Entry struct {
 	gate      atomic.Int64 // 0: available; gateHeld: unavailable; else unavailable until this tick
 	reachable atomic.Bool
 	quiet     atomic.Bool // a fast success would change nothing but the latency
+	// topics are the broker's holds for one topic each (see RefusedTopic), nil while there are
+	// none; the slice is never changed in place.
+	topics atomic.Pointer[[]topicHold]
 
 	// latency is written by every send, so it lives on a cache line of its own: otherwise each
 	// send would evict the line that selection reads from every core.
@@ -544,6 +547,7 @@ func (t *Tolerance) reset(e *Entry) {
 	e.reachable.Store(true)
 	e.gate.Store(0)
 	e.peer, e.claim, e.hasClaim = 0, PeerClaim{}, false
+	e.topics.Store(nil)
 }
 
 // blocked reports whether e is unavailable at now. Callers hold mu.
