@@ -521,6 +521,14 @@ func (c *sendCall) refused(b *brokerSlot, res *attemptResult) bool {
 		// no-op for static routes.
 		c.r.RefreshRoute(c.key)
 	}
+	if c.rules.topicHold && code == remoting.TopicNotExist {
+		// A probe cannot show the topic, only that the broker answers: the broker is held out
+		// for this topic alone, until its timer or a check of the topic on it shows the topic
+		// (see Runtime.checkTopicHolds), and stays in for every other topic.
+		c.rt.policy.tol.RefusedTopic(b.name, c.topic)
+		c.r.metrics.AttemptDone(c.rt.policy.Name, b.name, res.latency, fault.BrokerError)
+		return c.pol.retries(code)
+	}
 	if c.rules.retryRefusedMessage && code == remoting.MessageIllegal {
 		// The message or this broker's store is at fault, and only another broker can tell
 		// which: until one stores the message, the refusal isolates nothing.
@@ -693,6 +701,10 @@ type retryRules struct {
 	// RocketMQ's producer retries NO_PERMISSION as a retry code and isolates the broker for it
 	// as for any refusal.
 	credentialsAreCallers bool
+	// topicHold (PresetDetour): a TOPIC_NOT_EXIST refusal holds the broker out for the send's
+	// topic alone (fault.Tolerance.RefusedTopic) and isolates nothing else. RocketMQ's producer
+	// isolates the broker for it as for any refusal, and its probe readmits it at once.
+	topicHold bool
 	// unseenFailures are the oneway failures the preset's RocketMQ line never sees.
 	unseenFailures unseenFailures
 	// selectBeforeBudget: each attempt's queue is selected before the budget is checked, as
@@ -773,6 +785,7 @@ func retryRulesOf(pol *Policy, mode SendMode) retryRules {
 		rr.busyIsPressure = true
 		rr.avoidDisconnected = true
 		rr.credentialsAreCallers = true
+		rr.topicHold = true
 		return rr
 	}
 	switch mode {
