@@ -130,8 +130,13 @@ func (t *Tolerance) Stalled(broker string, wait time.Duration) {
 		t.unlock(&ev)
 		return
 	}
+	ef := effectOf(Semantics(t.sem.Load()), TransportError, t.probing.Load())
+	if t.stallHeldOnProbation() {
+		// Still a stalled attempt, not a refused one: the isolation limit releases it first.
+		ef.reason = ReasonSendStalled
+	}
 	t.unlock(&ev)
-	t.apply(broker, wait, effectOf(Semantics(t.sem.Load()), TransportError, t.probing.Load()))
+	t.apply(broker, wait, ef)
 }
 
 // holdStalled holds out e, available until now, as stalled for wait: unreachable when probing
@@ -140,8 +145,14 @@ func (t *Tolerance) holdStalled(e *Entry, now int64, wait time.Duration, ev *eve
 	t.order.insert(e)
 	e.reason, e.severity = ReasonSendStalled, wait
 	e.latency.Store(int64(wait))
+	noteSilence(e, now)
 	if t.opts.Probing {
 		e.reachable.Store(false)
+		if t.stallHeldOnProbation() {
+			// Its next answer proves nothing: the broker that hangs one attempt in ten answers
+			// the other nine.
+			t.startProbation(e)
+		}
 	} else {
 		extend(e, now, t.opts.Table.FailureIsolation())
 	}
