@@ -82,8 +82,9 @@ func abs(x int64) int64 {
 // stallThreshold in deadline.go): the broker is suspect before any of those attempts reaches its
 // deadline, and new attempts go to brokers that
 // answer. The hold is no failure (nothing is counted, nothing grows): when probing, the broker is
-// marked unreachable and returns on the first answer, a probe's or an attempt's; without probing
-// it sits out the table's failure isolation. The reason is ReasonSendStalled and the latency the
+// marked unreachable and returns on the first answer, a probe's or an attempt's, or with
+// StallProbation through its probation; without probing it sits out the table's failure
+// isolation. The reason is ReasonSendStalled and the latency the
 // wait so far. It returns the brokers it held out. Nothing is done when StallAfter is 0 or under
 // SemanticsDisabled. The runtime calls it on a short period.
 func (t *Tolerance) IsolateStalled() []string {
@@ -133,14 +134,15 @@ func (t *Tolerance) Stalled(broker string, wait time.Duration) {
 	ef := effectOf(Semantics(t.sem.Load()), TransportError, t.probing.Load())
 	if t.stallHeldOnProbation() {
 		// Still a stalled attempt, not a refused one: the isolation limit releases it first.
-		ef.reason = ReasonSendStalled
+		ef.reason, ef.stall = ReasonSendStalled, true
 	}
 	t.unlock(&ev)
 	t.apply(broker, wait, ef)
 }
 
 // holdStalled holds out e, available until now, as stalled for wait: unreachable when probing
-// (back with its next answer), else for the table's failure isolation. Callers hold mu.
+// (back with its next answer, or with StallProbation through its probation), else for the
+// table's failure isolation. Callers hold mu.
 func (t *Tolerance) holdStalled(e *Entry, now int64, wait time.Duration, ev *events) {
 	t.order.insert(e)
 	e.reason, e.severity = ReasonSendStalled, wait

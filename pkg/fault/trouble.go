@@ -42,6 +42,23 @@ func runTooShort(e *Entry, now int64) bool {
 	return e.streak != 0 && time.Duration(now-e.streak) < e.span
 }
 
+// countStallEpisode counts, with GrowOnRepeat, a stalled attempt cut while its stall hold runs
+// as a new isolation episode when the hold began after the broker's last episode ended: the
+// hold's own wait for proof would otherwise hide it (countFailure sees the broker in an
+// episode), and a broker that hung again after it came back would be a first offender every
+// time, back after each probation. A last episode older than the table's failure isolation is
+// forgotten first, as decay does. Callers hold mu.
+func (t *Tolerance) countStallEpisode(e *Entry, now int64) {
+	if !t.opts.GrowOnRepeat || e.failures == 0 || e.since < e.calm {
+		return
+	}
+	if now-e.calm >= int64(t.opts.Table.FailureIsolation()) {
+		e.failures = 0 // countFailure counts it as a first episode
+		return
+	}
+	e.failures++
+}
+
 // stallHeldOnProbation reports whether a stall hold puts the broker on probation (see
 // Options.StallProbation). Callers hold mu.
 func (t *Tolerance) stallHeldOnProbation() bool {

@@ -195,3 +195,52 @@ func TestProbationLastsAsLongAsTheTrouble(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) { runTrouble(t, tc.opts, tc.steps) })
 	}
 }
+
+// TestAStallAfterComingBackIsARepeatEpisode: with StallProbation and growth, a broker that hangs
+// again after its probation readmitted it has a second isolation episode (its stall hold's own
+// wait for proof does not hide it) and sits out its grown isolation whatever its probes say,
+// while a stall after a calm as long as the failure isolation is a first episode again. The
+// canary, without StallProbation, counts the second stall in the episode its hold opened, so
+// the broker is a first offender every time.
+func TestAStallAfterComingBackIsARepeatEpisode(t *testing.T) {
+	detour := detourStall
+	detour.GrowOnRepeat, detour.ProbationSpan = true, 0 // the span rule aside: this proves the episode
+	canary := detour
+	canary.StallProbation = false
+	cases := []struct {
+		name     string
+		opts     Options
+		calm     time.Duration // from coming back to the second stall
+		failures int           // episodes counted after the second stall
+		// back is whether three good probes a second apart readmit it after the second stall.
+		back bool
+	}{
+		{name: "hung again soon after", opts: detour, calm: ms(300), failures: 2},
+		{name: "hung again after a long calm", opts: detour, calm: 11 * time.Second, failures: 1, back: true},
+		{name: "canary: the hold hides the episode", opts: canary, calm: ms(300), failures: 1, back: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tol, clk, _ := newTol(t, tc.opts)
+			e := tol.Entry("broker-a")
+			tol.Update("broker-a", time.Millisecond, Success)
+			stallAndProbe := func() {
+				tol.Stalled("broker-a", 200*time.Millisecond)
+				tol.Stalled("broker-a", 200*time.Millisecond)
+				for range 3 {
+					clk.Advance(time.Second)
+					tol.ProbeResult("broker-a", true, 2*time.Millisecond)
+				}
+			}
+			stallAndProbe()
+			if !e.Available() {
+				t.Fatalf("not back after its first probation: %+v", mustLookup(t, tol, "broker-a"))
+			}
+			clk.Advance(tc.calm)
+			stallAndProbe()
+			if it := mustLookup(t, tol, "broker-a"); it.ConsecutiveFailures != tc.failures || e.Available() != tc.back {
+				t.Errorf("after the second stall: %+v, available %v; want %d episodes, available %v", it, e.Available(), tc.failures, tc.back)
+			}
+		})
+	}
+}
