@@ -135,7 +135,10 @@
 //     nine. A stall counted as a failed attempt keeps reason SendStalled, so the isolation limit
 //     still releases a broker that stopped answering before one that refuses connections (a
 //     trial that counted stalls as plain failures made a broker warming up after a restart look
-//     worse than one refusing every connection, and was taken back).
+//     worse than one refusing every connection, and was taken back). With GrowOnRepeat, a stall
+//     hold is an isolation episode (the failure isolation, grown on repeat, which a first
+//     offender's probation ends): a broker that hangs again soon after its probation sits out its
+//     grown isolation.
 //   - ProbationSpan: a probation after silence lasts as long as the broker's trouble has: its
 //     good probes in a row must span the time from its first silence within TroubleWindow (a
 //     stalled attempt, an attempt or watch probe without an answer, a failed probe) to the first

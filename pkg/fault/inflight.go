@@ -80,12 +80,12 @@ func abs(x int64) int64 {
 // IsolateStalled holds out every available broker whose oldest attempt in flight has waited past
 // its stall threshold with no answer from it meanwhile (Options.StallAfter, StallFactor; see
 // stallThreshold in deadline.go): the broker is suspect before any of those attempts reaches its
-// deadline, and new attempts go to brokers that
-// answer. The hold is no failure (nothing is counted, nothing grows): when probing, the broker is
-// marked unreachable and returns on the first answer, a probe's or an attempt's, or with
-// StallProbation through its probation; without probing it sits out the table's failure
-// isolation. The reason is ReasonSendStalled and the latency the
-// wait so far. It returns the brokers it held out. Nothing is done when StallAfter is 0 or under
+// deadline, and new attempts go to brokers that answer. The hold is no failure (nothing is
+// counted, nothing grows): when probing, the broker is marked unreachable and returns on the
+// first answer, a probe's or an attempt's; without probing it sits out the table's failure
+// isolation. With StallProbation it returns through its probation instead, and with
+// GrowOnRepeat the hold is an isolation episode (see Options.StallProbation). The reason is
+// ReasonSendStalled and the latency the wait so far. It returns the brokers it held out. Nothing is done when StallAfter is 0 or under
 // SemanticsDisabled. The runtime calls it on a short period.
 func (t *Tolerance) IsolateStalled() []string {
 	ev := t.lock()
@@ -134,7 +134,7 @@ func (t *Tolerance) Stalled(broker string, wait time.Duration) {
 	ef := effectOf(Semantics(t.sem.Load()), TransportError, t.probing.Load())
 	if t.stallHeldOnProbation() {
 		// Still a stalled attempt, not a refused one: the isolation limit releases it first.
-		ef.reason, ef.stall = ReasonSendStalled, true
+		ef.reason = ReasonSendStalled
 	}
 	t.unlock(&ev)
 	t.apply(broker, wait, ef)
@@ -154,6 +154,7 @@ func (t *Tolerance) holdStalled(e *Entry, now int64, wait time.Duration, ev *eve
 			// Its next answer proves nothing: the broker that hangs one attempt in ten answers
 			// the other nine.
 			t.startProbation(e)
+			t.stallEpisode(e, now)
 		}
 	} else {
 		extend(e, now, t.opts.Table.FailureIsolation())

@@ -63,9 +63,6 @@ type effect struct {
 	// silent: the attempt got no answer at all (a transport failure, or a watch probe left
 	// unanswered), which puts the broker on probation even as a first offender.
 	silent bool
-	// stall: a stalled attempt cut while its stall hold runs (see Tolerance.Stalled), which with
-	// StallProbation is a new episode when the hold began after the last one ended.
-	stall bool
 }
 
 // slowReason is the reason an isolation by the measured latency gets.

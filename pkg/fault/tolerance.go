@@ -165,7 +165,9 @@ type Options struct {
 	// one attempt in ten answers the other nine, and each answer readmitted it. A stall counted
 	// as a failure (Stalled while the broker is held) keeps reason SendStalled, so the isolation
 	// limit still releases a broker that stopped answering before one that refuses connections
-	// (see lessBad). Only applies when Probing with a probation.
+	// (see lessBad). With GrowOnRepeat the hold is an isolation episode, so a broker that hangs
+	// again soon after its probation sits out its grown isolation. Only applies when Probing
+	// with a probation.
 	StallProbation bool
 	// ProbationSpan, when positive, makes a probation after silence (a stalled attempt, an attempt
 	// or watch probe without an answer) last as long as the broker's trouble has: its good probes

@@ -42,21 +42,20 @@ func runTooShort(e *Entry, now int64) bool {
 	return e.streak != 0 && time.Duration(now-e.streak) < e.span
 }
 
-// countStallEpisode counts, with GrowOnRepeat, a stalled attempt cut while its stall hold runs
-// as a new isolation episode when the hold began after the broker's last episode ended: the
-// hold's own wait for proof would otherwise hide it (countFailure sees the broker in an
-// episode), and a broker that hung again after it came back would be a first offender every
-// time, back after each probation. A last episode older than the table's failure isolation is
-// forgotten first, as decay does. Callers hold mu.
-func (t *Tolerance) countStallEpisode(e *Entry, now int64) {
-	if !t.opts.GrowOnRepeat || e.failures == 0 || e.since < e.calm {
+// stallEpisode counts, with GrowOnRepeat, a stall hold that puts the broker on probation as an
+// isolation episode, unless the broker is in one already: the isolation of a failure, grown on
+// repeat, which a first offender's probation ends and a repeat offender sits out. So a broker
+// that hangs again soon after its probation readmitted it is out for its grown isolation, rather
+// than a first offender at every hang. The stall keeps its reason (see Options.StallProbation).
+// Callers hold mu, with e available until now.
+func (t *Tolerance) stallEpisode(e *Entry, now int64) {
+	if !t.opts.GrowOnRepeat {
 		return
 	}
-	if now-e.calm >= int64(t.opts.Table.FailureIsolation()) {
-		e.failures = 0 // countFailure counts it as a first episode
-		return
-	}
-	e.failures++
+	t.countFailure(e, now)
+	d := t.grow(t.opts.Table, e.failures)
+	e.calm = max(e.calm, now+int64(d))
+	extend(e, now, d)
 }
 
 // stallHeldOnProbation reports whether a stall hold puts the broker on probation (see

@@ -196,12 +196,12 @@ func TestProbationLastsAsLongAsTheTrouble(t *testing.T) {
 	}
 }
 
-// TestAStallAfterComingBackIsARepeatEpisode: with StallProbation and growth, a broker that hangs
-// again after its probation readmitted it has a second isolation episode (its stall hold's own
-// wait for proof does not hide it) and sits out its grown isolation whatever its probes say,
-// while a stall after a calm as long as the failure isolation is a first episode again. The
-// canary, without StallProbation, counts the second stall in the episode its hold opened, so
-// the broker is a first offender every time.
+// TestAStallAfterComingBackIsARepeatEpisode: with StallProbation and growth, a stall hold is an
+// isolation episode, so a broker that hangs again soon after its probation readmitted it has a
+// second episode and sits out its grown isolation whatever its probes say, while a stall after a
+// calm as long as the failure isolation is a first episode again. The canary, without
+// StallProbation, counts the second stall in the episode its hold opened (the hold's wait for
+// proof hides it), so the broker is a first offender every time.
 func TestAStallAfterComingBackIsARepeatEpisode(t *testing.T) {
 	detour := detourStall
 	detour.GrowOnRepeat, detour.ProbationSpan = true, 0 // the span rule aside: this proves the episode

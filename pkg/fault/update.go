@@ -66,9 +66,6 @@ func (t *Tolerance) apply(broker string, latency time.Duration, ef effect) {
 	}
 	var d time.Duration
 	if ef.isolation {
-		if ef.stall {
-			t.countStallEpisode(e, now)
-		}
 		t.countFailure(e, now)
 		e.severity = max(latency, tab.FailureLatency())
 		e.reason = ef.reason
