@@ -446,9 +446,9 @@ func (c *sendCall) settle(i int, q *queueEntry, res *attemptResult, class attemp
 	case attemptTransportFailed:
 		if c.cutByAdaptiveDeadline(res) {
 			// The broker has not answered within a few times its usual latency: a first sign
-			// (perhaps a pause of the kind a healthy broker takes) holds it out as stalled until
-			// its next answer, a silence that goes on counts as a failure (fault.Tolerance.Stalled),
-			// and the send goes on elsewhere.
+			// (perhaps a pause of the kind a healthy broker takes) holds it out as stalled (under
+			// PresetDetour until its probation ends), a silence that goes on counts as a failure
+			// (fault.Tolerance.Stalled), and the send goes on elsewhere.
 			c.r.stalledFault(c.rt, b, res.latency)
 			c.lastErr = res.err
 			return true
