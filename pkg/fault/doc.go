@@ -138,7 +138,9 @@
 //     worse than one refusing every connection, and was taken back). With GrowOnRepeat, a stall
 //     hold is an isolation episode (the failure isolation, grown on repeat, which a first
 //     offender's probation ends): a broker that hangs again soon after its probation sits out its
-//     grown isolation.
+//     grown isolation. StalledAnswering records an attempt cut while the broker ended others
+//     meanwhile (Entry.EndedSince): a request it held or lost while serving the rest, which a
+//     probe passes by, so a good probe does not end that hold's failure isolation.
 //   - ProbationSpan: a probation after silence lasts as long as the broker's trouble has: its
 //     good probes in a row must span the time from its first silence within TroubleWindow (a
 //     stalled attempt, an attempt or watch probe without an answer, a failed probe) to the first

@@ -20,11 +20,21 @@ import "time"
 // AttemptStarted records that an attempt to the broker is now in flight. With AttemptEnded it
 // keeps the count of attempts in flight and the broker's last sign of life, from which
 // IsolateStalled tells a broker that has stopped answering before any attempt reaches its
-// deadline. It takes no lock.
-func (e *Entry) AttemptStarted() {
+// deadline. It returns the attempt's mark for EndedSince. It takes no lock.
+func (e *Entry) AttemptStarted() (mark int64) {
+	mark = e.t.tick()
 	if e.inflight.Add(1) == 1 {
-		e.progress.Store(e.t.tick())
+		e.progress.Store(mark)
 	}
+	return mark
+}
+
+// EndedSince reports whether another attempt to the broker ended after the attempt marked mark
+// (AttemptStarted's) began; called before that attempt's own AttemptEnded. An attempt cut by its
+// deadline while others ended meanwhile was left unanswered by a broker that served the rest: a
+// hung request, not a pause (see StalledAnswering). It takes no lock.
+func (e *Entry) EndedSince(mark int64) bool {
+	return e.progress.Load() > mark
 }
 
 // AttemptEnded records that an attempt to the broker ended, whatever its outcome: an answer, an
@@ -100,6 +110,7 @@ func (t *Tolerance) IsolateStalled() []string {
 			if wait <= t.stallThreshold(e) {
 				continue
 			}
+			e.hung = false
 			t.holdStalled(e, now, wait, &ev)
 			held = append(held, e.name)
 		}
@@ -116,6 +127,11 @@ func (t *Tolerance) IsolateStalled() []string {
 // or flaps, is isolated, grown and put on probation as a failing one is. An unknown broker is left
 // alone; nothing is recorded under SemanticsDisabled.
 func (t *Tolerance) Stalled(broker string, wait time.Duration) {
+	t.stalled(broker, wait, false)
+}
+
+// stalled is Stalled, and with hung StalledAnswering.
+func (t *Tolerance) stalled(broker string, wait time.Duration, hung bool) {
 	ev := t.lock()
 	if t.opts.Semantics == SemanticsDisabled {
 		t.unlock(&ev)
@@ -127,6 +143,7 @@ func (t *Tolerance) Stalled(broker string, wait time.Duration) {
 		return
 	}
 	if now := t.tick(); !blocked(e, now) {
+		e.hung = hung && t.stallHeldOnProbation()
 		t.holdStalled(e, now, wait, &ev)
 		t.unlock(&ev)
 		return
@@ -138,6 +155,16 @@ func (t *Tolerance) Stalled(broker string, wait time.Duration) {
 	}
 	t.unlock(&ev)
 	t.apply(broker, wait, ef)
+}
+
+// StalledAnswering records, as Stalled does, an attempt the adaptive attempt deadline cut, but one
+// its broker left unanswered while it ended others (Entry.EndedSince): a request the broker holds
+// or lost while it serves the rest, as a relay that holds one request in ten, not a pause. With
+// StallProbation the hold it starts is one a good probe cannot end (probes pass where the request
+// did not): the broker sits out the failure isolation of its episode, then its probation.
+// Otherwise it is Stalled.
+func (t *Tolerance) StalledAnswering(broker string, wait time.Duration) {
+	t.stalled(broker, wait, true)
 }
 
 // holdStalled holds out e, available until now, as stalled for wait: unreachable when probing

@@ -309,6 +309,9 @@ type Entry struct {
 	// probation's run and span how long that run must last (see Options.ProbationSpan).
 	troubled, silenced, streak int64
 	span                       time.Duration
+	// hung is set while the broker's stall hold came from a request it left unanswered while it
+	// answered others (see StalledAnswering): a good probe does not end that hold's timer.
+	hung bool
 }
 
 const (
@@ -570,7 +573,7 @@ func (t *Tolerance) reset(e *Entry) {
 	e.gate.Store(0)
 	e.peer, e.claim, e.hasClaim = 0, PeerClaim{}, false
 	e.topics.Store(nil)
-	e.troubled, e.silenced, e.streak, e.span = 0, 0, 0, 0
+	e.troubled, e.silenced, e.streak, e.span, e.hung = 0, 0, 0, 0, false
 }
 
 // blocked reports whether e is unavailable at now. Callers hold mu.

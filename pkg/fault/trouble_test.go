@@ -244,3 +244,67 @@ func TestAStallAfterComingBackIsARepeatEpisode(t *testing.T) {
 		})
 	}
 }
+
+// TestARequestLeftUnansweredWhileOthersAreIsNoProbesToClear: an attempt cut by its deadline while
+// its broker ended other attempts (Entry.EndedSince: a request held or lost while the broker
+// serves the rest, one in ten hanging) holds the broker out for its episode's failure isolation,
+// which good probes do not end (they pass where the request did not), and then its probation;
+// an attempt cut while nothing else ended (a pause) is the plain stall hold its probation ends.
+// It stays SendStalled, so the isolation limit ranks it as any stall. The canary,
+// without StallProbation, is the old hold its next answer ends.
+func TestARequestLeftUnansweredWhileOthersAreIsNoProbesToClear(t *testing.T) {
+	detour := detourStall
+	detour.GrowOnRepeat, detour.MaxIsolatedPercent = true, 99
+	canary := detour
+	canary.StallProbation, canary.ProbationSpan = false, 0
+	cases := []struct {
+		name string
+		opts Options
+		// othersEnd is whether another attempt ends while the cut one waits.
+		othersEnd bool
+		// backAfterProbes and backAfterTimer say whether broker-a is available after three good
+		// probes a second apart, and after its failure isolation (10 s) and one more.
+		backAfterProbes, backAfterTimer bool
+	}{
+		{name: "hung while others were answered", opts: detour, othersEnd: true, backAfterTimer: true},
+		{name: "cut in a pause", opts: detour, backAfterProbes: true, backAfterTimer: true},
+		{name: "canary: without StallProbation", opts: canary, othersEnd: true, backAfterProbes: true, backAfterTimer: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tol, clk, _ := newTol(t, tc.opts)
+			e := tol.Entry("broker-a")
+			tol.Entry("broker-b")
+			tol.Entry("broker-c")
+			tol.Update("broker-a", time.Millisecond, Success)
+			mark := e.AttemptStarted()
+			if tc.othersEnd {
+				e.AttemptStarted()
+				clk.Advance(2 * time.Millisecond)
+				e.AttemptEnded()
+			}
+			clk.Advance(200 * time.Millisecond)
+			if got := e.EndedSince(mark); got != tc.othersEnd {
+				t.Fatalf("EndedSince: %v, want %v", got, tc.othersEnd)
+			}
+			if tc.othersEnd {
+				tol.StalledAnswering("broker-a", 200*time.Millisecond)
+			} else {
+				tol.Stalled("broker-a", 200*time.Millisecond)
+			}
+			e.AttemptEnded()
+			for range 3 {
+				clk.Advance(time.Second)
+				tol.ProbeResult("broker-a", true, 2*time.Millisecond)
+			}
+			if e.Available() != tc.backAfterProbes {
+				t.Fatalf("after three good probes: available %v, want %v: %+v", e.Available(), tc.backAfterProbes, mustLookup(t, tol, "broker-a"))
+			}
+			clk.Advance(8 * time.Second)
+			tol.ProbeResult("broker-a", true, 2*time.Millisecond)
+			if e.Available() != tc.backAfterTimer {
+				t.Fatalf("after its failure isolation: available %v, want %v: %+v", e.Available(), tc.backAfterTimer, mustLookup(t, tol, "broker-a"))
+			}
+		})
+	}
+}

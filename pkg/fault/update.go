@@ -283,7 +283,8 @@ func (t *Tolerance) probeUnproven(e *Entry) {
 // that refused messages others store, or one that refused sends as busy, still answers probes
 // (which go through neither its store nor its send queue). Callers hold mu.
 func (t *Tolerance) probeProvesNothing(e *Entry) bool {
-	return e.reason == ReasonRefusesValidMessages || e.reason == ReasonBrokerBusy || e.reason == ReasonBrokerPressure
+	return e.reason == ReasonRefusesValidMessages || e.reason == ReasonBrokerBusy || e.reason == ReasonBrokerPressure ||
+		(e.hung && e.reason == ReasonSendStalled)
 }
 
 // probeSlow records a probe answered, but slower than the table allows: the isolation a send of

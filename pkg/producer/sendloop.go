@@ -322,6 +322,9 @@ type attemptResult struct {
 	// adaptiveDeadline says the attempt ran under an adaptive deadline shorter than the policy's
 	// per-attempt timeout (see attemptDeadline).
 	adaptiveDeadline bool
+	// othersEnded says another attempt to the broker ended while this one waited
+	// (fault.Entry.EndedSince): the broker served others and left this one unanswered.
+	othersEnded bool
 }
 
 // attempt sends the request of attempt i to q and times it. The latency runs from before the
@@ -354,12 +357,13 @@ func (c *sendCall) attempt(i int, q *queueEntry) (*queueEntry, attemptResult) {
 		leg := c.raceAttempt(q, req, attemptCtx, cancel, cut, delay)
 		return leg.q, leg.res
 	}
-	b.entry.AttemptStarted()
+	mark := b.entry.AttemptStarted()
 	if c.rules.oneway {
 		res.err = c.r.wire.InvokeOneway(attemptCtx, b.addr, req)
 	} else {
 		res.resp, res.err = c.r.wire.Invoke(attemptCtx, b.addr, req)
 	}
+	res.othersEnded = b.entry.EndedSince(mark)
 	b.entry.AttemptEnded()
 	res.latency = c.r.now().Sub(start)
 	if cancel != nil {
@@ -449,7 +453,7 @@ func (c *sendCall) settle(i int, q *queueEntry, res *attemptResult, class attemp
 			// (perhaps a pause of the kind a healthy broker takes) holds it out as stalled (under
 			// PresetDetour until its probation ends), a silence that goes on counts as a failure
 			// (fault.Tolerance.Stalled), and the send goes on elsewhere.
-			c.r.stalledFault(c.rt, b, res.latency)
+			c.r.stalledFault(c.rt, b, res.latency, res.othersEnded)
 			c.lastErr = res.err
 			return true
 		}
@@ -584,8 +588,14 @@ func (c *sendCall) cutByAdaptiveDeadline(res *attemptResult) bool {
 
 // stalledFault records an attempt cut by its adaptive deadline (fault.Tolerance.Stalled) and
 // reports it to metrics as the transport failure it was.
-func (r *Runtime) stalledFault(rt *route, b *brokerSlot, latency time.Duration) {
-	rt.policy.tol.Stalled(b.name, latency)
+func (r *Runtime) stalledFault(rt *route, b *brokerSlot, latency time.Duration, othersEnded bool) {
+	if othersEnded {
+		// A request the broker left unanswered while it served others: a probe proves nothing
+		// of it (fault.Tolerance.StalledAnswering).
+		rt.policy.tol.StalledAnswering(b.name, latency)
+	} else {
+		rt.policy.tol.Stalled(b.name, latency)
+	}
 	r.metrics.AttemptDone(rt.policy.Name, b.name, latency, fault.TransportError)
 }
 
