@@ -340,9 +340,10 @@ type FaultPolicySpec struct {
 	// four times the broker's usual latency, is held out while that attempt still waits, before its
 	// attempt deadline: new sends go to brokers that answer (reason SendStalled). Under the Detour
 	// preset the broker returns through its probation (probe.probationProbes good probes, spread
-	// over as long as its trouble lasted), under RocketMQ's presets with its next answer. A slow
-	// answer is not a stall: it isolates by the table. 0 turns it off. Unset means the preset's: 100 for Detour, 0 for RocketMQ's presets (RocketMQ knows
-	// nothing of attempts in flight).
+	// over as long as its trouble lasted; after the failure isolation when it left an attempt
+	// unanswered while it answered others), under RocketMQ's presets with its next answer. A slow
+	// answer is not a stall: it isolates by the table. 0 turns it off. Unset means the preset's:
+	// 100 for Detour, 0 for RocketMQ's presets (RocketMQ knows nothing of attempts in flight).
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=600000
