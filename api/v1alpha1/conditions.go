@@ -104,7 +104,8 @@ const (
 	// IsolationSendStalled means a stalled attempt, one that got no answer in time: an attempt to
 	// the broker waited far past the broker's usual latency with no answer (stallAfterMillis), or
 	// an adaptive attempt deadline cut it (adaptivePerAttempt), before the attempt failed (Detour
-	// preset); the broker returns with its next answer, a probe's or a send's. A slow answer is
+	// preset); the broker returns through its probation (probe.probationProbes good probes,
+	// spread over as long as its trouble lasted), not with its next answer. A slow answer is
 	// SlowSend.
 	IsolationSendStalled IsolationReason = "SendStalled"
 )

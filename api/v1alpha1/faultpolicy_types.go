@@ -192,7 +192,9 @@ type ProbePolicy struct {
 	// slow answer, or whose isolation repeated: a send got no answer, a watch probe went
 	// unanswered, a send or watch probe was answered slower than a threshold of rules that
 	// isolates, a probe found it failing (silent, refusing or slow) while it was isolated, or it
-	// failed again after an earlier isolation. A good probe counts only if answered faster than the
+	// failed again after an earlier isolation. Under the Detour preset, after silence the good
+	// probes must also span as long as the broker's trouble lasted (from its first silence within
+	// a minute, at most 10 s). A good probe counts only if answered faster than the
 	// first threshold of rules (50 ms in both presets) while the isolation's timer runs; a slower
 	// one readmits nothing and starts the count over (after the timer it counts, so a far broker
 	// returns). One good probe readmits a broker isolated for a broker error. Busy, pressure and
@@ -336,10 +338,12 @@ type FaultPolicySpec struct {
 	// stallAfterMillis turns on stall detection: a stalled attempt is one that got no answer in
 	// time, and a broker whose oldest send attempt in flight has gone unanswered this long, and
 	// four times the broker's usual latency, is held out while that attempt still waits, before its
-	// attempt deadline: new sends go to brokers that answer, and the broker returns with its next
-	// answer (reason SendStalled). A slow answer is not a stall: it isolates by the table. 0 turns
-	// it off. Unset means the preset's: 100 for Detour, 0 for RocketMQ's presets (RocketMQ knows
-	// nothing of attempts in flight).
+	// attempt deadline: new sends go to brokers that answer (reason SendStalled). Under the Detour
+	// preset the broker returns through its probation (probe.probationProbes good probes, spread
+	// over as long as its trouble lasted; after the failure isolation when it left an attempt
+	// unanswered while it answered others), under RocketMQ's presets with its next answer. A slow
+	// answer is not a stall: it isolates by the table. 0 turns it off. Unset means the preset's:
+	// 100 for Detour, 0 for RocketMQ's presets (RocketMQ knows nothing of attempts in flight).
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=600000

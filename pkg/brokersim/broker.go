@@ -121,6 +121,10 @@ type Options struct {
 	NoAutoCreate bool
 	// DefaultQueues is the queue count of auto-created topics (default 4).
 	DefaultQueues int
+	// TopicConfig answers GET_TOPIC_CONFIG as a RocketMQ 5.x broker does: a topic's
+	// configuration, or TOPIC_NOT_EXIST for a topic it lacks. Off, the request is not supported,
+	// as on a RocketMQ 4.x broker.
+	TopicConfig bool
 	// Version is the brokerVersionDesc GET_BROKER_RUNTIME_INFO reports (default "V5_5_0"), and
 	// for V4_9_7, V4_9_8, V5_0_0 and V5_5_0 the version number in that answer's header (others
 	// keep the simulator's usual header version). It changes nothing else: the simulator serves
@@ -759,6 +763,10 @@ func (b *Broker) serve(req *remoting.Command) *remoting.Command {
 		return b.runtimeInfo(req)
 	case remoting.GetBrokerConfig:
 		return b.brokerConfigAnswer(req)
+	case remoting.GetTopicConfig:
+		if b.opts.TopicConfig {
+			return b.topicConfigAnswer(req)
+		}
 	case remoting.UpdateAndCreateTopic:
 		h, err := remoting.ParseCreateTopicRequest(req)
 		if err != nil {

@@ -130,11 +130,35 @@
 //     broker returns on its first answer, else it sits out the failure isolation. Stalled
 //     records an attempt the producer's adaptive attempt deadline cut: the same hold the first
 //     time, a failed attempt when the broker is held out already (a silence that goes on).
+//   - StallProbation: a stall hold ends by the broker's probation (ProbationProbes good probes in
+//     a row), not at its first answer: a broker that hangs one attempt in ten answers the other
+//     nine. A stall counted as a failed attempt keeps reason SendStalled, so the isolation limit
+//     still releases a broker that stopped answering before one that refuses connections (a
+//     trial that counted stalls as plain failures made a broker warming up after a restart look
+//     worse than one refusing every connection, and was taken back). With GrowOnRepeat, a stall
+//     hold is an isolation episode (the failure isolation, grown on repeat, which a first
+//     offender's probation ends): a broker that hangs again soon after its probation sits out its
+//     grown isolation. StalledAnswering records an attempt cut while the broker ended others
+//     meanwhile (Entry.EndedSince): a request it held or lost while serving the rest, which a
+//     probe passes by, so a good probe does not end that hold's failure isolation.
+//   - ProbationSpan: a probation after silence lasts as long as the broker's trouble has: its
+//     good probes in a row must span the time from its first silence within TroubleWindow (a
+//     stalled attempt, an attempt or watch probe without an answer, a failed probe) to the first
+//     of them, at most ProbationSpan. A broker silent once for a moment returns after its probes;
+//     one that hung or flapped twice within the window needs good probes across more than its
+//     whole last cycle, which no single up phase gives (trouble.go).
 //
 // Busy, which no RocketMQ call site has either, records a send refused because the broker is under
 // pressure (SYSTEM_BUSY, or its page cache busy): a failed attempt with reason BrokerBusy, grown
 // on repeat, that leaves the broker reachable and that a good probe does not end (a probe does
 // not pass the send queue).
+//
+// RefusedTopic, which no RocketMQ call site has, records a broker that refused a topic as
+// TOPIC_NOT_EXIST: the broker is held out for that topic alone (Entry.HeldFor), for the table's
+// failure isolation or until TopicShown reports a check of that topic on that broker that shows
+// it; it stays available for every other topic, and nothing is counted or grown. A probe cannot
+// end such a hold (it proves that the broker answers, not that it has the topic). Holds are
+// bounded per broker (MaxTopicHolds), see topichold.go.
 //
 // Pressured holds a broker out for a while because its own figures say it is about to refuse
 // sends (reason BrokerPressure): no failure, no growth, not ended by a probe, and the first the

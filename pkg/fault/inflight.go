@@ -20,11 +20,21 @@ import "time"
 // AttemptStarted records that an attempt to the broker is now in flight. With AttemptEnded it
 // keeps the count of attempts in flight and the broker's last sign of life, from which
 // IsolateStalled tells a broker that has stopped answering before any attempt reaches its
-// deadline. It takes no lock.
-func (e *Entry) AttemptStarted() {
+// deadline. It returns the attempt's mark for EndedSince. It takes no lock.
+func (e *Entry) AttemptStarted() (mark int64) {
+	mark = e.t.tick()
 	if e.inflight.Add(1) == 1 {
-		e.progress.Store(e.t.tick())
+		e.progress.Store(mark)
 	}
+	return mark
+}
+
+// EndedSince reports whether another attempt to the broker ended after the attempt marked mark
+// (AttemptStarted's) began; called before that attempt's own AttemptEnded. An attempt cut by its
+// deadline while others ended meanwhile was left unanswered by a broker that served the rest: a
+// hung request, not a pause (see StalledAnswering). It takes no lock.
+func (e *Entry) EndedSince(mark int64) bool {
+	return e.progress.Load() > mark
 }
 
 // AttemptEnded records that an attempt to the broker ended, whatever its outcome: an answer, an
@@ -80,11 +90,12 @@ func abs(x int64) int64 {
 // IsolateStalled holds out every available broker whose oldest attempt in flight has waited past
 // its stall threshold with no answer from it meanwhile (Options.StallAfter, StallFactor; see
 // stallThreshold in deadline.go): the broker is suspect before any of those attempts reaches its
-// deadline, and new attempts go to brokers that
-// answer. The hold is no failure (nothing is counted, nothing grows): when probing, the broker is
-// marked unreachable and returns on the first answer, a probe's or an attempt's; without probing
-// it sits out the table's failure isolation. The reason is ReasonSendStalled and the latency the
-// wait so far. It returns the brokers it held out. Nothing is done when StallAfter is 0 or under
+// deadline, and new attempts go to brokers that answer. The hold is no failure (nothing is
+// counted, nothing grows): when probing, the broker is marked unreachable and returns on the
+// first answer, a probe's or an attempt's; without probing it sits out the table's failure
+// isolation. With StallProbation it returns through its probation instead, and with
+// GrowOnRepeat the hold is an isolation episode (see Options.StallProbation). The reason is
+// ReasonSendStalled and the latency the wait so far. It returns the brokers it held out. Nothing is done when StallAfter is 0 or under
 // SemanticsDisabled. The runtime calls it on a short period.
 func (t *Tolerance) IsolateStalled() []string {
 	ev := t.lock()
@@ -99,6 +110,7 @@ func (t *Tolerance) IsolateStalled() []string {
 			if wait <= t.stallThreshold(e) {
 				continue
 			}
+			e.hung = false
 			t.holdStalled(e, now, wait, &ev)
 			held = append(held, e.name)
 		}
@@ -115,6 +127,11 @@ func (t *Tolerance) IsolateStalled() []string {
 // or flaps, is isolated, grown and put on probation as a failing one is. An unknown broker is left
 // alone; nothing is recorded under SemanticsDisabled.
 func (t *Tolerance) Stalled(broker string, wait time.Duration) {
+	t.stalled(broker, wait, false)
+}
+
+// stalled is Stalled, and with hung StalledAnswering.
+func (t *Tolerance) stalled(broker string, wait time.Duration, hung bool) {
 	ev := t.lock()
 	if t.opts.Semantics == SemanticsDisabled {
 		t.unlock(&ev)
@@ -126,22 +143,46 @@ func (t *Tolerance) Stalled(broker string, wait time.Duration) {
 		return
 	}
 	if now := t.tick(); !blocked(e, now) {
+		e.hung = hung && t.stallHeldOnProbation()
 		t.holdStalled(e, now, wait, &ev)
 		t.unlock(&ev)
 		return
 	}
+	ef := effectOf(Semantics(t.sem.Load()), TransportError, t.probing.Load())
+	if t.stallHeldOnProbation() {
+		// Still a stalled attempt, not a refused one: the isolation limit releases it first.
+		ef.reason = ReasonSendStalled
+	}
 	t.unlock(&ev)
-	t.apply(broker, wait, effectOf(Semantics(t.sem.Load()), TransportError, t.probing.Load()))
+	t.apply(broker, wait, ef)
+}
+
+// StalledAnswering records, as Stalled does, an attempt the adaptive attempt deadline cut, but one
+// its broker left unanswered while it ended others (Entry.EndedSince): a request the broker holds
+// or lost while it serves the rest, as a relay that holds one request in ten, not a pause. With
+// StallProbation the hold it starts is one a good probe cannot end (probes pass where the request
+// did not): the broker sits out the failure isolation of its episode, then its probation.
+// Otherwise it is Stalled.
+func (t *Tolerance) StalledAnswering(broker string, wait time.Duration) {
+	t.stalled(broker, wait, true)
 }
 
 // holdStalled holds out e, available until now, as stalled for wait: unreachable when probing
-// (back with its next answer), else for the table's failure isolation. Callers hold mu.
+// (back with its next answer, or with StallProbation through its probation), else for the
+// table's failure isolation. Callers hold mu.
 func (t *Tolerance) holdStalled(e *Entry, now int64, wait time.Duration, ev *events) {
 	t.order.insert(e)
 	e.reason, e.severity = ReasonSendStalled, wait
 	e.latency.Store(int64(wait))
+	noteSilence(e, now)
 	if t.opts.Probing {
 		e.reachable.Store(false)
+		if t.stallHeldOnProbation() {
+			// Its next answer proves nothing: the broker that hangs one attempt in ten answers
+			// the other nine.
+			t.startProbation(e)
+			t.stallEpisode(e, now)
+		}
 	} else {
 		extend(e, now, t.opts.Table.FailureIsolation())
 	}

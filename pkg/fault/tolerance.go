@@ -160,6 +160,22 @@ type Options struct {
 	// StallFactor multiplies a broker's usual latency (Entry.UsualLatency) into its stall
 	// threshold; below 1 means 1. The producer sets StallThresholdFactor.
 	StallFactor int
+	// StallProbation makes a broker held out for a stalled attempt return through its probation
+	// (ProbationProbes good probes in a row) rather than at its next answer: a broker that hangs
+	// one attempt in ten answers the other nine, and each answer readmitted it. A stall counted
+	// as a failure (Stalled while the broker is held) keeps reason SendStalled, so the isolation
+	// limit still releases a broker that stopped answering before one that refuses connections
+	// (see lessBad). With GrowOnRepeat the hold is an isolation episode, so a broker that hangs
+	// again soon after its probation sits out its grown isolation. Only applies when Probing
+	// with a probation.
+	StallProbation bool
+	// ProbationSpan, when positive, makes a probation after silence (a stalled attempt, an attempt
+	// or watch probe without an answer) last as long as the broker's trouble has: its good probes
+	// in a row must span the time from its first silence within TroubleWindow to the first of
+	// them, at most ProbationSpan. A broker silent once for a moment is readmitted as before; one
+	// that hung or flapped twice within the window needs good probes across more than its whole
+	// last cycle, which no single up phase gives. Only applies when Probing with a probation.
+	ProbationSpan time.Duration
 	// OnChange is called, outside any lock, when a broker becomes unavailable or available again.
 	OnChange func(Change)
 }
@@ -243,6 +259,9 @@ type Entry struct {
 	gate      atomic.Int64 // 0: available; gateHeld: unavailable; else unavailable until this tick
 	reachable atomic.Bool
 	quiet     atomic.Bool // a fast success would change nothing but the latency
+	// topics are the broker's holds for one topic each (see RefusedTopic), nil while there are
+	// none; the slice is never changed in place.
+	topics atomic.Pointer[[]topicHold]
 
 	// latency is written by every send, so it lives on a cache line of its own: otherwise each
 	// send would evict the line that selection reads from every core.
@@ -284,6 +303,15 @@ type Entry struct {
 	peer     int64
 	claim    PeerClaim
 	hasClaim bool
+
+	// troubled is the tick of the broker's first silence within TroubleWindow of the next,
+	// silenced that of its last (0: none); streak the tick of the first good probe of its
+	// probation's run and span how long that run must last (see Options.ProbationSpan).
+	troubled, silenced, streak int64
+	span                       time.Duration
+	// hung is set while the broker's stall hold came from a request it left unanswered while it
+	// answered others (see StalledAnswering): a good probe does not end that hold's timer.
+	hung bool
 }
 
 const (
@@ -544,6 +572,8 @@ func (t *Tolerance) reset(e *Entry) {
 	e.reachable.Store(true)
 	e.gate.Store(0)
 	e.peer, e.claim, e.hasClaim = 0, PeerClaim{}, false
+	e.topics.Store(nil)
+	e.troubled, e.silenced, e.streak, e.span, e.hung = 0, 0, 0, 0, false
 }
 
 // blocked reports whether e is unavailable at now. Callers hold mu.

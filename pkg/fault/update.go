@@ -73,6 +73,9 @@ func (t *Tolerance) apply(broker string, latency time.Duration, ef effect) {
 		if t.opts.GrowOnRepeat {
 			e.calm = max(e.calm, now+int64(d))
 		}
+		if ef.silent {
+			noteSilence(e, now)
+		}
 		if e.failures >= 2 || ef.silent {
 			// A repeat offender, or a broker that went silent: either may be one that flaps,
 			// whose up phase would readmit it on one good probe.
@@ -222,10 +225,18 @@ func (t *Tolerance) probeGood(e *Entry, now int64) {
 		t.decay(e, now)
 	}
 	e.reachable.Store(true)
+	if e.pending > 0 {
+		t.startRun(e, now)
+	}
 	if e.pending > 1 {
 		// On probation: this answer counts, but one answer in the up phase of a broker that
 		// flaps is no proof that it stays up.
 		e.pending--
+		return
+	}
+	if e.pending == 1 && runTooShort(e, now) {
+		// The last probe it needs, but the run has not lasted as long as the broker's trouble:
+		// a later good probe readmits it.
 		return
 	}
 	e.pending = 0
@@ -272,7 +283,8 @@ func (t *Tolerance) probeUnproven(e *Entry) {
 // that refused messages others store, or one that refused sends as busy, still answers probes
 // (which go through neither its store nor its send queue). Callers hold mu.
 func (t *Tolerance) probeProvesNothing(e *Entry) bool {
-	return e.reason == ReasonRefusesValidMessages || e.reason == ReasonBrokerBusy || e.reason == ReasonBrokerPressure
+	return e.reason == ReasonRefusesValidMessages || e.reason == ReasonBrokerBusy || e.reason == ReasonBrokerPressure ||
+		(e.hung && e.reason == ReasonSendStalled)
 }
 
 // probeSlow records a probe answered, but slower than the table allows: the isolation a send of
@@ -290,6 +302,7 @@ func (t *Tolerance) probeSlow(e *Entry, now int64, latency, isolation time.Durat
 func (t *Tolerance) probeFailed(e *Entry, now int64, latency time.Duration) {
 	e.reachable.Store(false)
 	e.reason = ReasonProbeFailed
+	noteSilence(e, now)
 	switch {
 	case !t.opts.GrowOnRepeat:
 		e.failures++
@@ -315,6 +328,7 @@ func (t *Tolerance) probation() int {
 // startProbation puts e on probation, or starts its probation over. Callers hold mu.
 func (t *Tolerance) startProbation(e *Entry) {
 	e.pending = t.probation()
+	e.streak = 0
 }
 
 // WatchSlow records that a probe of a broker the table does not hold out was answered, but

@@ -74,8 +74,9 @@
 // the broker's usual latency on success, at least 200 ms and at most the per-attempt timeout (a
 // broker with no success measured gets the timeout); none when the budget left is no longer. The
 // last attempt has the rest of the budget. An attempt cut by an adaptive deadline is a stalled
-// attempt, not a failed one: the broker is held out until it answers (fault.Tolerance.Stalled),
-// and only a silence that goes on counts as a failure. Each attempt is counted in flight on its
+// attempt, not a failed one: the broker is held out (fault.Tolerance.Stalled) until it answers,
+// under PresetDetour until its probation ends (three good probes, spread over as long as its
+// trouble lasted), and only a silence that goes on counts as a failure, still as SendStalled. Each attempt is counted in flight on its
 // broker's fault entry while it waits (fault.Entry.AttemptStarted), so with StallAfter
 // (PresetDetour: 100 ms) a broker whose oldest attempt goes unanswered past its stall threshold,
 // four times its usual latency and at least StallAfter, is held out as SendStalled while that

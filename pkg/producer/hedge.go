@@ -183,7 +183,7 @@ func (h *hedgeRace) settleLate(leg *hedgeLeg) {
 		r.updateFault(rt, b, res.latency, fault.Interrupted)
 	case attemptTransportFailed, attemptBroken:
 		if res.adaptiveDeadline && errors.Is(res.err, remoting.ErrTimeout) {
-			r.stalledFault(rt, b, res.latency)
+			r.stalledFault(rt, b, res.latency, false)
 			return
 		}
 		r.updateFault(rt, b, res.latency, fault.TransportError)

@@ -53,6 +53,11 @@ const (
 	// phase of a broker that flaps every second or two, yet readmit one that recovered for good
 	// about 1.75 intervals after it answers again (3.5 s by default, at most about 7 s).
 	DetourProbationProbes = 3
+	// DetourProbationSpan is the longest a probation after silence must last (see
+	// fault.Options.ProbationSpan): as long as the broker's trouble has, up to the failure
+	// isolation of RocketMQ 5.x's table, so a broker that comes back for good after a long
+	// outage waits at most this long beyond its probes.
+	DetourProbationSpan = 10 * time.Second
 	// DefaultHedgeBudgetPercent is the share of sends a policy's hedges may add when hedging is on
 	// and its budget unset: "The Tail at Scale" cut a p99.9 twenty-fold for 2 % more requests.
 	DefaultHedgeBudgetPercent = 2

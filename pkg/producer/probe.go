@@ -116,7 +116,8 @@ func (r *Runtime) probeRound(policy string, pl *probeLoop, only map[string]bool)
 	}
 	held, watched := st.probeTargets(policy, ps, only)
 	pressure := only == nil && ps.Pressure.Enabled
-	if len(held) == 0 && len(watched) == 0 && !pressure {
+	holds := only == nil && ps.tol.HasTopicHolds()
+	if len(held) == 0 && len(watched) == 0 && !pressure && !holds {
 		return nil
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -155,6 +156,9 @@ func (r *Runtime) probeRound(policy string, pl *probeLoop, only map[string]bool)
 	attempt := ps.Retry.SendTimeout
 	if ps.Retry.PerAttemptTimeout > 0 {
 		attempt = ps.Retry.PerAttemptTimeout
+	}
+	if holds {
+		r.checkTopicHolds(ctx, &wg, st, ps, pl.timeout)
 	}
 	if pressure {
 		r.pollPressure(ctx, &wg, policy, ps, st.routedBrokers(policy, nil), attempt, 2*pl.interval)

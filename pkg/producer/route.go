@@ -208,7 +208,7 @@ func brokerAddr(b BrokerQueues, brokers map[string]Broker, moved map[string]addr
 // PresetDetour retry after a broker's connection failed in the send runs the passes in
 // pickAvoiding, which puts that broker after every other, pod health notwithstanding.
 const (
-	passAvailable = iota // pod OK, available, not the last broker
+	passAvailable = iota // pod OK, available, not the last broker (PresetDetour: nor held for the topic)
 	passReachable        // pod OK, reachable, not the last broker
 	passNotLast          // pod OK, not the last broker
 	passPodOK            // pod OK (RocketMQ's unfiltered pass, minus unhealthy pods)
@@ -229,6 +229,13 @@ func (q *queueEntry) accept(pass int, last string) bool {
 	default:
 		return true
 	}
+}
+
+// accepts is accept under PresetDetour, whose first pass also skips a broker held out for the
+// route's topic (it refused the topic as TOPIC_NOT_EXIST: see fault.Tolerance.RefusedTopic). The
+// later passes may still pick it, as they pick an isolated broker when nothing else is left.
+func (r *route) accepts(q *queueEntry, pass int, last string) bool {
+	return q.accept(pass, last) && (pass != passAvailable || !q.b.entry.HeldFor(r.topic))
 }
 
 // pick selects a write queue under the route's preset; what follows is PresetDetour's selection,
@@ -261,7 +268,7 @@ func (r *route) pick(last string, random bool) *queueEntry {
 	i := start % n
 	// Fast path: the queue the index points at passes the first filter, which is every send while
 	// no broker is isolated or unhealthy.
-	if q := &qs[i]; q.b.podOK && q.b.name != last && q.b.entry.Available() {
+	if q := &qs[i]; q.b.podOK && q.b.name != last && q.b.entry.Available() && !q.b.entry.HeldFor(r.topic) {
 		return q
 	}
 	return r.pickSlow(last, random, i)
@@ -296,7 +303,7 @@ func (r *route) pickSlow(last string, random bool, i uint32) *queueEntry {
 		}
 		for k < n {
 			q := &qs[i]
-			if q.accept(pass, last) {
+			if r.accepts(q, pass, last) {
 				if k > 0 && !random {
 					r.next.n.Add(k)
 				}
@@ -352,7 +359,7 @@ func (r *route) walkAvoiding(last string, refusals []messageRefusal, disconnecte
 		// the walk still visits every broker once.
 		for k := uint32(0); k < n; {
 			q := &qs[i]
-			if q.accept(pass, last) && !refusedBy(refusals, q.b.name) && !slices.Contains(disconnected, q.b.addr) {
+			if r.accepts(q, pass, last) && !refusedBy(refusals, q.b.name) && !slices.Contains(disconnected, q.b.addr) {
 				return q
 			}
 			k += q.rest

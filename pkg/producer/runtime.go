@@ -232,6 +232,14 @@ func (r *Runtime) newPolicyState(p Policy) *policyState {
 // and the table's generation.
 func (r *Runtime) faultOptions(p Policy, gen uint64) fault.Options {
 	name := p.Name
+	// The Detour preset's probation after silence: a stall hold ends by probation, not at the
+	// next answer, and lasts as long as the broker's trouble (RocketMQ's presets have no
+	// probation, and keep their own rules).
+	detour := p.Preset == PresetDetour
+	var span time.Duration
+	if detour {
+		span = DetourProbationSpan
+	}
 	return fault.Options{
 		Semantics:          p.Preset.semantics(),
 		Table:              p.Table,
@@ -243,6 +251,8 @@ func (r *Runtime) faultOptions(p Policy, gen uint64) fault.Options {
 		ProbationProbes:    p.Probe.ProbationProbes,
 		StallAfter:         p.StallAfter,
 		StallFactor:        fault.StallThresholdFactor,
+		StallProbation:     detour,
+		ProbationSpan:      span,
 		OnChange:           func(c fault.Change) { r.onChange(name, gen, c) },
 	}
 }

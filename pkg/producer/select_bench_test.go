@@ -96,6 +96,17 @@ func benchSelectOnRoute(b *testing.B) {
 			}
 		})
 	})
+	b.Run("detour/one-held-for-topic/serial", func(b *testing.B) {
+		r := benchRuntime(b, false)
+		r.tolerance("").RefusedTopic("broker-b", "T") // broker-b lacks T: a hold for T alone
+		rt := r.state.Load().index.get("T")
+		b.ReportAllocs()
+		for b.Loop() {
+			if q := rt.pick("", false); q == nil || q.b.name == "broker-b" {
+				b.Fatal("no queue, or the held broker")
+			}
+		}
+	})
 	b.Run("detour/retry-avoiding-last/serial", func(b *testing.B) {
 		r := benchRuntime(b, false)
 		b.ReportAllocs()

@@ -322,6 +322,9 @@ type attemptResult struct {
 	// adaptiveDeadline says the attempt ran under an adaptive deadline shorter than the policy's
 	// per-attempt timeout (see attemptDeadline).
 	adaptiveDeadline bool
+	// othersEnded says another attempt to the broker ended while this one waited
+	// (fault.Entry.EndedSince): the broker served others and left this one unanswered.
+	othersEnded bool
 }
 
 // attempt sends the request of attempt i to q and times it. The latency runs from before the
@@ -354,12 +357,13 @@ func (c *sendCall) attempt(i int, q *queueEntry) (*queueEntry, attemptResult) {
 		leg := c.raceAttempt(q, req, attemptCtx, cancel, cut, delay)
 		return leg.q, leg.res
 	}
-	b.entry.AttemptStarted()
+	mark := b.entry.AttemptStarted()
 	if c.rules.oneway {
 		res.err = c.r.wire.InvokeOneway(attemptCtx, b.addr, req)
 	} else {
 		res.resp, res.err = c.r.wire.Invoke(attemptCtx, b.addr, req)
 	}
+	res.othersEnded = b.entry.EndedSince(mark)
 	b.entry.AttemptEnded()
 	res.latency = c.r.now().Sub(start)
 	if cancel != nil {
@@ -446,10 +450,10 @@ func (c *sendCall) settle(i int, q *queueEntry, res *attemptResult, class attemp
 	case attemptTransportFailed:
 		if c.cutByAdaptiveDeadline(res) {
 			// The broker has not answered within a few times its usual latency: a first sign
-			// (perhaps a pause of the kind a healthy broker takes) holds it out as stalled until
-			// its next answer, a silence that goes on counts as a failure (fault.Tolerance.Stalled),
-			// and the send goes on elsewhere.
-			c.r.stalledFault(c.rt, b, res.latency)
+			// (perhaps a pause of the kind a healthy broker takes) holds it out as stalled (under
+			// PresetDetour until its probation ends), a silence that goes on counts as a failure
+			// (fault.Tolerance.Stalled), and the send goes on elsewhere.
+			c.r.stalledFault(c.rt, b, res.latency, res.othersEnded)
 			c.lastErr = res.err
 			return true
 		}
@@ -521,6 +525,14 @@ func (c *sendCall) refused(b *brokerSlot, res *attemptResult) bool {
 		// no-op for static routes.
 		c.r.RefreshRoute(c.key)
 	}
+	if c.rules.topicHold && code == remoting.TopicNotExist {
+		// A probe cannot show the topic, only that the broker answers: the broker is held out
+		// for this topic alone, until its timer or a check of the topic on it shows the topic
+		// (see Runtime.checkTopicHolds), and stays in for every other topic.
+		c.rt.policy.tol.RefusedTopic(b.name, c.topic)
+		c.r.metrics.AttemptDone(c.rt.policy.Name, b.name, res.latency, fault.BrokerError)
+		return c.pol.retries(code)
+	}
 	if c.rules.retryRefusedMessage && code == remoting.MessageIllegal {
 		// The message or this broker's store is at fault, and only another broker can tell
 		// which: until one stores the message, the refusal isolates nothing.
@@ -576,8 +588,14 @@ func (c *sendCall) cutByAdaptiveDeadline(res *attemptResult) bool {
 
 // stalledFault records an attempt cut by its adaptive deadline (fault.Tolerance.Stalled) and
 // reports it to metrics as the transport failure it was.
-func (r *Runtime) stalledFault(rt *route, b *brokerSlot, latency time.Duration) {
-	rt.policy.tol.Stalled(b.name, latency)
+func (r *Runtime) stalledFault(rt *route, b *brokerSlot, latency time.Duration, othersEnded bool) {
+	if othersEnded {
+		// A request the broker left unanswered while it served others: a probe proves nothing
+		// of it (fault.Tolerance.StalledAnswering).
+		rt.policy.tol.StalledAnswering(b.name, latency)
+	} else {
+		rt.policy.tol.Stalled(b.name, latency)
+	}
 	r.metrics.AttemptDone(rt.policy.Name, b.name, latency, fault.TransportError)
 }
 
@@ -693,6 +711,10 @@ type retryRules struct {
 	// RocketMQ's producer retries NO_PERMISSION as a retry code and isolates the broker for it
 	// as for any refusal.
 	credentialsAreCallers bool
+	// topicHold (PresetDetour): a TOPIC_NOT_EXIST refusal holds the broker out for the send's
+	// topic alone (fault.Tolerance.RefusedTopic) and isolates nothing else. RocketMQ's producer
+	// isolates the broker for it as for any refusal, and its probe readmits it at once.
+	topicHold bool
 	// unseenFailures are the oneway failures the preset's RocketMQ line never sees.
 	unseenFailures unseenFailures
 	// selectBeforeBudget: each attempt's queue is selected before the budget is checked, as
@@ -773,6 +795,7 @@ func retryRulesOf(pol *Policy, mode SendMode) retryRules {
 		rr.busyIsPressure = true
 		rr.avoidDisconnected = true
 		rr.credentialsAreCallers = true
+		rr.topicHold = true
 		return rr
 	}
 	switch mode {

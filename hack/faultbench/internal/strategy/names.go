@@ -72,10 +72,11 @@ var Descriptions = map[string]string{
 		"awareness, no per-attempt cap (sendMsgMaxTimeoutPerRequest off); 3 attempts in 3000 ms; the index is " +
 		"shared by the benchmark's senders where RocketMQ keeps one per thread",
 	"detour": fmt.Sprintf("the Detour preset (RocketMQ 5.x's table and rules, probing with follow-ups of suspects and "+
-		"a probation of %d fast good probes in a row after silence, a stall or a repeated isolation, growth on repeat, pod health respected, never "+
-		"every broker isolated) with a per-attempt cap of %v instead of 1 s and probes every %v (timeout %v); "+
-		"3 attempts in 3000 ms",
-		producer.DetourProbationProbes, DetourPerAttempt, DetourProbeInterval, DetourProbeTimeout),
+		"a probation of %d fast good probes in a row after silence, a stall or a repeated isolation, after silence spread over "+
+		"as long as the trouble lasted (at most %v), growth on repeat, pod health respected, a TOPIC_NOT_EXIST broker held "+
+		"out for that topic alone, never every broker isolated) with a per-attempt cap of %v instead of 1 s and probes "+
+		"every %v (timeout %v); 3 attempts in 3000 ms",
+		producer.DetourProbationProbes, producer.DetourProbationSpan, DetourPerAttempt, DetourProbeInterval, DetourProbeTimeout),
 	"oracle":             "the detour policy with the bad broker left out of the route before the run",
 	"rocketmq-client-go": "the real rocketmq-client-go v2 producer through brokersim's name server: default round-robin selector, WithRetry(2), WithSendMsgTimeout(3s); it knows nothing of pod state",
 	Gateway: "an HTTP client (Go's net/http, keep-alive) posting each message's body to detour's send " +
