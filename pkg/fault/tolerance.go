@@ -174,7 +174,9 @@ type Options struct {
 	// in a row must span the time from its first silence within TroubleWindow to the first of
 	// them, at most ProbationSpan. A broker silent once for a moment is readmitted as before; one
 	// that hung or flapped twice within the window needs good probes across more than its whole
-	// last cycle, which no single up phase gives. Only applies when Probing with a probation.
+	// last cycle, which no single up phase gives. A broker silent once for longer than
+	// ProbationSpan (an outage that ended: a healed network, a thawed JVM) returns on its probes,
+	// unless it relapsed. Only applies when Probing with a probation.
 	ProbationSpan time.Duration
 	// OnChange is called, outside any lock, when a broker becomes unavailable or available again.
 	OnChange func(Change)
@@ -309,6 +311,9 @@ type Entry struct {
 	// probation's run and span how long that run must last (see Options.ProbationSpan).
 	troubled, silenced, streak int64
 	span                       time.Duration
+	// answered is set when the broker answered a probe after its last silence, relapsed when it
+	// was silent again after such an answer within TroubleWindow.
+	answered, relapsed bool
 	// hung is set while the broker's stall hold came from a request it left unanswered while it
 	// answered others (see StalledAnswering): a good probe does not end that hold's timer.
 	hung bool
@@ -574,6 +579,7 @@ func (t *Tolerance) reset(e *Entry) {
 	e.peer, e.claim, e.hasClaim = 0, PeerClaim{}, false
 	e.topics.Store(nil)
 	e.troubled, e.silenced, e.streak, e.span, e.hung = 0, 0, 0, 0, false
+	e.answered, e.relapsed = false, false
 }
 
 // blocked reports whether e is unavailable at now. Callers hold mu.

@@ -8,7 +8,9 @@ import "time"
 // attempt in ten fits into one up phase: it was readmitted there, and its next silence caught
 // the sends that came meanwhile. A probation that lasts as long as the trouble has does not fit:
 // the first silence within the window anchors the trouble, so a broker silent again a cycle later
-// needs good probes across more than that whole cycle.
+// needs good probes across more than that whole cycle. One silence longer than the span is not
+// that: it is an outage that has ended (a network healed, a JVM thawed), and its broker returns on
+// its probes as before, unless it was silent again after answering, which makes it a relapse.
 
 // TroubleWindow is how long a broker's silence is remembered: a silence within it of the last
 // one belongs to the same trouble, which keeps its start; one after a calm as long starts anew.
@@ -17,22 +19,29 @@ const TroubleWindow = time.Minute
 // noteSilence records that e was found silent at now: a stalled attempt, an attempt or watch
 // probe without an answer, a failed probe. Callers hold mu.
 func noteSilence(e *Entry, now int64) {
-	if e.troubled == 0 || now-e.silenced > int64(TroubleWindow) {
-		e.troubled = now
+	switch {
+	case e.troubled == 0 || now-e.silenced > int64(TroubleWindow):
+		e.troubled, e.relapsed = now, false
+	case e.answered:
+		e.relapsed = true
 	}
-	e.silenced = now
+	e.silenced, e.answered = now, false
 }
 
 // startRun records a good probe of e on probation at now: the first of a run fixes how long the
-// run must last, the trouble so far (see Options.ProbationSpan). Callers hold mu.
+// run must last, the trouble so far (see Options.ProbationSpan), unless the trouble is one
+// silence longer than the span. Callers hold mu.
 func (t *Tolerance) startRun(e *Entry, now int64) {
 	if e.streak != 0 {
 		return
 	}
 	e.streak = now
 	e.span = 0
-	if t.opts.ProbationSpan > 0 && e.troubled != 0 && now-e.silenced <= int64(TroubleWindow) {
-		e.span = min(time.Duration(now-e.troubled), t.opts.ProbationSpan)
+	e.answered = true
+	trouble := time.Duration(now - e.troubled)
+	if t.opts.ProbationSpan > 0 && e.troubled != 0 && now-e.silenced <= int64(TroubleWindow) &&
+		(e.relapsed || trouble < t.opts.ProbationSpan) {
+		e.span = min(trouble, t.opts.ProbationSpan)
 	}
 }
 

@@ -160,8 +160,9 @@ func TestAStalledBrokerIsReleasedBeforeOneRefusingConnections(t *testing.T) {
 // as the broker's trouble has, from its first silence within TroubleWindow: a broker that flaps
 // (1.8 s stopped, 1.8 s running) is not readmitted by three good probes within one up phase, and
 // one that hung twice needs good probes across its whole last cycle, while one silent once for a
-// moment comes back after its three probes, a trouble older than the window is forgotten, and no
-// probation lasts beyond ProbationSpan. The canary, without ProbationSpan, readmits the flapping
+// moment comes back after its three probes, as does one silent once for longer than the span (an
+// outage that ended), a trouble older than the window is forgotten, and no probation lasts beyond
+// ProbationSpan. The canary, without ProbationSpan, readmits the flapping
 // broker within its first up phase.
 func TestProbationLastsAsLongAsTheTrouble(t *testing.T) {
 	noSpan := detourStall
@@ -187,8 +188,12 @@ func TestProbationLastsAsLongAsTheTrouble(t *testing.T) {
 			{at: 0, do: "stall"}, {at: ms(300), do: "good"}, {at: ms(1300), do: "good"}, {at: ms(2300), do: "good", avail: true},
 			{at: time.Minute + ms(2400), do: "stall"}, {at: time.Minute + ms(2700), do: "good"}, {at: time.Minute + ms(3700), do: "good"},
 			{at: time.Minute + ms(4700), do: "good", avail: true}}},
-		{name: "never longer than ProbationSpan", opts: detourStall, steps: []troubleStep{
+		{name: "one outage longer than ProbationSpan: back after its probes", opts: detourStall, steps: []troubleStep{
 			{at: 0, do: "stall"}, {at: 10 * time.Second, do: "fail"}, {at: 20 * time.Second, do: "fail"}, {at: 30 * time.Second, do: "good"},
+			{at: 31 * time.Second, do: "good"}, {at: 32 * time.Second, do: "good", avail: true}}},
+		{name: "a relapse: never longer than ProbationSpan", opts: detourStall, steps: []troubleStep{
+			{at: 0, do: "stall"}, {at: ms(300), do: "good"}, {at: ms(1300), do: "good"}, {at: ms(2300), do: "good", avail: true},
+			{at: ms(2500), do: "stall"}, {at: 10 * time.Second, do: "fail"}, {at: 20 * time.Second, do: "fail"}, {at: 30 * time.Second, do: "good"},
 			{at: 31 * time.Second, do: "good"}, {at: 32 * time.Second, do: "good"}, {at: 39 * time.Second, do: "good"}, {at: 40 * time.Second, do: "good", avail: true}}},
 	}
 	for _, tc := range cases {
