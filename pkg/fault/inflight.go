@@ -20,17 +20,20 @@ import "time"
 // AttemptStarted records that an attempt to the broker is now in flight. With AttemptEnded it
 // keeps the count of attempts in flight and the broker's last sign of life, from which
 // IsolateStalled tells a broker that has stopped answering before any attempt reaches its
-// deadline. It returns the attempt's mark for EndedSince. It takes no lock.
+// deadline. It returns the attempt's mark for EndedSince: the broker's last sign of life when it
+// began, so only the first of concurrent attempts reads the clock. It takes no lock.
 func (e *Entry) AttemptStarted() (mark int64) {
-	mark = e.t.tick()
 	if e.inflight.Add(1) == 1 {
+		mark = e.t.tick()
 		e.progress.Store(mark)
+		return mark
 	}
-	return mark
+	return e.progress.Load()
 }
 
 // EndedSince reports whether another attempt to the broker ended after the attempt marked mark
-// (AttemptStarted's) began; called before that attempt's own AttemptEnded. An attempt cut by its
+// (AttemptStarted's) began, moving the broker's last sign of life past the mark; called before
+// that attempt's own AttemptEnded. An attempt cut by its
 // deadline while others ended meanwhile was left unanswered by a broker that served the rest: a
 // hung request, not a pause (see StalledAnswering). It takes no lock.
 func (e *Entry) EndedSince(mark int64) bool {

@@ -363,7 +363,8 @@ func (c *sendCall) attempt(i int, q *queueEntry) (*queueEntry, attemptResult) {
 	} else {
 		res.resp, res.err = c.r.wire.Invoke(attemptCtx, b.addr, req)
 	}
-	res.othersEnded = b.entry.EndedSince(mark)
+	// Only a failed attempt asks: a stalled one the broker left unanswered while it served others.
+	res.othersEnded = res.err != nil && b.entry.EndedSince(mark)
 	b.entry.AttemptEnded()
 	res.latency = c.r.now().Sub(start)
 	if cancel != nil {
