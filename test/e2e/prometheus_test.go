@@ -24,6 +24,8 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/detourmq/detour/internal/testsupport/managertest"
 )
 
 // The suite's Prometheus: a real Prometheus server (DETOUR_PROMETHEUS) started once the operator
@@ -115,7 +117,7 @@ func (k *cluster) runPrometheus(t *testing.T) (*prometheus, error) {
 	if _, err := k.discoverTargets(dir); err != nil {
 		return nil, err
 	}
-	addr, err := freeLoopbackAddr()
+	addr, err := managertest.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -300,16 +302,6 @@ func dashboardQueries() (map[string]string, []string, error) {
 	}
 	slices.Sort(metrics)
 	return queries, slices.Compact(metrics), nil
-}
-
-// freeLoopbackAddr is a loopback address with a port nothing listens on now.
-func freeLoopbackAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
 }
 
 // promAnswer is the envelope of Prometheus' HTTP API answers.

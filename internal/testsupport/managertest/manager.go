@@ -48,8 +48,9 @@ type Manager struct {
 	done    chan error
 }
 
-// freePort is a loopback address with a port nothing listens on now.
-func freePort() (string, error) {
+// FreePort is a loopback address with a port nothing listens on now, for a process the caller
+// starts next (the manager here, or a server a test runs beside it).
+func FreePort() (string, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", err
@@ -64,7 +65,7 @@ func freePort() (string, error) {
 func Start(bin, kubeconfig string, args ...string) (*Manager, error) {
 	var addrs [5]string
 	for i := range addrs {
-		a, err := freePort()
+		a, err := FreePort()
 		if err != nil {
 			return nil, err
 		}
