@@ -561,11 +561,13 @@ func TestEveryDashboardQueryShowedData(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// What the sampler saw so far; the queries and metrics are fixed once Prometheus runs.
 	p.mu.Lock()
-	defer p.mu.Unlock()
+	firstData, rounds := maps.Clone(p.firstData), p.rounds
+	p.mu.Unlock()
 	names := slices.Sorted(maps.Keys(p.queries))
 	for _, name := range names {
-		first, ok := p.firstData[name]
+		first, ok := firstData[name]
 		if !ok {
 			// One last look, in case the state it shows has only just come about.
 			n, err := p.query(p.queries[name])
@@ -574,7 +576,7 @@ func TestEveryDashboardQueryShowedData(t *testing.T) {
 				continue
 			}
 			if err != nil || n == 0 {
-				t.Errorf("%s: no series in %d rounds over %v (%v)\n\t%s", name, p.rounds, time.Since(p.started).Round(time.Second), err, p.queries[name])
+				t.Errorf("%s: no series in %d rounds over %v (%v)\n\t%s", name, rounds, time.Since(p.started).Round(time.Second), err, p.queries[name])
 				continue
 			}
 			first = time.Now()
@@ -603,5 +605,5 @@ func TestEveryDashboardQueryShowedData(t *testing.T) {
 			t.Errorf("%s, named by a panel or an alert, was never exported by the managers", m)
 		}
 	}
-	t.Logf("%d panel queries and %d metrics checked against what %d sampling rounds saw", len(names), len(p.metrics), p.rounds)
+	t.Logf("%d panel queries and %d metrics checked against what %d sampling rounds saw", len(names), len(p.metrics), rounds)
 }
