@@ -27,6 +27,16 @@ func doorsRow() row {
 				{`histogram_quantile(0.99, sum by (le) (rate(detour_gateway_request_duration_seconds_bucket{` + ns + `}` + rate + `)))`, "HTTP gateway"},
 				{`histogram_quantile(0.99, sum by (le) (rate(detour_namesrv_facade_request_duration_seconds_bucket{` + ns + `, code="105"}` + rate + `)))`, "name-server facade routes"},
 			}},
+		{title: "Messages per second by Cluster and door", unit: "reqps",
+			description: "Messages the gRPC endpoint and the HTTP gateway sent through the runtime, by the Cluster of the brokers they went to (namespace/name; the namespace alone for a Topic that selects broker pods), stored or failed. Trouble at one Cluster while the others go on is that Cluster's brokers or name servers; trouble everywhere is detour or the node.",
+			queries: []query{
+				{`sum by (cluster, door, result) (rate(detour_door_messages_total{` + ns + `}` + rate + `))`, "{{cluster}} {{door}}: {{result}}"},
+			}},
+		{title: "p99 send time by Cluster and door", unit: "s",
+			description: "The 99th percentile of how long a door waited on the runtime for one send, every attempt and hedge included, by the Cluster of the brokers it went to: the brokers' part of the answer time above, told apart by Cluster.",
+			queries: []query{
+				{`histogram_quantile(0.99, sum by (cluster, door, le) (rate(detour_door_send_duration_seconds_bucket{` + ns + `}` + rate + `)))`, "{{cluster}} {{door}}"},
+			}},
 		{title: "Routes served by the name-server facade", unit: "reqps",
 			description: "Topic routes the facade answered, and whether it hid brokers in them (rewritten=true): facade clients send to brokers directly, so a rewritten route is how they keep away from an isolated broker.",
 			queries: []query{

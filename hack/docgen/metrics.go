@@ -43,7 +43,8 @@ func metricsReference(string) ([]byte, error) {
 	b.WriteString("Every `detour_*` series the manager serves on its metrics endpoint (`--metrics-bind-address`). " +
 		"Policies are labelled `<namespace>/<name>`; brokers by their scoped names (`<namespace>/<brokerName>`, " +
 		"or `<namespace>/<cluster>/<brokerName>`). The runtime's and controllers' series carry no subsystem; each front door " +
-		"has its own (`detour_namesrv_facade_*`, `detour_gateway_*`, `detour_grpc_*`), and brokers' own figures are `detour_broker_*`. " +
+		"has its own (`detour_namesrv_facade_*`, `detour_gateway_*`, `detour_grpc_*`), the gRPC endpoint and the gateway share `detour_door_*`, " +
+		"by door and by the brokers' Cluster (`<namespace>/<cluster>`, or `<namespace>` for a Topic that selects broker pods), and brokers' own figures are `detour_broker_*`. " +
 		"controller-runtime's own metrics are served alongside.\n\n")
 	b.WriteString("| metric | type | labels | meaning |\n|---|---|---|---|\n")
 	for _, r := range rows {

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/detourmq/detour/pkg/producer"
@@ -130,7 +131,9 @@ func (s *Server) serveBatch(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	begin := time.Now()
 	res, err := bs.SendBatchRoute(r.Context(), target.Route, msgs)
+	s.countSent(target, len(msgs), err, time.Since(begin))
 	if err != nil {
 		s.writeSendError(w, r, withBrokerNames(err, target.Brokers))
 		return

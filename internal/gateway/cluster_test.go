@@ -11,12 +11,15 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	routingv1alpha1 "github.com/detourmq/detour/api/v1alpha1"
 	"github.com/detourmq/detour/internal/front"
 	"github.com/detourmq/detour/internal/kubeauth"
+	"github.com/detourmq/detour/internal/testsupport/metricstest"
 	"github.com/detourmq/detour/pkg/brokersim"
+	"github.com/detourmq/detour/pkg/metrics"
 	"github.com/detourmq/detour/pkg/producer"
 )
 
@@ -29,6 +32,8 @@ import (
 type clusterBed struct {
 	handler http.Handler
 	broker  *brokersim.Broker
+	// metrics is what the gateway counted into.
+	metrics prometheus.Gatherer
 	// resolved counts the questions the Cluster resolver was asked.
 	resolved int
 }
@@ -51,7 +56,11 @@ func newClusterBed(t *testing.T, auth Authorizer) *clusterBed {
 	prod := &routingv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "prod"},
 		Spec: routingv1alpha1.ClusterSpec{NameServers: []string{nsrv.Addr()}, UndeclaredTopics: routingv1alpha1.UndeclaredTopicsServe,
 			FaultPolicyRef: &routingv1alpha1.FaultPolicyReference{Name: "default"}}}
-	bed := &clusterBed{broker: broker}
+	set, reg := metrics.NewSet(), prometheus.NewPedanticRegistry()
+	if err := set.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	bed := &clusterBed{broker: broker, metrics: reg}
 	clusters := ClusterTopicResolverFunc(func(ctx context.Context, ns, cluster, topic string) (front.Target, error) {
 		bed.resolved++
 		switch ns + "/" + cluster {
@@ -85,6 +94,7 @@ func newClusterBed(t *testing.T, auth Authorizer) *clusterBed {
 		}),
 		Clusters:   clusters,
 		Authorizer: auth,
+		Metrics:    set.Gateway,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -147,6 +157,39 @@ func TestClusterPathSendsToATopicTheClusterServes(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSendsAreCountedByTheClusterOfTheirBrokers proves the gateway counts the messages it sent
+// through the runtime by the namespace and Cluster whose brokers took them, stored or failed,
+// whichever path named the topic, and not the requests refused before a send.
+func TestSendsAreCountedByTheClusterOfTheirBrokers(t *testing.T) {
+	bed := newClusterBed(t, nil)
+	for _, req := range []*http.Request{
+		post(clusterPath("prod", "Undeclared"), "text/plain", []byte("one"), nil),
+		post(clusterPath("prod", "Undeclared")+":batch", "application/json", []byte(`{"messages":[{"bodyText":"b1"},{"bodyText":"b2"}]}`), nil),
+		post("/v1/namespaces/shop/topics/orders/messages", "text/plain", []byte("by the Topic"), nil),
+		post(clusterPath("legacy", "Undeclared"), "text/plain", []byte("refused"), nil),
+	} {
+		bed.handler.ServeHTTP(httptest.NewRecorder(), req)
+	}
+	bed.broker.Close()
+	if rec := httptest.NewRecorder(); func() bool {
+		bed.handler.ServeHTTP(rec, post(clusterPath("prod", "Undeclared"), "text/plain", []byte("lost"), nil))
+		return rec.Code == http.StatusOK
+	}() {
+		t.Fatal("a send to a closed broker was stored")
+	}
+	got := metricstest.Gathered(t, bed.metrics)
+	for series, want := range map[string]float64{
+		"detour_door_messages_total{cluster=shop/prod,door=gateway,result=stored}":   4,
+		"detour_door_messages_total{cluster=shop/prod,door=gateway,result=failed}":   1,
+		"detour_door_send_duration_seconds_count{cluster=shop/prod,door=gateway}":    4,
+		"detour_door_messages_total{cluster=shop/legacy,door=gateway,result=stored}": 0,
+	} {
+		if got[series] != want {
+			t.Errorf("%s = %v, want %v (all: %v)", series, got[series], want, got)
+		}
 	}
 }
 

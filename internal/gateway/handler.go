@@ -216,7 +216,9 @@ func (s *Server) serveMessages(w http.ResponseWriter, r *http.Request) {
 		s.writeSendError(w, r, err)
 		return
 	}
+	begin := time.Now()
 	res, err := s.send(r.Context(), target.Route, msg, how)
+	s.countSent(target, 1, err, time.Since(begin))
 	if err != nil {
 		s.writeSendError(w, r, withBrokerNames(err, target.Brokers))
 		return
@@ -234,6 +236,16 @@ func (s *Server) serveMessages(w http.ResponseWriter, r *http.Request) {
 		Status:        res.Status,
 		LatencyMillis: res.Latency.Milliseconds(),
 	})
+}
+
+// countSent counts what the runtime did with n messages sent as one, by the brokers' Cluster: a
+// send either stores all of them or none.
+func (s *Server) countSent(target front.Target, n int, err error, took time.Duration) {
+	if err != nil {
+		s.metrics.Door(target.Brokers).Sent(0, n, took)
+		return
+	}
+	s.metrics.Door(target.Brokers).Sent(n, 0, took)
 }
 
 // send sends msg by route as how asks: to its group's queue, for later, or plainly.

@@ -2,12 +2,15 @@ package grpcfront
 
 import (
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/detourmq/detour/internal/front"
 	"github.com/detourmq/detour/internal/testsupport/metricstest"
 	"github.com/detourmq/detour/pkg/metrics"
 	"github.com/detourmq/detour/pkg/rmqpb"
+	"github.com/detourmq/detour/pkg/scope"
 )
 
 // newCountedTestBed is a testBed whose endpoint counts into a registered metrics set, and the
@@ -46,9 +49,49 @@ func TestCallsAndMessagesAreCountedByTheirCodes(t *testing.T) {
 		"detour_grpc_messages_total{code=" + refused + "}":                 1,
 		"detour_grpc_panics_total{}":                                       1,
 		"detour_grpc_call_duration_seconds_count{method=SendMessage}":      2,
+		// Only messages sent through the runtime count by where they went: the two stored, in
+		// the namespace whose broker pods the topic's Topic selects (no Cluster).
+		"detour_door_messages_total{cluster=shop,door=grpc,result=stored}": 2,
+		"detour_door_messages_total{cluster=shop,door=grpc,result=failed}": 0,
+		"detour_door_send_duration_seconds_count{cluster=shop,door=grpc}":  1,
 	} {
 		if got[series] != want {
 			t.Errorf("%s = %v, want %v (all: %v)", series, got[series], want, got)
 		}
+	}
+}
+
+// TestDoorCountsOnlyWhatStaysStored proves a message stored with the Proxy's "stored, but" codes
+// counts as stored, while a half message stored without SEND_OK counts as failed: the endpoint
+// rolled it back, so nothing of it stays.
+func TestDoorCountsOnlyWhatStaysStored(t *testing.T) {
+	flushTimeout := &rmqpb.SendResultEntry{Status: &rmqpb.Status{Code: rmqpb.Code_MASTER_PERSISTENCE_TIMEOUT}}
+	ok := &rmqpb.SendResultEntry{Status: okStatus()}
+	refused := &rmqpb.SendResultEntry{Status: &rmqpb.Status{Code: rmqpb.Code_TOPIC_NOT_FOUND}}
+	for _, tc := range []struct {
+		name           string
+		half           bool
+		entries        []*rmqpb.SendResultEntry
+		stored, failed float64
+	}{
+		{"a message stored with its disk flush timed out", false, []*rmqpb.SendResultEntry{flushTimeout}, 1, 0},
+		{"a half message stored with its disk flush timed out, rolled back", true, []*rmqpb.SendResultEntry{flushTimeout}, 0, 1},
+		{"a half message stored with SEND_OK", true, []*rmqpb.SendResultEntry{ok}, 1, 0},
+		{"a batch refused", false, []*rmqpb.SendResultEntry{refused, refused}, 0, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			set := metrics.NewSet()
+			reg := prometheus.NewPedanticRegistry()
+			if err := set.Register(reg); err != nil {
+				t.Fatal(err)
+			}
+			s := &Server{metrics: set.GRPC}
+			s.countSent(front.Target{Topic: "T", Brokers: scope.Cluster("shop", "prod")}, tc.half, tc.entries, time.Millisecond)
+			got := metricstest.Gathered(t, reg)
+			const series = "detour_door_messages_total{cluster=shop/prod,door=grpc,result="
+			if got[series+"stored}"] != tc.stored || got[series+"failed}"] != tc.failed {
+				t.Errorf("stored %v, failed %v; want %v, %v", got[series+"stored}"], got[series+"failed}"], tc.stored, tc.failed)
+			}
+		})
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/detourmq/detour/internal/front"
 	"github.com/detourmq/detour/pkg/producer"
 	"github.com/detourmq/detour/pkg/remoting"
 	"github.com/detourmq/detour/pkg/rmqpb"
@@ -88,15 +89,9 @@ func (s *Server) SendMessage(ctx context.Context, req *rmqpb.SendMessageRequest)
 	}
 	ctx, cancel := sendContext(storeAsSent(ctx))
 	defer cancel()
-	var entries []*rmqpb.SendResultEntry
-	switch {
-	case len(out) == 1 && out[0].transactional:
-		entries = []*rmqpb.SendResultEntry{s.sendHalf(ctx, target, out[0])}
-	case len(out) == 1:
-		entries = []*rmqpb.SendResultEntry{s.sendOne(ctx, target.RouteKey(), out[0])}
-	default:
-		entries = s.sendBatch(ctx, target.RouteKey(), out)
-	}
+	begin := time.Now()
+	entries := s.sendResolved(ctx, target, out)
+	s.countSent(target, out[0].transactional, entries, time.Since(begin))
 	resp := &rmqpb.SendMessageResponse{Status: okStatus(), Entries: entries}
 	for _, e := range entries {
 		if e.Status.Code != rmqpb.Code_OK {
@@ -105,6 +100,33 @@ func (s *Server) SendMessage(ctx context.Context, req *rmqpb.SendMessageRequest)
 		}
 	}
 	return resp, nil
+}
+
+// sendResolved sends the decoded messages of a request to their resolved target: a half
+// message, one message, or several as one batch.
+func (s *Server) sendResolved(ctx context.Context, target front.Target, out []outgoing) []*rmqpb.SendResultEntry {
+	switch {
+	case len(out) == 1 && out[0].transactional:
+		return []*rmqpb.SendResultEntry{s.sendHalf(ctx, target, out[0])}
+	case len(out) == 1:
+		return []*rmqpb.SendResultEntry{s.sendOne(ctx, target.RouteKey(), out[0])}
+	}
+	return s.sendBatch(ctx, target.RouteKey(), out)
+}
+
+// countSent counts what the runtime did with a request's messages, by the brokers' Cluster.
+func (s *Server) countSent(target front.Target, halfMessage bool, entries []*rmqpb.SendResultEntry, took time.Duration) {
+	stored := 0
+	for _, e := range entries {
+		if storedCode(e.GetStatus().GetCode()) {
+			stored++
+		}
+	}
+	if halfMessage && entries[0].GetStatus().GetCode() != rmqpb.Code_OK {
+		// A half message stored without SEND_OK was rolled back (sendHalf): nothing stays stored.
+		stored = 0
+	}
+	s.metrics.Door(target.Brokers).Sent(stored, len(entries)-stored, took)
 }
 
 // checkAgainstBrokers applies the rules that need the topic's brokers' word, from the cache of
@@ -350,6 +372,16 @@ func (s *Server) sendBatch(ctx context.Context, route string, out []outgoing) []
 		}
 	}
 	return entries
+}
+
+// storedCode reports whether an entry's code says its message was stored: OK, or one of the
+// Proxy's codes for "stored, but" (storedStatus).
+func storedCode(c rmqpb.Code) bool {
+	switch c {
+	case rmqpb.Code_OK, rmqpb.Code_MASTER_PERSISTENCE_TIMEOUT, rmqpb.Code_SLAVE_PERSISTENCE_TIMEOUT, rmqpb.Code_HA_NOT_AVAILABLE:
+		return true
+	}
+	return false
 }
 
 // storedStatus is the code of a stored message: OK, or the Proxy's code for "stored, but".

@@ -5,6 +5,8 @@ import (
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/detourmq/detour/pkg/scope"
 )
 
 // Where a recovered panic in the send gateway happened, the label values of
@@ -23,6 +25,8 @@ type Gateway struct {
 	duration *prometheus.HistogramVec
 	inFlight prometheus.Gauge
 	panics   *prometheus.CounterVec
+	// doors are shared with the other doors in a Set, which registers them.
+	doors *Doors
 	// byStatus caches each status's series: looking them up by label value costs a hash of the
 	// label and a locked map read on every request.
 	byStatus [600]atomic.Pointer[StatusSeries]
@@ -40,6 +44,7 @@ type StatusSeries struct {
 func NewGateway() *Gateway {
 	const ns, sub = "detour", "gateway"
 	return &Gateway{
+		doors: NewDoors(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "requests_total",
 			Help: "Send gateway requests answered, by HTTP status code."}, []string{"code"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "request_duration_seconds",
@@ -60,6 +65,9 @@ func (m *Gateway) collectors() []prometheus.Collector {
 
 // InFlight is the gauge of requests being handled.
 func (m *Gateway) InFlight() prometheus.Gauge { return m.inFlight }
+
+// Door returns the series of the gateway's sends to the brokers of where.
+func (m *Gateway) Door(where scope.Scope) *DoorSeries { return m.doors.To(DoorGateway, where) }
 
 // Panicked counts a recovered panic at where (PanicInHandler, PanicInReview).
 func (m *Gateway) Panicked(where string) { m.panics.WithLabelValues(where).Inc() }

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/detourmq/detour/pkg/scope"
 )
 
 // GRPC are the RocketMQ gRPC endpoint's collectors. Labels are bounded: methods are those the
@@ -16,6 +18,8 @@ type GRPC struct {
 	messages *prometheus.CounterVec
 	panics   prometheus.Counter
 	checks   *prometheus.CounterVec
+	// doors are shared with the other doors in a Set, which registers them.
+	doors *Doors
 
 	// bySeries and byMessageCode cache each series once looked up: label values are a small
 	// fixed set, and a lookup by label values hashes them under a lock on every call, which the
@@ -37,6 +41,7 @@ type callSeries struct {
 func NewGRPC() *GRPC {
 	const ns, sub = "detour", "grpc"
 	return &GRPC{
+		doors: NewDoors(),
 		calls: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "calls_total",
 			Help: "Calls the RocketMQ gRPC endpoint answered, by method and code: the RocketMQ status code of the answer, or the gRPC status code of a call that failed as a whole or of a stream that ended."},
 			[]string{"method", "code"}),
@@ -60,6 +65,9 @@ const (
 	CheckNoProducer = "no_producer"
 	CheckQueueFull  = "queue_full"
 )
+
+// Door returns the series of the endpoint's sends to the brokers of where.
+func (m *GRPC) Door(where scope.Scope) *DoorSeries { return m.doors.To(DoorGRPC, where) }
 
 // TransactionCheck counts one check-back offered to the endpoint, by its outcome.
 func (m *GRPC) TransactionCheck(outcome string) { m.checks.WithLabelValues(outcome).Inc() }

@@ -24,8 +24,11 @@ type Set struct {
 
 // NewSet returns unregistered collectors, with no runtime behind the figures computed at scrape.
 func NewSet() *Set {
-	return &Set{Runtime: NewRuntime(), Facade: NewFacade(), Gateway: NewGateway(), GRPC: NewGRPC(),
+	s := &Set{Runtime: NewRuntime(), Facade: NewFacade(), Gateway: NewGateway(), GRPC: NewGRPC(),
 		health: newHealthCollector(), pressure: newPressureCollector()}
+	// The doors count into one family, so that a panel compares them by its door label.
+	s.GRPC.doors = s.Gateway.doors
+	return s
 }
 
 // Collectors returns every collector of s, the ones Register registers.
@@ -34,6 +37,7 @@ func (s *Set) Collectors() []prometheus.Collector {
 	out = append(out, s.Facade.collectors()...)
 	out = append(out, s.Gateway.collectors()...)
 	out = append(out, s.GRPC.collectors()...)
+	out = append(out, s.Gateway.doors.collectors()...)
 	return append(out, s.health, s.pressure)
 }
 

@@ -102,6 +102,11 @@ func (s Scope) UndeclaredTopic(key string) string { return strings.TrimPrefix(ke
 // Cluster are counted under: one per Cluster, so that clients naming topics grow no series.
 func (s Scope) UndeclaredMetricsTopic() string { return s.Prefix() + "*" }
 
+// MetricsCluster is the cluster label the doors count the scope's sends under: namespace/name of
+// its Cluster, or the namespace alone for the brokers a namespace's pods are. Prometheus keeps the
+// namespace label for the scraped pod's own, so the scope's namespace travels inside this one.
+func (s Scope) MetricsCluster() string { return strings.TrimSuffix(s.Prefix(), sep) }
+
 // BrokerID is the runtime's identity of a broker: its RocketMQ name within the scope it was found
 // in.
 type BrokerID struct {

@@ -113,6 +113,9 @@ func TestRouteAndPolicyKeysKeepTheirForms(t *testing.T) {
 		{"an undeclared topic's metrics label", Cluster("shop", "prod").UndeclaredMetricsTopic(), "shop/prod/*"},
 		{"a FaultPolicy", PolicyKey("shop", "steer"), "shop/steer"},
 		{"a Cluster's watch route", Cluster("shop", "prod").WatchRoute(), "shop/cluster:prod"},
+		{"a Cluster's doors' metrics label", Cluster("shop", "prod").MetricsCluster(), "shop/prod"},
+		{"a namespace's pods' doors' metrics label", Pods("shop").MetricsCluster(), "shop"},
+		{"no scope's doors' metrics label", Scope{}.MetricsCluster(), ""},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("%s: %q, want %q", tc.name, tc.got, tc.want)
