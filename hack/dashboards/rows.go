@@ -118,6 +118,11 @@ func faultRow() row {
 			queries: []query{
 				{`sum by (broker) (rate(detour_send_attempts_total{` + ns + `, outcome="transport_error"}` + rate + `))`, "{{broker}}"},
 			}},
+		{title: "Stalled attempts by broker", unit: "reqps",
+			description: "Attempts cut by their attempt deadline with no answer, by broker, and whether the broker answered other requests meanwhile (answering=true: it holds some requests, as a hung disk or a lost request does; false: it answers nothing, as a paused or unreachable broker). Stalls are what a send waits on; hedging and the stall rules are there to keep them short.",
+			queries: []query{
+				{`sum by (broker, answering) (rate(detour_stalled_attempts_total{` + ns + `}` + rate + `))`, "{{broker}} answering={{answering}}"},
+			}},
 		{title: "Retries by failed broker", unit: "reqps",
 			description: "Attempts that failed and were retried on another queue, by the broker that failed.",
 			queries: []query{

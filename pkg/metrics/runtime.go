@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -26,12 +27,14 @@ type Runtime struct {
 	refusals       *prometheus.CounterVec
 	checksDropped  *prometheus.CounterVec
 	hedges         *prometheus.CounterVec
+	stalls         *prometheus.CounterVec
 }
 
 var (
 	_ producer.Metrics                  = (*Runtime)(nil)
 	_ producer.CredentialRefusalMetrics = (*Runtime)(nil)
 	_ producer.TransactionCheckMetrics  = (*Runtime)(nil)
+	_ producer.StallMetrics             = (*Runtime)(nil)
 )
 
 // NewRuntime creates the runtime's collectors, unregistered.
@@ -71,13 +74,16 @@ func NewRuntime() *Runtime {
 		hedges: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "hedges_total",
 			Help: "Hedged sends by policy and event: sent (the message also went to another broker), won (the hedge answered the send), lost (the hedged attempt answered, or neither stored the message), copy_stored (both attempts stored it: two copies with one message id) and budget_spent (a hedge was due but the budget had none left, so the send waited on its slow broker)."},
 			[]string{"policy", "event"}),
+		stalls: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "stalled_attempts_total",
+			Help: "Send attempts cut by their attempt deadline with no answer (also counted as transport_error in detour_send_attempts_total), by policy, broker and whether the broker answered other requests meanwhile (answering=true: it holds this request; false: it answers nothing, as when paused)."},
+			[]string{"policy", "broker", "answering"}),
 	}
 }
 
 // collectors are every collector of m.
 func (m *Runtime) collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.sends, m.attempts, m.attemptLatency, m.retries, m.isolations, m.isolated,
-		m.statusWrites, m.coalesced, m.refusals, m.checksDropped, m.hedges}
+		m.statusWrites, m.coalesced, m.refusals, m.checksDropped, m.hedges, m.stalls}
 }
 
 // SendDone implements producer.Metrics.
@@ -103,6 +109,11 @@ func (m *Runtime) IsolationChanged(policy, broker string, isolated bool, reason 
 	if isolated {
 		m.isolations.WithLabelValues(policy, broker, string(reason)).Inc()
 	}
+}
+
+// AttemptStalled implements producer.StallMetrics.
+func (m *Runtime) AttemptStalled(policy, broker string, answering bool) {
+	m.stalls.WithLabelValues(policy, broker, strconv.FormatBool(answering)).Inc()
 }
 
 // TransactionCheckDropped implements producer.TransactionCheckMetrics.

@@ -2,6 +2,7 @@ package producer
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -109,16 +110,17 @@ func TestAnUnansweredBrokerIsHeldOutBeforeItsAttemptTimesOut(t *testing.T) {
 // TestAnAttemptCutByItsAdaptiveDeadlineIsAStallNotAFailure: under the Detour preset, an attempt
 // to a broker that answers later than a few times its usual latency is cut at its adaptive
 // deadline, the send is stored by another broker, and the broker is held out as SendStalled with
-// no failure counted: a pause is not an outage. An attempt cut at the policy's per-attempt
-// timeout still is a failure.
+// no failure counted: a pause is not an outage; metrics count the stall as one. An attempt cut at
+// the policy's per-attempt timeout still is a failure, and no stall.
 func TestAnAttemptCutByItsAdaptiveDeadlineIsAStallNotAFailure(t *testing.T) {
 	cases := []struct {
 		name       string
 		adaptive   bool
 		wantReason fault.Reason
 		failures   int
+		stalls     []string
 	}{
-		{name: "adaptive deadline", adaptive: true, wantReason: fault.ReasonSendStalled, failures: 0},
+		{name: "adaptive deadline", adaptive: true, wantReason: fault.ReasonSendStalled, failures: 0, stalls: []string{"broker-b"}},
 		{name: "the policy's per-attempt timeout", adaptive: false, wantReason: fault.ReasonSendFailed, failures: 1},
 	}
 	for _, tc := range cases {
@@ -149,6 +151,9 @@ func TestAnAttemptCutByItsAdaptiveDeadlineIsAStallNotAFailure(t *testing.T) {
 			it, ok := c.r.state.Load().policies["test"].tol.Lookup("broker-b")
 			if !ok || it.Reason != tc.wantReason || it.ConsecutiveFailures != tc.failures {
 				t.Errorf("broker-b's item %+v, want reason %s and %d failures counted", it, tc.wantReason, tc.failures)
+			}
+			if got := c.rec.stalled(); !slices.Equal(got, tc.stalls) {
+				t.Errorf("stalled attempts reported on %v, want %v", got, tc.stalls)
 			}
 		})
 	}

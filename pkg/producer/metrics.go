@@ -30,6 +30,15 @@ type Metrics interface {
 	Hedged(policy string, event HedgeEvent)
 }
 
+// StallMetrics is implemented by Metrics that count stalled attempts apart from the transport
+// failures AttemptDone counts them among: a stall is the one failure that costs a send its wait,
+// and the one hedging and the stall rules are for. The runtime calls AttemptStalled once per
+// attempt cut by its attempt deadline when Options.Metrics implements it; answering says the
+// broker answered other requests meanwhile (it holds this one, rather than being paused).
+type StallMetrics interface {
+	AttemptStalled(policy, broker string, answering bool)
+}
+
 // NopMetrics discards everything; it is the default when Options.Metrics is nil.
 type NopMetrics struct{}
 

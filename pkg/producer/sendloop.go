@@ -598,6 +598,9 @@ func (r *Runtime) stalledFault(rt *route, b *brokerSlot, latency time.Duration, 
 		rt.policy.tol.Stalled(b.name, latency)
 	}
 	r.metrics.AttemptDone(rt.policy.Name, b.name, latency, fault.TransportError)
+	if m, ok := r.metrics.(StallMetrics); ok {
+		m.AttemptStalled(rt.policy.Name, b.name, othersEnded)
+	}
 }
 
 // busyFault records a busy refusal (fault.Tolerance.Busy) and reports the attempt to metrics.

@@ -130,6 +130,7 @@ type recordingMetrics struct {
 	retries   int
 	hedges    map[HedgeEvent]int
 	isolation []IsolationEvent
+	stalls    []string
 }
 
 func newRecordingMetrics() *recordingMetrics { return &recordingMetrics{} }
@@ -162,6 +163,19 @@ func (m *recordingMetrics) IsolationChanged(policy, broker string, isolated bool
 }
 
 func (m *recordingMetrics) EventCoalesced(string, string) {}
+
+func (m *recordingMetrics) AttemptStalled(_, broker string, _ bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.stalls = append(m.stalls, broker)
+}
+
+// stalled returns the brokers of the attempts reported stalled, in order.
+func (m *recordingMetrics) stalled() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.stalls)
+}
 
 func (m *recordingMetrics) Hedged(_ string, e HedgeEvent) {
 	m.mu.Lock()
