@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -172,8 +173,15 @@ func (c *Cluster) newProcess(name, main string, heap ...string) *process {
 	return c.newProcessOn(name, main, c.Dist.ServerClassPath, heap...)
 }
 
-// newProcessOn prepares a JVM running main with class path cp in its own folder.
+// newProcessOn prepares a JVM running main with class path cp in its own folder, with heap and
+// the shared JVMFlags.
 func (c *Cluster) newProcessOn(name, main, cp string, heap ...string) *process {
+	return c.newProcessWith(name, main, cp, append(slices.Clip(heap), JVMFlags...))
+}
+
+// newProcessWith prepares a JVM running main with class path cp in its own folder, with the JVM
+// options jvm and nothing else of the harness's.
+func (c *Cluster) newProcessWith(name, main, cp string, jvm []string) *process {
 	dir := filepath.Join(c.dir, name)
 	if err := os.MkdirAll(filepath.Join(dir, "conf"), 0o755); err != nil {
 		c.t.Fatal(err)
@@ -185,8 +193,7 @@ func (c *Cluster) newProcessOn(name, main, cp string, heap ...string) *process {
 			c.t.Fatal(err)
 		}
 	}
-	argv := append([]string{"java"}, heap...)
-	argv = append(argv, JVMFlags...)
+	argv := append([]string{"java"}, jvm...)
 	argv = append(argv, "-Duser.home="+dir, "-Drocketmq.home.dir="+dir, "-cp", cp, main)
 	return &process{name: name, dir: dir, argv: argv, logPath: filepath.Join(dir, name+".out")}
 }

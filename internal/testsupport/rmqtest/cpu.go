@@ -45,3 +45,56 @@ func parseStatCPU(stat []byte) (time.Duration, error) {
 	}
 	return time.Duration(ticks) * time.Second / clockTicks, nil
 }
+
+// The groups ThreadsCPU sums a JVM's threads into, by thread name.
+const (
+	// ThreadsJIT are HotSpot's compiler threads ("C1 CompilerThread0", "C2 CompilerThread1").
+	ThreadsJIT = "jit"
+	// ThreadsGC are the collector's threads ("GC Thread#0", "G1 Conc#0", "G1 Refine#0", ...)
+	// and the VM thread, which runs the serial collector's pauses and every other safepoint.
+	ThreadsGC = "gc"
+	// ThreadsOther is every other thread: the application's own.
+	ThreadsOther = "other"
+)
+
+// ThreadsCPU is the CPU time each group of process pid's live threads has used so far
+// (ThreadsJIT, ThreadsGC, ThreadsOther), from /proc/<pid>/task/*/stat. A thread that ended took
+// its time with it (HotSpot ends idle compiler threads), so a difference of two samples is at
+// least what the group used between them, give or take the ended threads.
+func ThreadsCPU(pid int) (map[string]time.Duration, error) {
+	dir := "/proc/" + strconv.Itoa(pid) + "/task"
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]time.Duration{}
+	for _, task := range tasks {
+		b, err := os.ReadFile(dir + "/" + task.Name() + "/stat")
+		if err != nil {
+			continue // the thread ended since the listing
+		}
+		cpu, err := parseStatCPU(b)
+		if err != nil {
+			return nil, err
+		}
+		out[threadGroup(b)] += cpu
+	}
+	return out, nil
+}
+
+// threadGroup is the group of the thread whose /proc stat line is stat, by its name (the command
+// name field, which the kernel cuts to 15 bytes).
+func threadGroup(stat []byte) string {
+	start, end := bytes.IndexByte(stat, '('), bytes.LastIndexByte(stat, ')')
+	if start < 0 || end < start {
+		return ThreadsOther
+	}
+	name := string(stat[start+1 : end])
+	switch {
+	case strings.HasPrefix(name, "C1 CompilerThre"), strings.HasPrefix(name, "C2 CompilerThre"):
+		return ThreadsJIT
+	case strings.HasPrefix(name, "GC Thread"), strings.HasPrefix(name, "G1 "), name == "VM Thread":
+		return ThreadsGC
+	}
+	return ThreadsOther
+}

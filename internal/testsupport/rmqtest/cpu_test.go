@@ -43,3 +43,47 @@ func TestProcessCPUOfThisProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestThreadGroupTellsCompilerAndCollectorThreadsFromTheRest names HotSpot's threads as the kernel
+// shows them (cut to 15 bytes) by what ThreadsCPU sums them into.
+func TestThreadGroupTellsCompilerAndCollectorThreadsFromTheRest(t *testing.T) {
+	for name, want := range map[string]string{
+		"C2 CompilerThre": ThreadsJIT,
+		"C1 CompilerThre": ThreadsJIT,
+		"GC Thread#0":     ThreadsGC,
+		"G1 Conc#0":       ThreadsGC,
+		"G1 Refine#0":     ThreadsGC,
+		"G1 Main Marker":  ThreadsGC,
+		"VM Thread":       ThreadsGC,
+		"NettyServerNIOS": ThreadsOther,
+		"java":            ThreadsOther,
+		"VM Periodic Tas": ThreadsOther,
+	} {
+		if got := threadGroup([]byte("7 (" + name + ") S 1 7 7 0 -1 0 0 0 0 0 1 2 0 0 20 0")); got != want {
+			t.Errorf("thread %q in group %q, want %q", name, got, want)
+		}
+	}
+}
+
+// TestThreadsCPUOfThisProcessAddsUpToItsOwn reads this process's threads, whose groups hold no
+// more than the process's own accounting.
+func TestThreadsCPUOfThisProcessAddsUpToItsOwn(t *testing.T) {
+	groups, err := ThreadsCPU(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	total, err := ProcessCPU(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum time.Duration
+	for g, d := range groups {
+		if g != ThreadsOther && d > 0 {
+			t.Errorf("a Go process has %v in JVM group %q", d, g)
+		}
+		sum += d
+	}
+	if sum > total {
+		t.Errorf("threads used %v, more than the process's %v", sum, total)
+	}
+}

@@ -32,6 +32,21 @@ type ProxyOptions struct {
 	// Settings are more rmq-proxy.json entries, by ProxyConfig's field names; they win over the
 	// harness's.
 	Settings map[string]any
+	// JVM, when set, are the Proxy JVM's options instead of the harness's (a 256 MiB heap and
+	// JVMFlags, sized for many JVMs on a small machine): ShippedServerJVM runs it as RocketMQ's
+	// start script does, for a benchmark that measures the Proxy at its best.
+	JVM []string
+}
+
+// ShippedServerJVM are the JVM options RocketMQ 5's start script (bin/runserver.sh, which
+// bin/mqproxy runs) gives a server on Java 9 and later: a fixed 4 GiB heap and the G1 collector
+// with its tuning, C2 compilation as the JVM's default. Only the GC log, written to /dev/shm by the
+// script, is left out; IPv4 is preferred as for every process here (loopback only).
+var ShippedServerJVM = []string{
+	"-server", "-Xms4g", "-Xmx4g", "-XX:MetaspaceSize=128m", "-XX:MaxMetaspaceSize=320m",
+	"-XX:+UseG1GC", "-XX:G1HeapRegionSize=16m", "-XX:G1ReservePercent=25", "-XX:InitiatingHeapOccupancyPercent=30",
+	"-XX:SoftRefLRUPolicyMSPerMB=0", "-XX:-OmitStackTraceInFastThrow", "-XX:-UseLargePages",
+	"-Djava.net.preferIPv4Stack=true",
 }
 
 // Proxy is one real RocketMQ 5 Proxy (rocketmq-proxy, the class path 5/proxy in the folder
@@ -71,7 +86,12 @@ func (c *Cluster) StartProxy(o ProxyOptions) *Proxy {
 		c.t.Fatal(err)
 	}
 	name := "proxy-" + strconv.Itoa(len(c.proxies))
-	p := c.newProcessOn(name, proxyMain, cp, "-Xms128m", "-Xmx256m")
+	var p *process
+	if o.JVM != nil {
+		p = c.newProcessWith(name, proxyMain, cp, o.JVM)
+	} else {
+		p = c.newProcessOn(name, proxyMain, cp, "-Xms128m", "-Xmx256m")
+	}
 	p.argv = append(p.argv, "-pc", filepath.Join(p.dir, "rmq-proxy.json"))
 	px := &Proxy{c: c, proc: p, Version: version, cfg: o}
 	c.proxies = append(c.proxies, px)
@@ -232,6 +252,16 @@ func (px *Proxy) LogContains(s string) bool { return px.proc.logContains(s) }
 
 // Dir is the Proxy's folder: rmq-proxy.json and logs.
 func (px *Proxy) Dir() string { return px.proc.dir }
+
+// ThreadsCPU is the CPU time the Proxy JVM's live threads have used so far, by group
+// (ThreadsJIT, ThreadsGC, ThreadsOther): how much of its cost is compiling and collecting.
+func (px *Proxy) ThreadsCPU() (map[string]time.Duration, error) {
+	cmd, _, err := px.proc.running()
+	if err != nil {
+		return nil, err
+	}
+	return ThreadsCPU(cmd.Process.Pid)
+}
 
 // CPU is the CPU time (user and system) the Proxy's JVM has used so far, all its threads, from
 // the kernel's accounting of the process.
