@@ -274,7 +274,8 @@ func Analyze(d *scenario.RunData) Result {
 	r.SlowSharePct, r.SlowAgainst = unknownShare, strategy.MatchingOracle(d.Strategy)
 	signal := measureDetection(&r, d, onset)
 	measureBadShares(&r, d, onset, signal)
-	if at, ok := isolatedAt(d); ok {
+	// Without a bad broker (all-slow) there is nothing to isolate.
+	if at, ok := isolatedAt(d); ok && !sc.NoBadBroker {
 		r.IsolateMs = msp(max(0, at-signal))
 	}
 	if sc.Heal > 0 {

@@ -145,8 +145,12 @@ func writeMedians(b *strings.Builder, rep *Report, mode string) {
 				iso += fmt.Sprintf(" (%d of %d runs)", md.Isolated, md.Runs)
 			}
 		}
-		if strategy.IsOracle(md.Strategy) {
+		if strategy.IsOracle(md.Strategy) || md.NoBadBroker {
 			iso = "—"
+		}
+		matched := md.SlowAgainst
+		if md.NoBadBroker {
+			matched = "—"
 		}
 		var notes []string
 		if md.CutShort > 0 {
@@ -159,7 +163,7 @@ func writeMedians(b *strings.Builder, rep *Report, mode string) {
 			analysis.FmtStat(md.IssuedPct, analysis.FmtPct), analysis.FmtStat(md.SuccessPct, analysis.FmtPct), analysis.FmtStat(md.P50Ms, fmtMs), analysis.FmtStat(md.P99Ms, fmtMs),
 			analysis.FmtStat(md.BadShareWhileFaultyPct, analysis.FmtPct), analysis.FmtStat(md.BadShareAfterSignalPct, analysis.FmtPct),
 			analysis.FmtStat(md.BadShareBeforeOnsetPct, analysis.FmtPct), iso,
-			analysis.FmtStat(md.SlowSharePct, analysis.FmtPct), md.SlowAgainst, analysis.FmtStat(md.ExtraSendsPct, analysis.FmtPct),
+			analysis.FmtStat(md.SlowSharePct, analysis.FmtPct), matched, analysis.FmtStat(md.ExtraSendsPct, analysis.FmtPct),
 			fmtCopies(md), analysis.FmtStat(md.NoiseP99Ms, fmtMs), strings.Join(notes, "; "))
 	}
 }

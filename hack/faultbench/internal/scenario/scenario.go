@@ -263,13 +263,7 @@ func BuildRealScenario(name string, d time.Duration) (Scenario, error) {
 			"it is registered", BadBroker, onset, stopAt)
 		rollingRestart(&sc, onset, stopAt, d, ActRestartElsewhere)
 	case "hang", "hang-100":
-		sc.HangEvery = map[string]int{"hang": HangEvery, "hang-100": HangEveryRare}[name]
-		sc.Description = fmt.Sprintf("one attempt in %d on %s hangs from %v on: a relay in front of the broker holds every "+
-			"%dth send request %v before the broker sees it, and passes everything else at once", sc.HangEvery, BadBroker, onset,
-			sc.HangEvery, HangFor)
-		sc.Actions = []Action{{At: onset, Kind: ActHang, Note: fmt.Sprintf("one send in %d hangs", sc.HangEvery)}}
-		sc.Faulty = []Window{{onset, d}}
-		sc.Gate = true
+		hang(&sc, map[string]int{"hang": HangEvery, "hang-100": HangEveryRare}[name], d)
 	case "all-slow":
 		allSlow(&sc, frac(0.5))
 	case "failfast":
@@ -284,6 +278,17 @@ func BuildRealScenario(name string, d time.Duration) (Scenario, error) {
 		return sc, fmt.Errorf("unknown real-broker scenario %q (known: %v)", name, RealNames)
 	}
 	return sc, nil
+}
+
+// hang gives sc a hang scenario's schedule for a run of duration d: from the onset, the gate in
+// front of the bad broker holds one send request in every.
+func hang(sc *Scenario, every int, d time.Duration) {
+	sc.HangEvery, sc.Gate = every, true
+	sc.Description = fmt.Sprintf("one attempt in %d on %s hangs from %v on: a relay in front of the broker holds every "+
+		"%dth send request %v before the broker sees it, and passes everything else at once", every, BadBroker, sc.Onset,
+		every, HangFor)
+	sc.Actions = []Action{{At: sc.Onset, Kind: ActHang, Note: fmt.Sprintf("one send in %d hangs", every)}}
+	sc.Faulty = []Window{{sc.Onset, d}}
 }
 
 // allSlow gives sc the all-slow schedule: at 'at' every broker's JVM is stopped together for one
