@@ -42,9 +42,9 @@ func (b *bench) record(mode string, rep int, d *scenario.RunData) analysis.Resul
 	for _, e := range d.ApplyErrors {
 		r.Checks = append(r.Checks, "fault step failed: "+e)
 	}
-	b.log("%-4s %-11s #%d %-18s issued %4d/%d ok %6.2f%% p50 %7.2fms p99 %8.2fms bad %5.2f%% while-faulty %5.2f%% isolate %s noise-p99 %.2fms load %.0f%s",
-		mode, d.Scenario.Name, rep+1, d.Strategy, r.Issued, r.Scheduled, r.SuccessPct, r.P50Ms, r.P99Ms, r.BadSharePct,
-		r.BadShareWhileFaultyPct, report.FmtOpt(r.IsolateMs), r.NoiseP99Ms, r.LoadAvg1, checksNote(r))
+	b.log("%-4s %-11s #%d %-18s issued %4d/%d ok %6.2f%% p50 %7.2fms p99 %8.2fms bad %5s%% while-faulty %5s%% isolate %s hedges %d (copies %d) noise-p99 %.2fms load %.0f%s",
+		mode, d.Scenario.Name, rep+1, d.Strategy, r.Issued, r.Scheduled, r.SuccessPct, r.P50Ms, r.P99Ms, analysis.FmtPct(r.BadSharePct),
+		analysis.FmtPct(r.BadShareWhileFaultyPct), report.FmtOpt(r.IsolateMs), r.Hedges.Sent, r.Hedges.CopyStored, r.NoiseP99Ms, r.LoadAvg1, checksNote(r))
 	for _, ch := range r.Checks {
 		b.failed = append(b.failed, fmt.Sprintf("%s/%s/%s#%d: %s", mode, d.Scenario.Name, d.Strategy, rep+1, ch))
 	}
@@ -54,6 +54,7 @@ func (b *bench) record(mode string, rep int, d *scenario.RunData) analysis.Resul
 // finishScenario analyzes the scenario's runs, draws its charts and rewrites the outputs.
 func (b *bench) finishScenario(mode string, sc scenario.Scenario, rs []analysis.Result, runs []*scenario.RunData, strategies []string) error {
 	explainSlow(rs, runs)
+	analysis.ApplySlowShares(rs, runs)
 	analysis.ApplyTargets(rs)
 	b.results = append(b.results, rs...)
 	b.scs = append(b.scs, report.ScenarioOf(mode, sc))
@@ -143,7 +144,7 @@ func (b *bench) runReal(ctx context.Context) error {
 // runRealScenario runs every repetition and strategy of one scenario on the real cluster.
 func (b *bench) runRealScenario(ctx context.Context, e *realenv.Env, sc scenario.Scenario) error {
 	if sc.Gate {
-		if err := e.ArmHangGate(); err != nil {
+		if err := e.ArmHangGate(sc.HangEvery); err != nil {
 			return fmt.Errorf("real/%s: the hang gate: %w", sc.Name, err)
 		}
 		defer func() {

@@ -80,7 +80,7 @@ func defineFlags(fs *flag.FlagSet, c *config) listFlags {
 	fs.StringVar(&c.RewriteCommand, "command", "", "with -rewrite: the command line to show as how to reproduce the run (for runs made in parts)")
 	fs.StringVar(&c.Note, "note", "", "with -rewrite: a note on how the run was made, added to the report")
 	fs.StringVar(&c.Merge, "merge", "", "with -rewrite: comma-separated results.json files of other runs whose modes are added (the modes of one invocation run one after another; this joins modes run separately)")
-	l.realScen = fs.String("real-scenarios", strings.Join(scenario.RealNames, ","), "comma-separated real-broker scenarios")
+	l.realScen = fs.String("real-scenarios", strings.Join(scenario.DefaultReal, ","), "comma-separated real-broker scenarios (known: "+strings.Join(scenario.RealNames, ", ")+")")
 	l.realStrat = fs.String("real-strategies", strings.Join(strategy.DefaultReal, ","), "comma-separated real-broker strategies (known: "+strings.Join(strategy.RealNames, ", ")+")")
 	fs.IntVar(&c.Params.Rate, "rate", 200, "messages per second, over all senders")
 	fs.IntVar(&c.Params.Senders, "senders", 4, "concurrent synchronous senders")

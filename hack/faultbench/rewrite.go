@@ -36,6 +36,7 @@ func rewrite(dir string, merge []string, note, command string) error {
 	}
 	rep.Medians = analysis.Medians(rep.Results)
 	rep.Verdicts = analysis.Verdicts(rep.Medians)
+	rep.HedgeChecks = analysis.HedgeVerdicts(rep.Medians)
 	charts := map[string][]string{}
 	for _, sc := range rep.Scenarios {
 		names := []string{sc.Name + "-latency.png", sc.Name + "-p99.png"}

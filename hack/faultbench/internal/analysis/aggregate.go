@@ -44,6 +44,14 @@ type Median struct {
 	BadShareAfterSignalPct Stat `json:"badShareAfterSignalPct"`
 	BadShareBeforeOnsetPct Stat `json:"badShareBeforeOnsetPct"`
 	NoiseP99Ms             Stat `json:"noiseP99Ms"`
+	// SlowSharePct is over the runs whose matching oracle (SlowAgainst) ran in the same
+	// repetition; n/a when none did.
+	SlowSharePct    Stat   `json:"slowSharePct"`
+	SlowAgainst     string `json:"slowShareAgainst"`
+	ExtraSendsPct   Stat   `json:"extraSendsPct"`
+	CopiesStored    Stat   `json:"copiesStored"`
+	CopiesStoredPct Stat   `json:"copiesStoredPct"`
+	NoBadBroker     bool   `json:"noBadBroker,omitempty"`
 	// IsolateMs is over the runs in which the bad broker was isolated at all; Isolated counts them.
 	IsolateMs *Stat `json:"isolateMs,omitempty"`
 	Isolated  int   `json:"isolatedRuns"`
@@ -84,6 +92,7 @@ func Medians(rs []Result) []Median {
 		m.BadShareAfterSignalPct = col(func(r Result) float64 { return r.BadShareAfterSignalPct })
 		m.BadShareBeforeOnsetPct = col(func(r Result) float64 { return r.BadShareBeforeOnsetPct })
 		m.NoiseP99Ms = col(func(r Result) float64 { return r.NoiseP99Ms })
+		fillHedgeMedians(&m, g)
 		var iso []float64
 		for _, r := range g {
 			if r.IsolateMs != nil {
@@ -104,6 +113,25 @@ func Medians(rs []Result) []Median {
 		out = append(out, m)
 	}
 	return out
+}
+
+// fillHedgeMedians fills m's slow share (over the runs that have one), extra sends and copies.
+func fillHedgeMedians(m *Median, g []Result) {
+	var slow, extra, copies, copiesPct []float64
+	for _, r := range g {
+		if r.SlowSharePct != unknownShare {
+			slow = append(slow, r.SlowSharePct)
+		}
+		extra = append(extra, r.ExtraSendsPct)
+		copies = append(copies, float64(r.Hedges.CopyStored))
+		copiesPct = append(copiesPct, r.CopiesStoredPct)
+		m.SlowAgainst, m.NoBadBroker = r.SlowAgainst, r.NoBadBroker
+	}
+	m.SlowSharePct = Stat{Median: unknownShare, Min: unknownShare, Max: unknownShare}
+	if len(slow) > 0 {
+		m.SlowSharePct = StatOf(slow)
+	}
+	m.ExtraSendsPct, m.CopiesStored, m.CopiesStoredPct = StatOf(extra), StatOf(copies), StatOf(copiesPct)
 }
 
 // Verdict judges detour's medians in one scenario against a baseline: the oracle (the targets) or
@@ -143,7 +171,7 @@ func Verdicts(ms []Median) []Verdict {
 	}
 	var out []Verdict
 	for _, d := range ms {
-		if d.Strategy != "detour" {
+		if d.Strategy != "detour" || d.NoBadBroker {
 			continue
 		}
 		if o := find(d.Mode, d.Scenario, "oracle"); o != nil {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/detourmq/detour/hack/faultbench/internal/scenario"
+	"github.com/detourmq/detour/hack/faultbench/internal/strategy"
 )
 
 // badLatency is the attempt latency at which a successful attempt on the bad broker counts as a
@@ -104,8 +105,22 @@ type Result struct {
 	AfterSignal afterSignal `json:"afterSignalBadSends"`
 	// Slow breaks down, for detour, the sends slower than the oracle's p99 in the same scenario.
 	Slow *SlowBreakdown `json:"slowerThanOracleP99,omitempty"`
+	// SlowSharePct is the share of sends slower than twice the p99 of the matching oracle's run of
+	// the same repetition (SlowAgainst; strategy.MatchingOracle), in percent; n/a (-1) when that
+	// oracle did not run or the scenario has no bad broker. SlowThresholdMs is the threshold.
+	SlowSharePct    float64 `json:"slowSharePct"`
+	SlowAgainst     string  `json:"slowShareAgainst"`
+	SlowThresholdMs float64 `json:"slowShareThresholdMs,omitempty"`
+	// Hedges are the runtime's hedge events; ExtraSendsPct is hedges sent over issued sends and
+	// CopiesStoredPct copies stored over issued sends, in percent (0 for strategies that never hedge).
+	Hedges          scenario.HedgeCounts `json:"hedges"`
+	ExtraSendsPct   float64              `json:"extraSendsPct"`
+	CopiesStoredPct float64              `json:"copiesStoredPct"`
 	// BadBrokerReceived is the bad broker's own count of send requests during the run.
 	BadBrokerReceived int64 `json:"badBrokerReceived"`
+
+	// NoBadBroker: the scenario singles out no broker (all-slow): no bad share, no oracle.
+	NoBadBroker bool `json:"noBadBroker,omitempty"`
 
 	OnsetMs float64 `json:"onsetMs"`
 	// FirstFailureMs is when the first attempt on the bad broker failed or took badLatency or
@@ -244,7 +259,7 @@ func Analyze(d *scenario.RunData) Result {
 	r := Result{
 		Scenario: sc.Name, Strategy: d.Strategy,
 		Scheduled: d.Params.Scheduled(), Issued: len(d.Sends), Abandoned: d.Abandoned,
-		OnsetMs: Ms(onset), ElapsedMs: Ms(d.Elapsed), BadBrokerReceived: d.BadSendsReceived,
+		OnsetMs: Ms(onset), NoBadBroker: sc.NoBadBroker, ElapsedMs: Ms(d.Elapsed), BadBrokerReceived: d.BadSendsReceived,
 		Checks: []string{},
 	}
 	for _, c := range d.Isos {
@@ -255,9 +270,12 @@ func Analyze(d *scenario.RunData) Result {
 		r.Timeline = append(r.Timeline, appliedActionM{Note: a.Note, ScheduledMs: Ms(a.Scheduled), AppliedMs: Ms(a.Applied)})
 	}
 	measureLatencies(&r, d)
+	measureHedges(&r, d)
+	r.SlowSharePct, r.SlowAgainst = unknownShare, strategy.MatchingOracle(d.Strategy)
 	signal := measureDetection(&r, d, onset)
 	measureBadShares(&r, d, onset, signal)
-	if at, ok := isolatedAt(d); ok {
+	// Without a bad broker (all-slow) there is nothing to isolate.
+	if at, ok := isolatedAt(d); ok && !sc.NoBadBroker {
 		r.IsolateMs = msp(max(0, at-signal))
 	}
 	if sc.Heal > 0 {
@@ -307,6 +325,56 @@ func measureLatencies(r *Result, d *scenario.RunData) {
 	}
 }
 
+// measureHedges fills r's hedge counts and what they add over the issued sends.
+func measureHedges(r *Result, d *scenario.RunData) {
+	r.Hedges = d.Hedges
+	r.ExtraSendsPct = pct(d.Hedges.Sent, r.Issued)
+	r.CopiesStoredPct = pct(d.Hedges.CopyStored, r.Issued)
+}
+
+// SlowFactor is how many times the matching oracle's p99 a send must take to count as slow.
+const SlowFactor = 2
+
+// SlowShare is the share of sends slower than threshold, in percent.
+func SlowShare(sends []scenario.SendRec, threshold time.Duration) float64 {
+	n := 0
+	for i := range sends {
+		if sends[i].Latency > threshold {
+			n++
+		}
+	}
+	return pct(n, len(sends))
+}
+
+// ApplySlowShares sets the slow share of every result of one scenario: its sends slower than
+// SlowFactor × the p99 of the matching oracle's run of the same repetition. runs are the runs the
+// results were computed from; a result whose oracle did not run, or of a scenario without a bad
+// broker, keeps n/a.
+func ApplySlowShares(rs []Result, runs []*scenario.RunData) {
+	type key struct {
+		strategy string
+		rep      int
+	}
+	by := map[key]*scenario.RunData{}
+	for _, d := range runs {
+		by[key{d.Strategy, d.Rep}] = d
+	}
+	for i := range rs {
+		r := &rs[i]
+		d, o := by[key{r.Strategy, r.Rep}], by[key{r.SlowAgainst, r.Rep}]
+		if d == nil || o == nil || d.Scenario.NoBadBroker || len(o.Sends) == 0 {
+			continue
+		}
+		lat := make([]time.Duration, 0, len(o.Sends))
+		for _, s := range o.Sends {
+			lat = append(lat, s.Latency)
+		}
+		slices.Sort(lat)
+		th := SlowFactor * Percentile(lat, 99)
+		r.SlowThresholdMs, r.SlowSharePct = Ms(th), SlowShare(d.Sends, th)
+	}
+}
+
 // measureDetection counts the attempts on the bad broker, finds the first failure (the earliest
 // end of a failed or slow attempt on it in the fault) and returns the signal: the first failure,
 // or the onset when there was none or the scenario announces itself (terminating).
@@ -337,6 +405,11 @@ func measureDetection(r *Result, d *scenario.RunData, onset time.Duration) time.
 // onset and the signal, and what became of those after the signal.
 func measureBadShares(r *Result, d *scenario.RunData, onset, signal time.Duration) {
 	sc := d.Scenario
+	if sc.NoBadBroker {
+		r.BadSharePct, r.BadShareAfterOnsetPct, r.BadShareBeforeOnsetPct = unknownShare, unknownShare, unknownShare
+		r.BadShareAfterSignalPct, r.BadShareWhileFaultyPct = unknownShare, unknownShare
+		return
+	}
 	share := func(keep func(s *scenario.SendRec) bool) float64 { return badShare(d, keep) }
 	r.BadSharePct = share(func(*scenario.SendRec) bool { return true })
 	r.BadShareAfterOnsetPct = share(func(s *scenario.SendRec) bool { return s.Start >= onset })
@@ -367,7 +440,7 @@ func measureBadShares(r *Result, d *scenario.RunData, onset, signal time.Duratio
 // fault step applied late, a schedule not fully applied.
 func fairnessChecks(r *Result, d *scenario.RunData) []string {
 	var checks []string
-	if d.Strategy == "oracle" && (r.BadAttempts > 0 || d.BadSendsReceived > 0 || d.WarmupBadSends > 0 || r.BadSharePct > 0) {
+	if strategy.IsOracle(d.Strategy) && (r.BadAttempts > 0 || d.BadSendsReceived > 0 || d.WarmupBadSends > 0 || r.BadSharePct > 0) {
 		checks = append(checks, "oracle reached the bad broker")
 	}
 	for _, a := range d.Applied {
@@ -443,7 +516,7 @@ func ApplyTargets(rs []Result) {
 	}
 	for i := range rs {
 		r := &rs[i]
-		if r.Strategy != "detour" {
+		if r.Strategy != "detour" || r.NoBadBroker {
 			continue
 		}
 		o, ok := oracle[key{r.Mode, r.Scenario, r.Rep}]

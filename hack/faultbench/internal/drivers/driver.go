@@ -20,6 +20,14 @@ type Recorder struct {
 	mu       sync.Mutex
 	attempts []scenario.AttemptRec
 	isos     []scenario.IsoRec
+	hedges   scenario.HedgeCounts
+}
+
+// Hedges is what the runtime's hedges did in the measured part of the run so far.
+func (r *Recorder) Hedges() scenario.HedgeCounts {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.hedges
 }
 
 // Begin starts the measured part of the run at t0: from now on attempts and isolation changes are
@@ -83,6 +91,29 @@ func (m runtimeMetrics) IsolationChanged(policy, broker string, isolated bool, r
 	m.rec.mu.Lock()
 	m.rec.isos = append(m.rec.isos, scenario.IsoRec{At: at, Isolated: isolated, Reason: string(reason)})
 	m.rec.mu.Unlock()
+}
+
+// Hedged counts one hedge event of the strategy's policy in the measured part of the run. A copy
+// stored late (after its send was answered, even after the run) still counts: the copy exists.
+func (m runtimeMetrics) Hedged(policy string, event producer.HedgeEvent) {
+	if _, ok := m.rec.since(time.Now()); !ok || policy != m.policy {
+		return
+	}
+	m.rec.mu.Lock()
+	defer m.rec.mu.Unlock()
+	h := &m.rec.hedges
+	switch event {
+	case producer.HedgeSent:
+		h.Sent++
+	case producer.HedgeWon:
+		h.Won++
+	case producer.HedgeLost:
+		h.Lost++
+	case producer.HedgeCopyStored:
+		h.CopyStored++
+	case producer.HedgeBudgetSpent:
+		h.BudgetSpent++
+	}
 }
 
 // Driver sends the workload for one strategy.

@@ -16,20 +16,26 @@ import (
 )
 
 // policyFor returns the runtime policy of a strategy built on detour's runtime: a preset's policy,
-// with the detour strategy's tuning.
+// with the detour strategy's tuning, and hedging on for the hedging strategies.
 func policyFor(name string) (producer.Policy, error) {
+	base := map[string]string{strategy.DetourHedge: "detour", strategy.OracleHedge: "oracle"}[name]
+	if base == "" {
+		base = name
+	}
 	preset := map[string]producer.Preset{"none": producer.PresetDisabled, "rocketmq4": producer.PresetRocketMQ4,
-		"rocketmq5": producer.PresetRocketMQ5, "detour": producer.PresetDetour, "oracle": producer.PresetDetour}[name]
+		"rocketmq5": producer.PresetRocketMQ5, "detour": producer.PresetDetour, "oracle": producer.PresetDetour}[base]
 	if preset == "" {
 		return producer.Policy{}, fmt.Errorf("no runtime policy for strategy %q", name)
 	}
-	p, err := producer.PresetPolicy(name, preset)
+	p, err := producer.PresetPolicy(base, preset)
 	if err != nil || preset != producer.PresetDetour {
 		return p, err
 	}
 	p.Retry.PerAttemptTimeout = strategy.DetourPerAttempt
 	// Only the numbers change: the preset's probation and other probe settings stay.
 	p.Probe.Enabled, p.Probe.Interval, p.Probe.Timeout = true, strategy.DetourProbeInterval, strategy.DetourProbeTimeout
+	// The default budget (producer.DefaultHedgeBudgetPercent): the one users get when they turn it on.
+	p.Hedge.Enabled = strategy.Hedges(name)
 	return p, nil
 }
 
@@ -43,8 +49,8 @@ type RuntimeDriver struct {
 
 // NewRuntimeDriver builds a runtime with the strategy's policy over brokers, its attempts and
 // isolation changes recorded by rec.
-func NewRuntimeDriver(strategy string, brokers []scenario.BrokerInfo, rec *Recorder) (*RuntimeDriver, error) {
-	pol, err := policyFor(strategy)
+func NewRuntimeDriver(name string, brokers []scenario.BrokerInfo, rec *Recorder) (*RuntimeDriver, error) {
+	pol, err := policyFor(name)
 	if err != nil {
 		return nil, err
 	}
@@ -56,7 +62,7 @@ func NewRuntimeDriver(strategy string, brokers []scenario.BrokerInfo, rec *Recor
 	d := &RuntimeDriver{Runtime: rt, brokers: make(map[string]producer.Broker)}
 	route := producer.Route{Topic: scenario.Topic, Policy: pol.Name}
 	for _, b := range brokers {
-		if strategy == "oracle" && b.Name == scenario.BadBroker {
+		if strategy.IsOracle(name) && b.Name == scenario.BadBroker {
 			// The oracle knows the bad broker in advance: it is neither routed nor even known to the
 			// runtime, so not even a probe can reach it.
 			continue

@@ -38,6 +38,8 @@ type Env struct {
 	load      *busyLoad // while the bad broker is driven into flow control
 	paused    bool
 	down      bool
+	// allPaused is set while every broker's JVM is stopped (all-slow).
+	allPaused bool
 	// proxies are the RocketMQ Proxies the gRPC strategies send through, by whether the Proxy's
 	// fault strategy is on; started on first use.
 	proxies map[bool]*rmqtest.Proxy

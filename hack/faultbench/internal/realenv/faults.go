@@ -8,6 +8,7 @@ import (
 
 	"github.com/detourmq/detour/hack/faultbench/internal/drivers"
 	"github.com/detourmq/detour/hack/faultbench/internal/scenario"
+	"github.com/detourmq/detour/internal/testsupport/rmqtest"
 )
 
 // Apply carries out one step of a scenario's schedule on the bad broker's process, telling d of
@@ -64,6 +65,15 @@ func (e *Env) Apply(a scenario.Action, d drivers.Driver) error {
 		}
 		g.armed.Store(true)
 		return nil
+	case scenario.ActPauseAll:
+		e.setAllPaused(true)
+		return e.eachBroker((*rmqtest.Broker).Pause)
+	case scenario.ActResumeAll:
+		err := e.eachBroker((*rmqtest.Broker).Resume)
+		if err == nil {
+			e.setAllPaused(false)
+		}
+		return err
 	case scenario.ActDropTopic:
 		e.mu.Lock()
 		e.topicDropped = true
@@ -78,6 +88,20 @@ func (e *Env) Apply(a scenario.Action, d drivers.Driver) error {
 func (e *Env) setPaused(v bool) { e.mu.Lock(); e.paused = v; e.mu.Unlock() }
 
 func (e *Env) setDown(v bool) { e.mu.Lock(); e.down = v; e.mu.Unlock() }
+
+func (e *Env) setAllPaused(v bool) { e.mu.Lock(); e.allPaused = v; e.mu.Unlock() }
+
+// eachBroker applies f to every broker of the cluster, one after another as fast as the harness
+// signals them, and returns the first error after trying them all.
+func (e *Env) eachBroker(f func(*rmqtest.Broker)) error {
+	var first error
+	for _, b := range e.c.Brokers() {
+		if err := e.harness(func() { f(b) }); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
 
 // startStall pauses the bad broker for scenario.StallPause of every scenario.StallPeriod until stopStall.
 func (e *Env) startStall() {
@@ -137,9 +161,15 @@ func (e *Env) Restore(ctx context.Context) error {
 		return err
 	}
 	e.mu.Lock()
-	paused, dropped := e.paused, e.topicDropped
+	paused, dropped, allPaused := e.paused, e.topicDropped, e.allPaused
 	e.topicDropped = false
 	e.mu.Unlock()
+	if allPaused {
+		if err := e.eachBroker((*rmqtest.Broker).Resume); err != nil {
+			return err
+		}
+		e.setAllPaused(false)
+	}
 	if dropped {
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		err := e.bad.CreateTopic(cctx, scenario.Topic, scenario.Queues)

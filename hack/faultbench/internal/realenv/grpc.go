@@ -15,12 +15,13 @@ import (
 	"github.com/detourmq/detour/internal/testsupport/rmqtest"
 )
 
-// startEndpointSide starts detour's runtime with the detour strategy's policy and detour's gRPC
+// startEndpointSide starts detour's runtime with the policy of the runtime strategy named (detour,
+// detour+hedge or oracle+hedge, whose runtime never knows the bad broker) and detour's gRPC
 // endpoint around it on a free loopback port, serving TLS (the SDK's default) with a certificate
 // of its own, as the operator serves it, and the benchmark topic only.
-func startEndpointSide(e *Env) (*detourSide, error) {
+func startEndpointSide(e *Env, runtimeStrategy string) (*detourSide, error) {
 	rec := &drivers.Recorder{}
-	d, err := drivers.NewRuntimeDriver("detour", e.BrokerList(), rec)
+	d, err := drivers.NewRuntimeDriver(runtimeStrategy, e.BrokerList(), rec)
 	if err != nil {
 		return nil, err
 	}

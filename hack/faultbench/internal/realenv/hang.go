@@ -25,7 +25,7 @@ const (
 
 // hangGate is a remoting-aware TCP relay in front of the bad broker for the hang scenario. It passes
 // every frame on in both directions, except that while it is armed it holds every
-// scenario.HangEvery-th send request (SEND_MESSAGE, V2 or batch) for a while (scenario.HangFor in
+// every-th send request (the scenario's HangEvery) (SEND_MESSAGE, V2 or batch) for a while (scenario.HangFor in
 // the scenario) before passing it on: remoting matches responses to requests by opaque, so the
 // requests behind a held one go on at once. Frames are relayed
 // whole, never parsed past their header.
@@ -183,7 +183,7 @@ func (g *hangGate) Close() {
 // ArmHangGate puts the gate in front of the bad broker before the hang scenario's runs: the broker
 // is restarted listening on hangBind (same port, same store) and the gate takes its published
 // address, unarmed, so the runs start from a healthy broker one relay away.
-func (e *Env) ArmHangGate() error {
+func (e *Env) ArmHangGate(every int) error {
 	addr := e.bad.Addr
 	_, port, err := net.SplitHostPort(addr)
 	if err != nil {
@@ -192,7 +192,7 @@ func (e *Env) ArmHangGate() error {
 	if err := e.harness(e.bad.Stop); err != nil {
 		return err
 	}
-	g, err := startHangGate(addr, net.JoinHostPort(hangBind, port), scenario.HangEvery, scenario.HangFor)
+	g, err := startHangGate(addr, net.JoinHostPort(hangBind, port), every, scenario.HangFor)
 	if err != nil {
 		return err
 	}

@@ -20,15 +20,17 @@ import (
 // RocketMQ's own Proxy. A facade strategy points the producer at detour's name-server facade
 // instead of the name server.
 var javaStrategies = map[string]javaStrategy{
-	"java-5":                {client: rmqtest.V5, faultEnable: true},
-	"java-5-all":            {client: rmqtest.V5, faultEnable: true, detector: true, perAttempt: strategy.JavaAllKnobsPerAttempt},
-	"java-4.9":              {client: rmqtest.V4, faultEnable: true},
-	"java-default":          {client: rmqtest.V5},
-	strategy.Facade:         {client: rmqtest.V5, facade: true},
-	strategy.FacadeWatch:    {client: rmqtest.V5, facade: true, watch: true},
-	strategy.GRPCDetour:     {grpc: viaDetour},
-	strategy.GRPCProxy:      {grpc: viaProxy},
-	strategy.GRPCProxyFault: {grpc: viaProxyFault},
+	"java-5":                 {client: rmqtest.V5, faultEnable: true},
+	"java-5-all":             {client: rmqtest.V5, faultEnable: true, detector: true, perAttempt: strategy.JavaAllKnobsPerAttempt},
+	"java-4.9":               {client: rmqtest.V4, faultEnable: true},
+	"java-default":           {client: rmqtest.V5},
+	strategy.Facade:          {client: rmqtest.V5, facade: true},
+	strategy.FacadeWatch:     {client: rmqtest.V5, facade: true, watch: true},
+	strategy.GRPCDetour:      {grpc: viaDetour},
+	strategy.GRPCDetourHedge: {grpc: viaDetour},
+	strategy.GRPCOracleHedge: {grpc: viaDetour},
+	strategy.GRPCProxy:       {grpc: viaProxy},
+	strategy.GRPCProxyFault:  {grpc: viaProxyFault},
 }
 
 // javaStrategy is how a strategy run in a JVM is set up.
@@ -83,7 +85,7 @@ func runJava(ctx context.Context, e *Env, sc scenario.Scenario, strategy string,
 		FaultEnable: js.faultEnable, Detector: js.detector, PerAttemptTimeout: js.perAttempt, Client: js.client,
 		Warmup: len(scenario.BrokerNames) * scenario.Queues, Shared: true, Deferred: true,
 	}
-	side, err := startSide(e, js, &opts)
+	side, err := startSide(e, strategy, js, &opts)
 	if err != nil {
 		return nil, err
 	}
@@ -116,6 +118,7 @@ func runJava(ctx context.Context, e *Env, sc scenario.Scenario, strategy string,
 		if js.grpc == viaDetour {
 			// The endpoint's runtime saw every attempt the SDK's sends made.
 			data.Attempts = append(data.Attempts, side.attempts()...)
+			data.Hedges = side.rec.Hedges()
 		}
 	}
 	switch js.grpc {

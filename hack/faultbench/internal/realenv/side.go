@@ -16,7 +16,7 @@ import (
 // startSide starts what a Java strategy sends through besides the cluster, and points opts at it:
 // detour's facade (with its runtime), detour's gRPC endpoint (with its runtime), or the Proxy.
 // It returns the detour side, nil when detour takes no part.
-func startSide(e *Env, js javaStrategy, opts *rmqtest.ProducerOptions) (*detourSide, error) {
+func startSide(e *Env, name string, js javaStrategy, opts *rmqtest.ProducerOptions) (*detourSide, error) {
 	switch {
 	case js.facade:
 		side, err := startFacadeSide(e, js.watch)
@@ -27,7 +27,7 @@ func startSide(e *Env, js javaStrategy, opts *rmqtest.ProducerOptions) (*detourS
 		opts.PollNameServerInterval = strategy.FacadeJavaPoll
 		return side, nil
 	case js.grpc == viaDetour:
-		side, err := startEndpointSide(e)
+		side, err := startEndpointSide(e, strategy.RuntimeStrategy(name))
 		if err != nil {
 			return nil, err
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/detourmq/detour/hack/faultbench/internal/analysis"
 	"github.com/detourmq/detour/hack/faultbench/internal/scenario"
+	"github.com/detourmq/detour/hack/faultbench/internal/strategy"
 )
 
 func fmtMs(v float64) string {
@@ -114,6 +115,7 @@ func writeMode(b *strings.Builder, rep *Report, mode string, charts map[string][
 		fmt.Fprintf(b, "- `%s`: %s.\n", sc.Name, sc.Description)
 	}
 	writeVerdicts(b, rep, mode)
+	writeHedgeVerdicts(b, rep, mode)
 	writeDoors(b, rep, mode)
 	writeGRPC(b, rep, mode)
 	writeFacade(b, rep, mode)
@@ -128,9 +130,10 @@ func writeMedians(b *strings.Builder, rep *Report, mode string) {
 		"faulty that had an attempt on it; *after signal*: the same after the first failure (information); " +
 		"*bad before onset*: the same before the fault (about 33 for a round robin over three brokers; near 0 means the " +
 		"strategy avoided the bad broker before it went bad, e.g. after slow answers during its warm-up); " +
-		"*isolate*: signal → last send to it before it went quiet (runs in which that happened).\n\n")
-	b.WriteString("| scenario | strategy | issued % | success % | p50 | p99 | bad while faulty % | bad after signal % | bad before onset % | isolate | noise p99 | notes |\n")
-	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
+		"*isolate*: signal → last send to it before it went quiet (runs in which that happened). " + slowColumns + "\n\n")
+	b.WriteString("| scenario | strategy | issued % | success % | p50 | p99 | bad while faulty % | bad after signal % | bad before onset % | isolate | " +
+		"slow % | matched oracle | extra sends % | copies stored | noise p99 | notes |\n")
+	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---|\n")
 	for _, md := range rep.Medians {
 		if md.Mode != mode {
 			continue
@@ -142,8 +145,12 @@ func writeMedians(b *strings.Builder, rep *Report, mode string) {
 				iso += fmt.Sprintf(" (%d of %d runs)", md.Isolated, md.Runs)
 			}
 		}
-		if md.Strategy == "oracle" {
+		if strategy.IsOracle(md.Strategy) || md.NoBadBroker {
 			iso = "—"
+		}
+		matched := md.SlowAgainst
+		if md.NoBadBroker {
+			matched = "—"
 		}
 		var notes []string
 		if md.CutShort > 0 {
@@ -152,12 +159,25 @@ func writeMedians(b *strings.Builder, rep *Report, mode string) {
 		if md.FailedChecks > 0 {
 			notes = append(notes, fmt.Sprintf("%d run(s) with failed checks", md.FailedChecks))
 		}
-		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", md.Scenario, md.Strategy,
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", md.Scenario, md.Strategy,
 			analysis.FmtStat(md.IssuedPct, analysis.FmtPct), analysis.FmtStat(md.SuccessPct, analysis.FmtPct), analysis.FmtStat(md.P50Ms, fmtMs), analysis.FmtStat(md.P99Ms, fmtMs),
 			analysis.FmtStat(md.BadShareWhileFaultyPct, analysis.FmtPct), analysis.FmtStat(md.BadShareAfterSignalPct, analysis.FmtPct),
 			analysis.FmtStat(md.BadShareBeforeOnsetPct, analysis.FmtPct), iso,
-			analysis.FmtStat(md.NoiseP99Ms, fmtMs), strings.Join(notes, "; "))
+			analysis.FmtStat(md.SlowSharePct, analysis.FmtPct), matched, analysis.FmtStat(md.ExtraSendsPct, analysis.FmtPct),
+			fmtCopies(md), analysis.FmtStat(md.NoiseP99Ms, fmtMs), strings.Join(notes, "; "))
 	}
+}
+
+// slowColumns explains the slow share, extra sends and copies columns.
+const slowColumns = "*slow*: % of sends slower than twice the p99 of the matched oracle's run of the same repetition " +
+	"(`oracle+hedge` for `detour+hedge` and itself, `grpc+oracle+hedge` for every grpc row, `oracle` for every other row; " +
+	"n/a where it did not run or the scenario has no bad broker); *extra sends*: hedges sent over sends; *copies stored*: " +
+	"sends both of whose attempts stored the message (count, and % of sends)."
+
+// fmtCopies formats a median count of copies stored with its share of sends.
+func fmtCopies(md analysis.Median) string {
+	return analysis.FmtStat(md.CopiesStored, func(v float64) string { return fmt.Sprintf("%.0f", v) }) +
+		" (" + analysis.FmtStat(md.CopiesStoredPct, analysis.FmtPct) + " %)"
 }
 
 // writeChartLinks links one mode's charts and shows the first of each scenario (and the second
@@ -184,9 +204,11 @@ func writeEveryRun(b *strings.Builder, rep *Report) {
 	b.WriteString("\n## Every run\n\nLatencies in ms. *bad share*: % of sends with an attempt on the bad broker — over the run / " +
 		"after the first signal / while it was faulty. *detect*: onset → first failure; *isolate*: signal → last send to it " +
 		"before it went quiet; *recover*: healed → first successful send to it; *noise p99*: how late 1 ms sleeps woke up " +
-		"during the run; *load*: the machine's 1-minute load average when the run ended.\n\n")
-	b.WriteString("| mode | scenario | # | strategy | issued / scheduled | success % | p50 | p99 | p99.9 | max | bad share % (run / after signal / faulty) | detect | isolate | recover | noise p99 | load | notes |\n")
-	b.WriteString("|---|---|---:|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---|\n")
+		"during the run; *load*: the machine's 1-minute load average when the run ended. *slow / extra / copies*: the slow " +
+		"share against the matched oracle (see the medians), extra sends and copies stored, each in % of sends.\n\n")
+	b.WriteString("| mode | scenario | # | strategy | issued / scheduled | success % | p50 | p99 | p99.9 | max | bad share % (run / after signal / faulty) | " +
+		"slow / extra / copies % | detect | isolate | recover | noise p99 | load | notes |\n")
+	b.WriteString("|---|---|---:|---|---:|---:|---:|---:|---:|---:|---|---|---:|---:|---:|---:|---:|---|\n")
 	for _, r := range rep.Results {
 		var notes []string
 		if r.CutShort {
@@ -207,15 +229,17 @@ func writeEveryRun(b *strings.Builder, rep *Report) {
 		if r.RecoverMs != nil {
 			recov = fmtMs(*r.RecoverMs)
 		}
-		if r.Strategy != "oracle" {
+		if !strategy.IsOracle(r.Strategy) {
 			isolate = FmtOpt(r.IsolateMs)
 		}
 		if r.DetectMs != nil {
 			detect = fmtMs(*r.DetectMs)
 		}
-		fmt.Fprintf(b, "| %s | %s | %d | %s | %d / %d | %.2f | %s | %s | %s | %s | %.2f / %.2f / %.2f | %s | %s | %s | %s | %.0f | %s |\n",
+		fmt.Fprintf(b, "| %s | %s | %d | %s | %d / %d | %.2f | %s | %s | %s | %s | %s / %s / %s | %s / %s / %s | %s | %s | %s | %s | %.0f | %s |\n",
 			r.Mode, r.Scenario, r.Rep, r.Strategy, r.Issued, r.Scheduled, r.SuccessPct, fmtMs(r.P50Ms), fmtMs(r.P99Ms),
-			fmtMs(r.P999Ms), fmtMs(r.MaxMs), r.BadSharePct, r.BadShareAfterSignalPct, r.BadShareWhileFaultyPct, detect,
+			fmtMs(r.P999Ms), fmtMs(r.MaxMs), analysis.FmtPct(r.BadSharePct), analysis.FmtPct(r.BadShareAfterSignalPct),
+			analysis.FmtPct(r.BadShareWhileFaultyPct), analysis.FmtPct(r.SlowSharePct), analysis.FmtPct(r.ExtraSendsPct),
+			analysis.FmtPct(r.CopiesStoredPct), detect,
 			isolate, recov, fmtMs(r.NoiseP99Ms), r.LoadAvg1, strings.Join(notes, "; "))
 	}
 }

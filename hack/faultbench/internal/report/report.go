@@ -47,7 +47,9 @@ type Report struct {
 	Medians []analysis.Median `json:"medians"`
 	// Verdicts judge detour on medians: against the targets and against the Java producers.
 	Verdicts []analysis.Verdict `json:"verdicts"`
-	Results  []analysis.Result  `json:"results"`
+	// HedgeChecks judge the hedging rows on medians (issue 50's targets).
+	HedgeChecks []analysis.HedgeCheck `json:"hedgeChecks,omitempty"`
+	Results     []analysis.Result     `json:"results"`
 }
 
 type paramsJSON struct {
@@ -108,7 +110,12 @@ var definitions = map[string]string{
 	"isolateMs":              "signal -> start of the last attempt on the bad broker that is followed by a quiet span (min(1 s, duration/10)) with no attempt on it and at least rate*quiet/2 attempts on the others; 0 if it got no attempt after the onset; null if that never happened",
 	"recoverMs":              "recovery scenario: heal -> start of the first successful attempt on the bad broker; null if none within the run",
 	"cutShort":               "fewer sends issued than scheduled (senders stuck past the end of the run), or sends abandoned after the drain time",
-	"median":                 "median over the repetitions (mean of the middle two for an even count), with min and max; targets and comparisons are judged on medians",
+	"slowSharePct": "share of sends slower than twice the p99 of the matching oracle's run of the same repetition " +
+		"(slowShareAgainst: oracle+hedge for detour+hedge and itself, grpc+oracle+hedge for every grpc row, oracle for every other row); " +
+		"n/a when that oracle did not run or the scenario has no bad broker; its median is over the runs that have one",
+	"extraSendsPct":   "hedges sent by detour's runtime over issued sends (0 for strategies that never hedge)",
+	"copiesStoredPct": "sends of which both the attempt and its hedge stored the message (two copies, one message id), over issued sends",
+	"median":          "median over the repetitions (mean of the middle two for an even count), with min and max; targets and comparisons are judged on medians",
 }
 
 // WriteJSON writes rep as results.json at path.
@@ -180,6 +187,7 @@ func NewReport(c Settings, scs []ScenarioJSON, rs []analysis.Result, started tim
 	}
 	rep.Medians = analysis.Medians(rs)
 	rep.Verdicts = analysis.Verdicts(rep.Medians)
+	rep.HedgeChecks = analysis.HedgeVerdicts(rep.Medians)
 	for _, mode := range []string{"sim", "real"} {
 		var v []float64
 		for _, r := range rs {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/detourmq/detour/hack/faultbench/internal/analysis"
 	"github.com/detourmq/detour/hack/faultbench/internal/scenario"
+	"github.com/detourmq/detour/hack/faultbench/internal/strategy"
 )
 
 // writeVerdicts writes detour's medians against the targets and the Java producers, and what the
@@ -42,6 +43,35 @@ func writeVerdicts(b *strings.Builder, rep *Report, mode string) {
 			mark(v.P99Pass), mark(v.BadSharePass), better)
 	}
 	writeMisses(b, rep, mode, vs)
+}
+
+// writeHedgeVerdicts writes the hedging rows' medians against their targets; nothing when no
+// hedging row ran.
+func writeHedgeVerdicts(b *strings.Builder, rep *Report, mode string) {
+	var cs []analysis.HedgeCheck
+	for _, c := range rep.HedgeChecks {
+		if c.Mode == mode {
+			cs = append(cs, c)
+		}
+	}
+	if len(cs) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "\n### Hedged sends against their targets (medians)\n\n"+
+		"In every scenario with a bad broker: `%s` p99 at most %.2f× `%s`'s and its slow share at most `%s`'s plus %.1f "+
+		"percentage point, the same for `%s` against `%s`, and `%s` p99 below `detour`'s; in every scenario (all-slow "+
+		"included) every hedging row's extra sends at most %d %% of sends and 100 %% success. A target is shown only where "+
+		"the rows it involves ran. *value* and *limit*: a p99 ratio and its factor, or percentages.\n\n",
+		strategy.DetourHedge, analysis.TargetHedgeP99Factor, strategy.OracleHedge, strategy.OracleHedge, analysis.TargetHedgeSlowSharePP,
+		strategy.GRPCDetourHedge, strategy.GRPCOracleHedge, strategy.DetourHedge, analysis.TargetExtraSendsPct)
+	b.WriteString("| scenario | strategy | target | against | value | limit | verdict |\n|---|---|---|---|---:|---:|---|\n")
+	for _, c := range cs {
+		against := "—"
+		if c.Against != "" {
+			against = "`" + c.Against + "`"
+		}
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %.2f | %.2f | %s |\n", c.Scenario, c.Strategy, c.Target, against, c.Value, c.Limit, mark(c.Pass))
+	}
 }
 
 // writeMisses writes one line per scenario and measure where detour is not ahead, naming every

@@ -307,6 +307,7 @@ func collect(data *scenario.RunData, recs []scenario.SendRec, issued []bool, rec
 	}
 	data.Attempts = append(data.Attempts, rec.Attempts()...)
 	data.Isos = append(data.Isos, rec.Isolations()...)
+	data.Hedges = rec.Hedges()
 	sort.Slice(data.Attempts, func(i, j int) bool { return data.Attempts[i].Start < data.Attempts[j].Start })
 	sort.Slice(data.Sends, func(i, j int) bool { return data.Sends[i].Start < data.Sends[j].Start })
 }

@@ -53,6 +53,8 @@ type RunData struct {
 	// Noise holds how late 1 ms sleeps woke up during the run: the machine's scheduling noise,
 	// which every latency here includes.
 	Noise []time.Duration
+	// Hedges is what the hedges of detour's runtime did (zero for strategies that do not hedge).
+	Hedges HedgeCounts
 	// BadFrom says where the bad shares come from when the sends do not list their attempts'
 	// brokers (RocketMQ's gRPC SDK does not say where an attempt went).
 	BadFrom BadSource
@@ -110,4 +112,15 @@ type IsoRec struct {
 	At       time.Duration
 	Isolated bool
 	Reason   string
+}
+
+// HedgeCounts counts the hedge events of a run's runtime (producer.HedgeEvent): hedges sent, won
+// (answered the send), lost, copies stored (both attempts stored the message) and hedges the budget
+// refused.
+type HedgeCounts struct {
+	Sent        int `json:"sent"`
+	Won         int `json:"won"`
+	Lost        int `json:"lost"`
+	CopyStored  int `json:"copyStored"`
+	BudgetSpent int `json:"budgetSpent"`
 }

@@ -55,6 +55,9 @@ const (
 	// ActDropTopic deletes the benchmark topic from the broker, which creates no topic on demand:
 	// it refuses every send at once (TOPIC_NOT_EXIST) until restore creates the topic again.
 	ActDropTopic
+	// ActPauseAll stops every broker's JVM (SIGSTOP) together; ActResumeAll continues them.
+	ActPauseAll
+	ActResumeAll
 )
 
 // Action is one step of a scenario's fault schedule, at an offset from the start of the run.
@@ -90,8 +93,13 @@ type Scenario struct {
 	// FaultyUntilDone names the step whose completion ends the last faulty span (the rolling
 	// restart is faulty until the new broker is registered, which takes as long as it takes).
 	FaultyUntilDone string
-	// Gate puts the hang gate in front of the bad broker for the scenario's runs (real brokers).
-	Gate bool
+	// Gate puts the hang gate in front of the bad broker for the scenario's runs (real brokers);
+	// it holds one send request in HangEvery.
+	Gate      bool
+	HangEvery int
+	// NoBadBroker: no broker is singled out (every broker is slow at once); there is no bad share
+	// and no oracle to compare with.
+	NoBadBroker bool
 }
 
 // Fractions of the run duration at which things happen, so that a short run keeps the shape of
@@ -186,7 +194,12 @@ const (
 )
 
 // RealNames are the real-broker scenarios, in report order.
-var RealNames = []string{"blackhole", "slow", "dead", "flapping", "recovery", "rolling", "busy", "readdress", "failfast", "hang"}
+var RealNames = []string{"blackhole", "slow", "dead", "flapping", "recovery", "rolling", "busy", "readdress", "failfast", "hang",
+	"hang-100", "all-slow"}
+
+// DefaultReal are the real-broker scenarios a run without -real-scenarios runs: every one but
+// those made for hedging (hang-100, all-slow), which a judged run of the hedging strategies names.
+var DefaultReal = RealNames[:len(RealNames)-2]
 
 // BuildRealScenario returns a scenario on real brokers for a run of duration d. The schedules are
 // those of BuildScenario, carried out on the broker's JVM.
@@ -249,13 +262,10 @@ func BuildRealScenario(name string, d time.Duration) (Scenario, error) {
 			"(a pod back at a new IP: nothing answers at the old address), and its pod is marked ready at the new address once "+
 			"it is registered", BadBroker, onset, stopAt)
 		rollingRestart(&sc, onset, stopAt, d, ActRestartElsewhere)
-	case "hang":
-		sc.Description = fmt.Sprintf("one attempt in %d on %s hangs from %v on: a relay in front of the broker holds every "+
-			"%dth send request %v before the broker sees it, and passes everything else at once", HangEvery, BadBroker, onset,
-			HangEvery, HangFor)
-		sc.Actions = []Action{{At: onset, Kind: ActHang, Note: "one send in ten hangs"}}
-		sc.Faulty = []Window{{onset, d}}
-		sc.Gate = true
+	case "hang", "hang-100":
+		hang(&sc, map[string]int{"hang": HangEvery, "hang-100": HangEveryRare}[name], d)
+	case "all-slow":
+		allSlow(&sc, frac(0.5))
 	case "failfast":
 		sc.Description = fmt.Sprintf("%s fails fast from %v on: the benchmark topic is deleted from it (DELETE_TOPIC_IN_BROKER; "+
 			"it creates no topic on demand), so it refuses every send at once with TOPIC_NOT_EXIST while it answers everything "+
@@ -268,6 +278,33 @@ func BuildRealScenario(name string, d time.Duration) (Scenario, error) {
 		return sc, fmt.Errorf("unknown real-broker scenario %q (known: %v)", name, RealNames)
 	}
 	return sc, nil
+}
+
+// hang gives sc a hang scenario's schedule for a run of duration d: from the onset, the gate in
+// front of the bad broker holds one send request in every.
+func hang(sc *Scenario, every int, d time.Duration) {
+	sc.HangEvery, sc.Gate = every, true
+	sc.Description = fmt.Sprintf("one attempt in %d on %s hangs from %v on: a relay in front of the broker holds every "+
+		"%dth send request %v before the broker sees it, and passes everything else at once", every, BadBroker, sc.Onset,
+		every, HangFor)
+	sc.Actions = []Action{{At: sc.Onset, Kind: ActHang, Note: fmt.Sprintf("one send in %d hangs", every)}}
+	sc.Faulty = []Window{{sc.Onset, d}}
+}
+
+// allSlow gives sc the all-slow schedule: at 'at' every broker's JVM is stopped together for one
+// stall of the slow scenario (StallPause; the slow scenario stalls StallPause of every StallPeriod),
+// so for that second every attempt anywhere waits. No broker is the bad one: a hedge finds every
+// other broker as slow, and only the budget keeps hedging from doubling the load.
+func allSlow(sc *Scenario, at time.Duration) {
+	sc.Onset = at
+	sc.NoBadBroker = true
+	sc.Description = fmt.Sprintf("every broker's JVM is stopped (SIGSTOP) together at %v for %v (one stall of the slow "+
+		"scenario), then continued: for that second every broker is slow; no broker is the bad one, there is no oracle, "+
+		"and only success and extra sends are judged", at, StallPause)
+	sc.Actions = []Action{
+		{At: at, Kind: ActPauseAll, Note: "every broker stopped"},
+		{At: at + StallPause, Kind: ActResumeAll, Note: "every broker continued"},
+	}
 }
 
 // rollingRestart gives sc a rolling restart's schedule for a run of duration d: the pod marked

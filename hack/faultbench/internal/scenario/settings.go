@@ -11,10 +11,11 @@ const (
 	BusyLoadSenders = 32
 )
 
-// Shape of the hang scenario: one send request in HangEvery that reaches the bad broker is held
-// HangFor before the broker sees it, so that attempt alone hangs while the others are answered at
-// once.
+// Shape of the hang scenarios: one send request in HangEvery (HangEveryRare in hang-100) that
+// reaches the bad broker is held HangFor before the broker sees it, so that attempt alone hangs
+// while the others are answered at once.
 const (
-	HangEvery = 10
-	HangFor   = 5 * time.Second
+	HangEvery     = 10
+	HangEveryRare = 100
+	HangFor       = 5 * time.Second
 )

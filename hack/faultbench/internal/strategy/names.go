@@ -2,6 +2,7 @@ package strategy
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/detourmq/detour/pkg/producer"
@@ -37,9 +38,49 @@ const (
 	FacadeCanaryRate = 50
 )
 
+// Hedging strategies: the detour strategy's policy with hedged sends on (the default budget), on
+// detour's runtime and through its gRPC endpoint, each with its oracle.
+const (
+	DetourHedge     = "detour+hedge"
+	OracleHedge     = "oracle+hedge"
+	GRPCDetourHedge = "grpc+detour+hedge"
+	GRPCOracleHedge = "grpc+oracle+hedge"
+)
+
+// IsOracle says whether a strategy never knows the bad broker: it is left out of its route and
+// its runtime before the run.
+func IsOracle(name string) bool {
+	return name == "oracle" || name == OracleHedge || name == GRPCOracleHedge
+}
+
+// Hedges says whether a strategy's runtime sends hedges.
+func Hedges(name string) bool {
+	return name == DetourHedge || name == OracleHedge || name == GRPCDetourHedge || name == GRPCOracleHedge
+}
+
+// MatchingOracle is the oracle whose p99 a strategy's slow share is measured against: the oracle
+// with hedging for the runtime's hedging rows, the gRPC oracle with hedging for every row through
+// a gRPC access point (the SDK's own cost is in both), the oracle for every other row. An oracle
+// is matched with itself.
+func MatchingOracle(name string) string {
+	switch {
+	case name == DetourHedge || name == OracleHedge:
+		return OracleHedge
+	case strings.HasPrefix(name, "grpc+"):
+		return GRPCOracleHedge
+	}
+	return "oracle"
+}
+
+// RuntimeStrategy is the runtime strategy behind a gRPC strategy through detour's endpoint.
+func RuntimeStrategy(grpc string) string {
+	return map[string]string{GRPCDetour: "detour", GRPCDetourHedge: DetourHedge, GRPCOracleHedge: OracleHedge}[grpc]
+}
+
 // RealNames are the strategies that can run on real brokers, in report order.
-var RealNames = []string{"detour", "oracle", "java-5", "java-5-all", "java-4.9", "java-default", Facade,
-	FacadeWatch, Gateway, GRPCDetour, GRPCProxy, GRPCProxyFault, "rocketmq5", "rocketmq4", "none", "rocketmq-client-go"}
+var RealNames = []string{"detour", "oracle", DetourHedge, OracleHedge, "java-5", "java-5-all", "java-4.9", "java-default", Facade,
+	FacadeWatch, Gateway, GRPCDetour, GRPCDetourHedge, GRPCOracleHedge, GRPCProxy, GRPCProxyFault, "rocketmq5", "rocketmq4",
+	"none", "rocketmq-client-go"}
 
 // DefaultReal run on real brokers unless -real-strategies says otherwise.
 var DefaultReal = []string{"detour", "oracle", "java-5", "java-5-all", "java-4.9", "java-default", Facade,
@@ -77,7 +118,14 @@ var Descriptions = map[string]string{
 		"out for that topic alone, never every broker isolated) with a per-attempt cap of %v instead of 1 s and probes "+
 		"every %v (timeout %v); 3 attempts in 3000 ms",
 		producer.DetourProbationProbes, producer.DetourProbationSpan, DetourPerAttempt, DetourProbeInterval, DetourProbeTimeout),
-	"oracle":             "the detour policy with the bad broker left out of the route before the run",
+	"oracle": "the detour policy with the bad broker left out of the route before the run",
+	DetourHedge: fmt.Sprintf("the detour strategy with hedged sends on (spec.hedge.enabled, the default budget of %d %% of sends): "+
+		"a first attempt that waited past its broker's usual latency also sends the same message to another broker, the first "+
+		"to store it answers", producer.DefaultHedgeBudgetPercent),
+	OracleHedge: "the oracle (the bad broker left out before the run) with the same hedging: the control that separates the " +
+		"fault's cost from the machine's own tail",
+	GRPCDetourHedge:      "the gRPC SDK through detour's gRPC endpoint (as grpc+detour) whose runtime hedges (the detour+hedge policy)",
+	GRPCOracleHedge:      "the gRPC SDK through detour's gRPC endpoint whose runtime is the oracle+hedge one: it never knows the bad broker",
 	"rocketmq-client-go": "the real rocketmq-client-go v2 producer through brokersim's name server: default round-robin selector, WithRetry(2), WithSendMsgTimeout(3s); it knows nothing of pod state",
 	Gateway: "an HTTP client (Go's net/http, keep-alive) posting each message's body to detour's send " +
 		"gateway, which sends it through a runtime with the detour strategy's policy; pod steps reach that runtime, and a send's " +
