@@ -158,17 +158,21 @@ var MustBeBetter = map[string]bool{"blackhole": true, "slow": true, "flapping": 
 // javaBaselines are the producers detour is judged against; java-default is reported beside them.
 var javaBaselines = []string{"java-5", "java-4.9", "java-default"}
 
+// FindMedian returns the medians of strategy st in scenario sc of mode among ms, nil when it did
+// not run there.
+func FindMedian(ms []Median, mode, sc, st string) *Median {
+	for i := range ms {
+		if ms[i].Mode == mode && ms[i].Scenario == sc && ms[i].Strategy == st {
+			return &ms[i]
+		}
+	}
+	return nil
+}
+
 // Verdicts judges detour's medians in every scenario against the oracle (the targets) and against
 // each Java producer.
 func Verdicts(ms []Median) []Verdict {
-	find := func(mode, sc, st string) *Median {
-		for i := range ms {
-			if ms[i].Mode == mode && ms[i].Scenario == sc && ms[i].Strategy == st {
-				return &ms[i]
-			}
-		}
-		return nil
-	}
+	find := func(mode, sc, st string) *Median { return FindMedian(ms, mode, sc, st) }
 	var out []Verdict
 	for _, d := range ms {
 		if d.Strategy != "detour" || d.NoBadBroker {

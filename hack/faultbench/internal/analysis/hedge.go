@@ -47,14 +47,7 @@ var hedgeOracles = map[string]string{strategy.DetourHedge: strategy.OracleHedge,
 // HedgeVerdicts judges the hedging rows' medians: against their oracle and detour in every
 // scenario with a bad broker where those ran, and the budget and success in every scenario.
 func HedgeVerdicts(ms []Median) []HedgeCheck {
-	find := func(m *Median, st string) *Median {
-		for i := range ms {
-			if ms[i].Mode == m.Mode && ms[i].Scenario == m.Scenario && ms[i].Strategy == st {
-				return &ms[i]
-			}
-		}
-		return nil
-	}
+	find := func(m *Median, st string) *Median { return FindMedian(ms, m.Mode, m.Scenario, st) }
 	var out []HedgeCheck
 	for i := range ms {
 		m := &ms[i]

@@ -137,13 +137,7 @@ func missesOf(rep *Report, mode string, vs []analysis.Verdict) ([]miss, map[miss
 }
 
 func findMedian(rep *Report, mode, sc, st string) *analysis.Median {
-	for i := range rep.Medians {
-		m := &rep.Medians[i]
-		if m.Mode == mode && m.Scenario == sc && m.Strategy == st {
-			return m
-		}
-	}
-	return nil
+	return analysis.FindMedian(rep.Medians, mode, sc, st)
 }
 
 func runsOf(rep *Report, mode, sc, st string) []analysis.Result {
