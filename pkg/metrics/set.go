@@ -20,6 +20,8 @@ type Set struct {
 
 	health   *healthCollector
 	pressure *pressureCollector
+	// doors are the gRPC endpoint's and the gateway's shared collectors (Doors).
+	doors *Doors
 }
 
 // NewSet returns unregistered collectors, with no runtime behind the figures computed at scrape.
@@ -27,7 +29,8 @@ func NewSet() *Set {
 	s := &Set{Runtime: NewRuntime(), Facade: NewFacade(), Gateway: NewGateway(), GRPC: NewGRPC(),
 		health: newHealthCollector(), pressure: newPressureCollector()}
 	// The doors count into one family, so that a panel compares them by its door label.
-	s.GRPC.doors = s.Gateway.doors
+	s.doors = NewDoors()
+	s.GRPC.doors, s.Gateway.doors = s.doors, s.doors
 	return s
 }
 
@@ -37,7 +40,7 @@ func (s *Set) Collectors() []prometheus.Collector {
 	out = append(out, s.Facade.collectors()...)
 	out = append(out, s.Gateway.collectors()...)
 	out = append(out, s.GRPC.collectors()...)
-	out = append(out, s.Gateway.doors.collectors()...)
+	out = append(out, s.doors.collectors()...)
 	return append(out, s.health, s.pressure)
 }
 
